@@ -1,0 +1,30 @@
+"""ONNX export, staged and inspectable. UI-free: usable from scripts, CLIs and notebooks.
+
+>>> from exporter import export, ExportOptions, Dim
+>>> session = export(model, x, options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
+>>> session.save("model.onnx")
+
+Importing this package is cheap: torch, onnx and onnxruntime load on first use.
+"""
+
+from .api import ExportOptions, Serializer, export
+from .capture import STRATEGIES, CaptureAttempt, CaptureStrategy
+from .dims import AUTO, DYNAMIC, STATIC, Dim, DimSpec, Policy
+from .errors import (
+    CaptureError,
+    DecomposeError,
+    ExportError,
+    OptimizeError,
+    SerializeError,
+    SpecError,
+    TranslateError,
+)
+from .serialize import OnnxSerializer, Pt2Serializer
+from .session import STAGES, Session, StageResult
+
+__all__ = [
+    "AUTO", "DYNAMIC", "STATIC", "STAGES", "STRATEGIES",
+    "CaptureAttempt", "CaptureError", "CaptureStrategy", "DecomposeError", "Dim", "DimSpec",
+    "ExportError", "ExportOptions", "OnnxSerializer", "OptimizeError", "Policy", "Pt2Serializer",
+    "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "TranslateError", "export",
+]

@@ -1,0 +1,75 @@
+"""The public entry point: ``export(model, *args, options=ExportOptions(...), **kwargs)``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import SpecError
+
+__all__ = ["ExportOptions", "Serializer", "export"]
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """How to export.
+
+    Attributes:
+        opset_version: ONNX opset; None uses ``torch.onnx.export``'s default.
+        dynamic_shapes: the dim spec, in any form :meth:`exporter.DimSpec.parse` accepts.
+        dynamic_axes: legacy ``torch.onnx.export`` dynamic axes, merged with ``dynamic_shapes``.
+        strategy: ``"auto"`` (try each in order) or one of ``"nonstrict"``, ``"strict"``,
+            ``"draft"``, ``"fx_symbolic"`` (experimental).
+        logger: receives one record per stage (name, status, seconds).
+        optimize: run the ONNX optimizer (constant folding, fusions) after translation.
+    """
+
+    opset_version: int | None = None
+    dynamic_shapes: Any = None
+    strategy: str = "auto"
+    logger: logging.Logger | None = None
+    optimize: bool = True
+    dynamic_axes: Any = None
+
+    def __post_init__(self) -> None:
+        from .capture import strategy_names
+
+        choices = ("auto",) + strategy_names()
+        if self.strategy not in choices:
+            import difflib
+
+            close = difflib.get_close_matches(str(self.strategy), choices, n=1)
+            raise SpecError(
+                f"unknown strategy {self.strategy!r}",
+                hint=(f"did you mean {close[0]!r}? " if close else "") + "choices: " + ", ".join(choices),
+            )
+        if self.opset_version is not None and (
+            not isinstance(self.opset_version, int) or not 7 <= self.opset_version <= 25
+        ):
+            raise SpecError(
+                f"opset_version={self.opset_version!r} is not a supported ONNX opset",
+                hint="use None (the exporter default) or an int from 18 to 23",
+            )
+
+
+@runtime_checkable
+class Serializer(Protocol):
+    """Writes a session's artefact to a path or a binary file object."""
+
+    def serialize(self, session: Any, destination: Any) -> Any: ...
+
+
+def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kwargs: Any):
+    """Export ``model`` called as ``model(*args, **kwargs)`` to ONNX.
+
+    Runs capture → decompose → translate → optimize and returns the
+    :class:`~exporter.Session`. Raises :class:`~exporter.SpecError` for an invalid dim spec
+    before anything runs, and on a stage failure the stage's :class:`~exporter.ExportError`,
+    whose ``.session`` keeps every stage and capture attempt.
+    """
+    from .session import Session
+
+    session = Session(model, args, kwargs, options)
+    session.run()
+    return session.raise_for_status()

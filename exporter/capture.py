@@ -1,0 +1,217 @@
+"""Capture strategies: the ways to turn an ``nn.Module`` into an ``ExportedProgram``.
+
+Each strategy is a :class:`CaptureStrategy` subclass; :data:`STRATEGIES` is the ordered
+registry ``strategy="auto"`` walks. Every call returns a :class:`CaptureAttempt` (success or
+failure, with timing) so the session can show what was tried.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .errors import CaptureError, first_line, user_source_line
+
+__all__ = [
+    "CaptureAttempt",
+    "CaptureStrategy",
+    "NonStrictStrategy",
+    "StrictStrategy",
+    "DraftExportStrategy",
+    "FxSymbolicTraceStrategy",
+    "STRATEGIES",
+    "get_strategy",
+    "strategy_names",
+    "capture_error",
+    "suggested_fixes",
+]
+
+
+@dataclass(frozen=True)
+class CaptureAttempt:
+    """One try of one strategy."""
+
+    strategy: str
+    seconds: float
+    program: Any = None  # torch.export.ExportedProgram on success
+    error: BaseException | None = None
+    skipped_reason: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.program is not None
+
+    @property
+    def outcome(self) -> str:
+        if self.skipped_reason:
+            return "skipped"
+        return "ok" if self.success else "failed"
+
+    @property
+    def first_error_line(self) -> str | None:
+        if self.skipped_reason:
+            return self.skipped_reason
+        return first_line(self.error) if self.error is not None else None
+
+    @property
+    def full_error(self) -> str | None:
+        if self.error is None:
+            return None
+        return "".join(traceback.format_exception(self.error))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "outcome": self.outcome,
+            "seconds": round(self.seconds, 4),
+            "error": self.first_error_line,
+        }
+
+
+class CaptureStrategy(abc.ABC):
+    """One way of capturing the FX graph. Subclasses implement :meth:`_capture`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    experimental: ClassVar[bool] = False
+
+    def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
+        from ._torch_compat import size_oblivious_capture
+
+        start = time.perf_counter()
+        try:
+            with size_oblivious_capture():
+                program = self._capture(model, args, kwargs, dynamic_shapes)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes data
+            return CaptureAttempt(self.name, time.perf_counter() - start, error=exc)
+        return CaptureAttempt(self.name, time.perf_counter() - start, program=program)
+
+    @abc.abstractmethod
+    def _capture(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> Any:
+        """Return a ``torch.export.ExportedProgram`` or raise."""
+
+
+class NonStrictStrategy(CaptureStrategy):
+    name = "nonstrict"
+    description = "torch.export.export(strict=False): runs forward in Python with fake tensors"
+
+    def _capture(self, model, args, kwargs, dynamic_shapes):
+        import torch
+
+        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+
+
+class StrictStrategy(CaptureStrategy):
+    name = "strict"
+    description = "torch.export.export(strict=True): traces forward's bytecode with TorchDynamo"
+
+    def _capture(self, model, args, kwargs, dynamic_shapes):
+        import torch
+
+        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=True)
+
+
+class DraftExportStrategy(CaptureStrategy):
+    name = "draft"
+    description = (
+        "torch.export.draft_export: specializes data-dependent branches on the example values "
+        "and reports what it had to assume"
+    )
+
+    def _capture(self, model, args, kwargs, dynamic_shapes):
+        import torch
+
+        return torch.export.draft_export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+
+
+class FxSymbolicTraceStrategy(CaptureStrategy):
+    name = "fx_symbolic"
+    description = (
+        "experimental: torch.fx.symbolic_trace, then torch.export of the traced GraphModule; "
+        "control flow is frozen at trace time"
+    )
+    experimental = True
+
+    def _capture(self, model, args, kwargs, dynamic_shapes):
+        import torch
+
+        traced = torch.fx.symbolic_trace(model)
+        return torch.export.export(traced, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+
+
+STRATEGIES: tuple[type[CaptureStrategy], ...] = (
+    NonStrictStrategy,
+    StrictStrategy,
+    DraftExportStrategy,
+    FxSymbolicTraceStrategy,
+)
+
+
+def strategy_names() -> tuple[str, ...]:
+    return tuple(cls.name for cls in STRATEGIES)
+
+
+def get_strategy(name: str) -> type[CaptureStrategy]:
+    for cls in STRATEGIES:
+        if cls.name == name:
+            return cls
+    raise KeyError(name)
+
+
+def is_constraint_violation(exc: BaseException) -> bool:
+    """torch rejected the dim spec itself; other strategies would hide that, not fix it."""
+    return "Constraints violated" in str(exc) or "Suggested fixes" in str(exc)
+
+
+_FIX_LINE = re.compile(r"^\s*([A-Za-z_]\w*\s*=\s*.+)$")
+
+
+def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
+    """The ``Suggested fixes:`` lines of a torch constraint violation, e.g. ``b = Dim('b', min=3)``."""
+    text = str(exc)
+    if "Suggested fixes:" not in text:
+        return ()
+    tail = text.split("Suggested fixes:", 1)[1]
+    fixes = []
+    for line in tail.splitlines():
+        if not line.strip():
+            if fixes:
+                break
+            continue
+        match = _FIX_LINE.match(line)
+        if not match:
+            break
+        fixes.append(match.group(1).strip())
+    return tuple(fixes)
+
+
+def _hint_for(exc: BaseException) -> str:
+    text = str(exc)
+    fixes = suggested_fixes(exc)
+    if fixes:
+        return "torch suggests these dims (apply them to dynamic_shapes):\n" + "\n".join(fixes)
+    if "data-dependent" in text or "GuardOnDataDependent" in type(exc).__name__ + text:
+        return (
+            "a Python branch or size depends on tensor values; rewrite it with torch.cond / "
+            "torch.where, or try strategy='draft' to specialize it on the example values"
+        )
+    if "Constraints violated" in text:
+        return "the model's code pins a dim you asked to be dynamic: make it STATIC or AUTO"
+    return "check the line above; strategy='auto' tries every capture strategy in turn"
+
+
+def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
+    """One error that names the first real failure and lists every attempt."""
+    failed = [a for a in attempts if a.error is not None]
+    first = failed[0]
+    tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
+    return CaptureError(
+        f"could not capture the model ({first.strategy}): {first.first_error_line}"
+        + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
+        source=user_source_line(first.error),
+        hint=_hint_for(first.error),
+    )

@@ -1,0 +1,148 @@
+"""One exception hierarchy for everything the exporter can refuse or fail at.
+
+Every error carries, as data, the stage that failed, the input and axis it concerns, the
+user's source line when torch reported one, and what to do next. The message is built from
+those fields so it reads the same in a terminal, a log and a notebook.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from typing import Any
+
+__all__ = [
+    "ExportError",
+    "SpecError",
+    "CaptureError",
+    "DecomposeError",
+    "TranslateError",
+    "OptimizeError",
+    "SerializeError",
+    "user_source_line",
+    "first_line",
+]
+
+
+class ExportError(Exception):
+    """Base of every error raised by the exporter.
+
+    Attributes:
+        stage: pipeline stage that failed ("spec", "capture", "decompose", ...).
+        input: the input path concerned (``x``, ``cache.0.key``), if any.
+        axis: the axis of that input, if any.
+        source: the user's ``file:line`` (and code text) that caused it, if known.
+        hint: what to do next, often the exact code to write.
+        session: the :class:`~exporter.Session` with every stage that ran, when there was one.
+    """
+
+    stage: str = "export"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        input: str | None = None,
+        axis: int | None = None,
+        source: str | None = None,
+        hint: str | None = None,
+        session: Any = None,
+        stage: str | None = None,
+    ) -> None:
+        if stage is not None:
+            self.stage = stage
+        self.reason = message
+        self.input = input
+        self.axis = axis
+        self.source = source
+        self.hint = hint
+        self.session = session
+        super().__init__(self._format())
+
+    @property
+    def where(self) -> str | None:
+        if self.input is None:
+            return None
+        return self.input if self.axis is None else f"{self.input}.shape[{self.axis}]"
+
+    def _format(self) -> str:
+        lines = [f"[{self.stage}] {self.reason}"]
+        if self.where:
+            lines.append(f"  input: {self.where}")
+        if self.source:
+            lines.append(f"  at: {self.source}")
+        if self.hint:
+            lines.append("  fix: " + self.hint.replace("\n", "\n       "))
+        return "\n".join(lines)
+
+    def with_session(self, session: Any) -> ExportError:
+        self.session = session
+        return self
+
+
+class SpecError(ExportError, ValueError):
+    """The dim spec or the inputs are invalid; raised before any export starts."""
+
+    stage = "spec"
+
+
+class CaptureError(ExportError):
+    """Every capture strategy failed to turn the model into an FX graph."""
+
+    stage = "capture"
+
+
+class DecomposeError(ExportError):
+    stage = "decompose"
+
+
+class TranslateError(ExportError):
+    stage = "translate"
+
+
+class OptimizeError(ExportError):
+    stage = "optimize"
+
+
+class SerializeError(ExportError, OSError):
+    stage = "save"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, prefixed by its type."""
+    text = str(exc).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY = re.compile(r"[/\\](site-packages|dist-packages)[/\\]|^<frozen ")
+
+
+def _is_library_file(filename: str) -> bool:
+    return bool(_LIBRARY.search(filename)) or os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
+def user_source_line(exc: BaseException) -> str | None:
+    """Best guess of the user's ``file:line: code`` that raised ``exc``.
+
+    torch often names the user frame in the message ("File x.py, line 12, in forward" or
+    "from user code: ... x.py:12"); otherwise the innermost traceback frame outside torch,
+    onnx and this package is used.
+    """
+    text = str(exc)
+    matches = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.*)', text)
+    for filename, line, func, code in reversed(matches):
+        if not _is_library_file(filename):
+            return f"{filename}:{line} in {func}: {code.strip()}"
+    cause: BaseException | None = exc
+    frames: list[traceback.FrameSummary] = []
+    while cause is not None:
+        frames.extend(traceback.extract_tb(cause.__traceback__))
+        cause = cause.__cause__ or cause.__context__
+    for frame in reversed(frames):
+        if not _is_library_file(frame.filename):
+            code = (frame.line or "").strip()
+            return f"{frame.filename}:{frame.lineno} in {frame.name}: {code}"
+    return None

@@ -1,0 +1,137 @@
+"""Bind example args/kwargs to ``forward``'s signature and name every tensor leaf.
+
+A leaf path joins the parameter name with the pytree keys below it: ``x``,
+``inputs.mask``, ``cache.0.key``. These paths name the ONNX graph inputs and key the dim spec.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SpecError
+
+__all__ = ["BoundInputs", "Leaf", "bind_inputs", "key_path_to_str"]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One tensor the model receives."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    index: int  # position among all pytree leaves of the inputs (= the exported program's user input)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class BoundInputs:
+    """Example inputs bound to the signature: ``args`` for positional-only and ``*args``
+    parameters, ``kwargs`` (in signature order) for everything else."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    leaves: tuple[Leaf, ...]
+    parameter_names: tuple[str, ...]  # every bound parameter, in signature order
+    leaf_paths_of_non_tensors: tuple[str, ...] = ()
+
+    def leaf(self, path: str) -> Leaf:
+        for leaf in self.leaves:
+            if leaf.path == path:
+                return leaf
+        raise KeyError(path)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(leaf.path for leaf in self.leaves)
+
+    def by_parameter(self) -> dict[str, Any]:
+        """Every bound value keyed by its parameter name, in signature order."""
+        values = dict(zip(self.parameter_names[: len(self.args)], self.args))
+        values.update(self.kwargs)
+        return values
+
+
+def key_path_to_str(prefix: str, key_path: tuple[Any, ...]) -> str:
+    """``("cache", (SequenceKey(0), MappingKey("key")))`` → ``cache.0.key``."""
+    parts = [prefix]
+    for entry in key_path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    return ".".join(parts)
+
+
+def _signature(model: Any) -> inspect.Signature:
+    forward = getattr(model, "forward", model)
+    try:
+        return inspect.signature(forward)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(
+            f"cannot read the signature of {type(model).__name__}.forward: {exc}",
+            hint="export a torch.nn.Module whose forward has a Python signature",
+        ) from exc
+
+
+def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> BoundInputs:
+    """Bind ``args``/``kwargs`` to ``model.forward`` and list its tensor leaves.
+
+    Keyword arguments may come in any order; they are returned in signature order so the
+    exported program (and the ONNX inputs) do not depend on the order the user typed them.
+    """
+    import torch
+
+    from ._torch_compat import tree_flatten_with_path
+
+    signature = _signature(model)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        names = ", ".join(signature.parameters)
+        raise SpecError(
+            f"the example inputs do not match forward({names}): {exc}",
+            hint="pass one example value per required parameter of forward, "
+            "positionally or by name",
+        ) from exc
+
+    positional: list[Any] = []
+    keyword: dict[str, Any] = {}
+    names: list[str] = []
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional.append(value)
+            names.append(name)
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            positional.extend(value)
+            names.extend(f"{name}.{i}" for i in range(len(value)))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            keyword.update(value)
+            names.extend(value)
+        else:
+            keyword[name] = value
+            names.append(name)
+
+    leaves: list[Leaf] = []
+    others: list[str] = []
+    values = list(positional) + list(keyword.values())
+    index = 0
+    for name, value in zip(names, values):
+        for key_path, leaf in tree_flatten_with_path(value):
+            path = key_path_to_str(name, key_path)
+            if isinstance(leaf, torch.Tensor):
+                shape = tuple(int(d) for d in leaf.shape)
+                leaves.append(Leaf(path, shape, str(leaf.dtype).removeprefix("torch."), index))
+            else:
+                others.append(path)
+            index += 1
+    return BoundInputs(tuple(positional), keyword, tuple(leaves), tuple(names), tuple(others))

@@ -1,0 +1,380 @@
+"""The staged export pipeline: capture → decompose → translate → optimize.
+
+A :class:`Session` runs stages on demand and caches each result under a key made of what the
+stage depends on, in a cache shared by every session derived from it with
+:meth:`Session.with_options` / :meth:`Session.with_dims`. A new dim spec re-runs capture and
+everything after it; a new opset re-runs translation onward; a spec seen before is served
+from the cache. A stage never raises: success or failure it returns a :class:`StageResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .capture import STRATEGIES, CaptureAttempt, capture_error, get_strategy, is_constraint_violation
+from .dims import DimSpec
+from .errors import DecomposeError, ExportError, OptimizeError, TranslateError, first_line, user_source_line
+from .inputs import BoundInputs, bind_inputs
+
+if TYPE_CHECKING:
+    from .api import ExportOptions
+
+__all__ = ["STAGES", "Session", "StageResult"]
+
+STAGES = ("capture", "decompose", "translate", "optimize")
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one stage produced: status ``ok`` / ``failed`` / ``skipped``, timing, output, error."""
+
+    name: str
+    status: str
+    seconds: float
+    output: Any = None
+    error: ExportError | None = None
+    attempts: tuple[CaptureAttempt, ...] = ()
+    cached: bool = False
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.name,
+            "status": self.status,
+            "seconds": round(self.seconds, 4),
+            "cached": self.cached,
+            "detail": self.detail or (first_line(self.error) if self.error else ""),
+        }
+
+
+class _StageCache:
+    """Stage results keyed by (stage, dependency key); bounded so old specs are dropped."""
+
+    def __init__(self, max_entries_per_stage: int = 8) -> None:
+        self._max = max_entries_per_stage
+        self._data: dict[str, OrderedDict[Any, StageResult]] = {s: OrderedDict() for s in STAGES}
+
+    def get(self, stage: str, key: Any) -> StageResult | None:
+        results = self._data[stage]
+        if key in results:
+            results.move_to_end(key)
+            return results[key]
+        return None
+
+    def put(self, stage: str, key: Any, result: StageResult) -> None:
+        results = self._data[stage]
+        results[key] = result
+        while len(results) > self._max:
+            results.popitem(last=False)
+
+
+class Session:
+    """A lazily-run export of one model with one set of example inputs and options.
+
+    ``Session(model, args, kwargs, options)`` validates the inputs and the dim spec at once
+    (raising :class:`~exporter.SpecError`) and runs nothing else until asked:
+    ``session.run(until="capture")``, or any property that needs a stage.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        options: ExportOptions | None = None,
+        *,
+        _cache: _StageCache | None = None,
+        _inputs: BoundInputs | None = None,
+    ) -> None:
+        from .api import ExportOptions
+
+        self.model = model
+        self.options = options if options is not None else ExportOptions()
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.inputs: BoundInputs = _inputs or bind_inputs(model, self.args, self.kwargs)
+        self.spec: DimSpec = DimSpec.parse(
+            self.options.dynamic_shapes, self.inputs, dynamic_axes=self.options.dynamic_axes
+        )
+        self._cache = _cache or _StageCache()
+        self._results: dict[str, StageResult] = {}
+        self._proto: Any = None
+
+    # -- deriving sessions ------------------------------------------------------------------
+    def with_options(self, **changes: Any) -> Session:
+        """A session with some options changed that reuses every still-valid stage."""
+        options = dataclasses.replace(self.options, **changes)
+        return Session(self.model, self.args, self.kwargs, options, _cache=self._cache, _inputs=self.inputs)
+
+    def with_dims(self, dynamic_shapes: Any = None, *, dynamic_axes: Any = None) -> Session:
+        """A session with a new dim spec (any accepted form); the rest is reused."""
+        return self.with_options(dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes)
+
+    def with_axis(self, path: str, axis: int, policy: Any) -> Session:
+        """A session with one input axis set to AUTO / STATIC / DYNAMIC / a Dim / a name."""
+        return self.with_dims(self.spec.with_axis(self.inputs, path, axis, policy))
+
+    # -- running ----------------------------------------------------------------------------
+    def _key(self, stage: str) -> tuple:
+        """What a stage's result depends on. Decompositions depend on the opset too: the
+        torchlib registry of an opset decides which operators stay whole."""
+        from .translate import resolve_opset
+
+        capture = (self.spec, self.options.strategy)
+        if stage == "capture":
+            return capture
+        decompose = capture + (resolve_opset(self.options.opset_version),)
+        if stage in ("decompose", "translate"):
+            return decompose
+        return decompose + (self.options.optimize,)
+
+    def run(self, until: str = "optimize") -> StageResult:
+        """Run every stage up to ``until`` (reusing cached ones); return ``until``'s result,
+        or the first failed stage's. Never raises for a stage failure."""
+        if until not in STAGES:
+            raise ValueError(f"unknown stage {until!r}; stages are {', '.join(STAGES)}")
+        result: StageResult | None = None
+        for stage in STAGES[: STAGES.index(until) + 1]:
+            result = self.result(stage)
+            if result.status == "failed":
+                break
+        assert result is not None
+        return result
+
+    def result(self, stage: str) -> StageResult:
+        """The result of one stage, running it (and what it needs) if not yet known."""
+        if stage in self._results:
+            return self._results[stage]
+        index = STAGES.index(stage)
+        if index > 0:
+            previous = self.result(STAGES[index - 1])
+            if previous.status == "failed":
+                result = StageResult(stage, "skipped", 0.0, detail=f"{previous.name} failed")
+                self._results[stage] = result
+                return result
+        key = self._key(stage)
+        cached = self._cache.get(stage, key)
+        if cached is not None:
+            result = dataclasses.replace(cached, cached=True)
+            self._log(result)
+        else:
+            runner: Callable[[], StageResult] = getattr(self, f"_run_{stage}")
+            result = runner()
+            self._cache.put(stage, key, result)
+            self._log(result)
+        self._results[stage] = result
+        return result
+
+    def _log(self, result: StageResult) -> None:
+        logger: logging.Logger | None = self.options.logger
+        if logger is None:
+            return
+        suffix = " (cached)" if result.cached else ""
+        detail = f": {result.detail}" if result.detail else ""
+        if result.status == "failed":
+            logger.error("%s failed after %.2f s%s\n%s", result.name, result.seconds, suffix, result.error)
+        else:
+            logger.info("%s %s in %.2f s%s%s", result.name, result.status, result.seconds, suffix, detail)
+
+    def _previous_output(self, stage: str) -> Any:
+        return self._results[STAGES[STAGES.index(stage) - 1]].output
+
+    def _strategies(self) -> tuple[type, ...]:
+        if self.options.strategy == "auto":
+            return STRATEGIES
+        return (get_strategy(self.options.strategy),)
+
+    def _run_capture(self) -> StageResult:
+        start = time.perf_counter()
+        dynamic_shapes = self.spec.to_torch(self.inputs)
+        attempts: list[CaptureAttempt] = []
+        strategies = self._strategies()
+        for i, cls in enumerate(strategies):
+            attempt = cls()(self.model, self.inputs.args, self.inputs.kwargs, dynamic_shapes)
+            attempts.append(attempt)
+            if attempt.success:
+                return StageResult(
+                    "capture", "ok", time.perf_counter() - start, attempt.program,
+                    attempts=tuple(attempts), detail=f"strategy {attempt.strategy}",
+                )
+            if is_constraint_violation(attempt.error):
+                reason = "skipped: the dim spec was rejected, another strategy would only hide it"
+                attempts.extend(CaptureAttempt(c.name, 0.0, skipped_reason=reason) for c in strategies[i + 1 :])
+                break
+        error = capture_error(tuple(attempts))
+        return StageResult("capture", "failed", time.perf_counter() - start, error=error, attempts=tuple(attempts))
+
+    def _run_guarded(self, stage: str, error_type: type[ExportError], hint: str, work: Callable[[], Any]) -> StageResult:
+        start = time.perf_counter()
+        try:
+            output = work()
+        except Exception as exc:  # noqa: BLE001 - failure is data
+            error = error_type(first_line(exc), source=user_source_line(exc), hint=hint)
+            error.__cause__ = exc
+            return StageResult(stage, "failed", time.perf_counter() - start, error=error)
+        return StageResult(stage, "ok", time.perf_counter() - start, output)
+
+    def _run_decompose(self) -> StageResult:
+        from . import _torch_compat as compat
+        from .translate import registry_opset, resolve_opset
+
+        program = self._previous_output("decompose")
+        opset = registry_opset(resolve_opset(self.options.opset_version))
+        return self._run_guarded(
+            "decompose",
+            DecomposeError,
+            "an operator could not be decomposed for ONNX; the error names it. "
+            "Report it upstream with the exported program (session.save('model.pt2')).",
+            lambda: compat.decompose_for_onnx(program, compat.onnx_registry(opset)),
+        )
+
+    def _run_translate(self) -> StageResult:
+        from .translate import resolve_opset, translate
+
+        program = self._previous_output("translate")
+        opset = resolve_opset(self.options.opset_version)
+        return self._run_guarded(
+            "translate",
+            TranslateError,
+            "an operator has no ONNX translation at this opset: try a newer opset_version, "
+            "or register a translation with torch.onnx's custom_translation_table",
+            lambda: translate(program, opset_version=opset, bound=self.inputs, spec=self.spec),
+        )
+
+    def _run_optimize(self) -> StageResult:
+        from .translate import optimize
+
+        model = self._previous_output("optimize")
+        if not self.options.optimize:
+            return StageResult("optimize", "skipped", 0.0, model, detail="optimize=False")
+        return self._run_guarded(
+            "optimize",
+            OptimizeError,
+            "export with ExportOptions(optimize=False) to get the unoptimized model",
+            lambda: optimize(model),
+        )
+
+    # -- results ----------------------------------------------------------------------------
+    @property
+    def stages(self) -> tuple[StageResult, ...]:
+        """The stage results obtained so far, in pipeline order."""
+        return tuple(self._results[s] for s in STAGES if s in self._results)
+
+    @property
+    def attempts(self) -> tuple[CaptureAttempt, ...]:
+        return self.result("capture").attempts
+
+    @property
+    def strategy(self) -> str | None:
+        """The capture strategy that succeeded."""
+        return next((a.strategy for a in self.attempts if a.success), None)
+
+    @property
+    def failed_stage(self) -> StageResult | None:
+        return next((r for r in self.stages if r.status == "failed"), None)
+
+    @property
+    def succeeded(self) -> bool:
+        return len(self.stages) == len(STAGES) and self.failed_stage is None
+
+    def _output(self, stage: str) -> Any:
+        result = self.run(stage)
+        if result.status == "failed":
+            raise result.error.with_session(self)  # type: ignore[union-attr]
+        return result.output
+
+    @property
+    def exported_program(self) -> Any:
+        """The captured ``torch.export.ExportedProgram`` (before ONNX decompositions)."""
+        return self._output("capture")
+
+    @property
+    def decomposed_program(self) -> Any:
+        return self._output("decompose")
+
+    @property
+    def onnx_model(self) -> Any:
+        """The final ``onnx_ir.Model`` (optimized unless ``optimize=False``)."""
+        return self._output("optimize")
+
+    @property
+    def model_proto(self) -> Any:
+        """The final ``onnx.ModelProto``."""
+        if self._proto is None:
+            import onnx_ir as ir
+
+            self._proto = ir.to_proto(self.onnx_model)
+        return self._proto
+
+    def raise_for_status(self) -> Session:
+        failed = self.failed_stage
+        if failed is not None:
+            raise failed.error.with_session(self)  # type: ignore[union-attr]
+        return self
+
+    def save(self, destination: Any, *, serializer: Any = None) -> Any:
+        """Write the model atomically: ONNX by default, the ExportedProgram for ``*.pt2``."""
+        from .serialize import default_serializer
+
+        serializer = serializer or default_serializer(destination)
+        return serializer.serialize(self, destination)
+
+    # -- running the ONNX model ------------------------------------------------------------
+    def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """ONNX input feeds (name → numpy array) for inputs given like the model's forward."""
+        from ._torch_compat import tree_flatten_with_path
+
+        bound = bind_inputs(self.model, args, kwargs)
+        names = {value.name for value in self.onnx_model.graph.inputs}
+        values = [leaf for value in bound.by_parameter().values() for _, leaf in tree_flatten_with_path(value)]
+        return {
+            leaf.path: values[leaf.index].detach().cpu().numpy()
+            for leaf in bound.leaves
+            if leaf.path in names
+        }
+
+    def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward."""
+        import onnxruntime as ort
+
+        if getattr(self, "_ort", None) is None:
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            self._ort = ort.InferenceSession(
+                self.model_proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        return self._ort.run(None, self.feeds(*args, **kwargs))
+
+    # -- display -----------------------------------------------------------------------------
+    def to_frame(self) -> Any:
+        """The stages as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame([r.to_dict() for r in self.stages], columns=["stage", "status", "seconds", "cached", "detail"])
+
+    def summary(self) -> str:
+        lines = [f"Session({type(self.model).__name__}, {self.spec.describe()}, strategy={self.options.strategy!r})"]
+        for r in self.stages:
+            cached = ", cached" if r.cached else ""
+            detail = r.detail or (first_line(r.error) if r.error else "")
+            lines.append(f"  {r.name:<10} {r.status:<8} {r.seconds:7.3f} s{cached}  {detail}".rstrip())
+        pending = [s for s in STAGES if s not in self._results]
+        if pending:
+            lines.append(f"  not run: {', '.join(pending)}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())

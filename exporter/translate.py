@@ -1,0 +1,104 @@
+"""ExportedProgram → ONNX: translation with torchlib, opset conversion, readable names.
+
+Graph inputs are named after the signature and pytree paths (``input_ids``, ``cache.0.key``),
+outputs after the output pytree (``output``, ``logits``), and symbolic dims after the user's
+``Dim`` names (unnamed dynamic dims get ``<input>_dim<axis>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _torch_compat as compat
+from .dims import Dim, DimSpec
+from .inputs import BoundInputs
+
+__all__ = ["resolve_opset", "translate", "optimize", "symbol_of"]
+
+
+def resolve_opset(opset_version: int | None) -> int:
+    return compat.default_opset() if opset_version is None else opset_version
+
+
+def registry_opset(opset_version: int) -> int:
+    """torchlib has no implementations below its own opset; lower opsets are converted down."""
+    return max(opset_version, compat.torchlib_min_opset())
+
+
+def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: DimSpec) -> Any:
+    """Translate a decomposed program to an ``onnx_ir.Model`` with readable names."""
+    registry = compat.onnx_registry(registry_opset(opset_version))
+    model = compat.translate_to_onnx_ir(program, registry)
+    model = compat.convert_onnx_version(model, opset_version)
+    _name_inputs(model, program, bound)
+    _name_outputs(model, program)
+    mapping = dim_names(program, bound, spec)
+    if mapping:
+        compat.rename_onnx_axes(model, mapping)
+    return model
+
+
+def optimize(model: Any) -> Any:
+    """Constant folding, dead-code removal and fusions on a copy of ``model``."""
+    return compat.optimize_onnx_ir(model.clone())
+
+
+def _user_input_names(program: Any) -> tuple[str | None, ...]:
+    return tuple(program.graph_signature.user_inputs)
+
+
+def _name_inputs(model: Any, program: Any, bound: BoundInputs) -> None:
+    placeholders = _user_input_names(program)
+    by_name = {value.name: value for value in model.graph.inputs}
+    for leaf in bound.leaves:
+        if leaf.index < len(placeholders) and placeholders[leaf.index] in by_name:
+            by_name[placeholders[leaf.index]].name = leaf.path
+
+
+def _name_outputs(model: Any, program: Any) -> None:
+    names = compat.output_paths(program)
+    from torch.export.graph_signature import ConstantArgument, OutputKind
+
+    user_specs = [s for s in program.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    tensor_names = [name for name, s in zip(names, user_specs) if not isinstance(s.arg, ConstantArgument)]
+    if len(tensor_names) != len(model.graph.outputs):
+        return
+    taken = {value.name for value in model.graph.inputs}
+    for value, name in zip(model.graph.outputs, tensor_names):
+        # A value that is also a graph input or an earlier output keeps its name.
+        if value.name in taken or value.is_graph_input():
+            continue
+        value.name = name
+        taken.add(name)
+
+
+def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:
+    """The symbol (``s77``) or static size (``"4"``) of every input axis in the program."""
+    placeholders = _user_input_names(program)
+    nodes = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    out: dict[tuple[str, int], str] = {}
+    for leaf in bound.leaves:
+        node = nodes.get(placeholders[leaf.index]) if leaf.index < len(placeholders) else None
+        value = node.meta.get("val") if node is not None else None
+        if value is None:
+            continue
+        for axis, size in enumerate(value.shape):
+            out[(leaf.path, axis)] = str(size.node.expr) if hasattr(size, "node") else str(int(size))
+    return out
+
+
+def dim_names(program: Any, bound: BoundInputs, spec: DimSpec) -> dict[str, str]:
+    """Map torch symbols to ONNX dim names: the user's Dim name, else ``<input>_dim<axis>``."""
+    symbols = symbol_of(program, bound)
+    mapping: dict[str, str] = {}
+    named = [e for e in spec if isinstance(e.policy, Dim)]
+    unnamed_axes = [key for key in symbols if not any((e.path, e.axis) == key for e in named)]
+    for entry in named:
+        symbol = symbols.get((entry.path, entry.axis))
+        if symbol and symbol.isidentifier():
+            mapping.setdefault(symbol, entry.policy.name)
+    for path, axis in unnamed_axes:
+        symbol = symbols[(path, axis)]
+        if symbol.isidentifier() and symbol not in mapping:
+            mapping[symbol] = f"{path.replace('.', '_')}_dim{axis}"
+    return mapping
