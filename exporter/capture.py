@@ -209,8 +209,10 @@ def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
     failed = [a for a in attempts if a.error is not None]
     first = failed[0]
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
+    details = [ln.strip() for ln in str(first.error).splitlines() if ln.lstrip().startswith("- ")][:6]
     return CaptureError(
         f"could not capture the model ({first.strategy}): {first.first_error_line}"
+        + "".join(f"\n  {line}" for line in details)
         + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
         source=user_source_line(first.error),
         hint=_hint_for(first.error),

@@ -1,0 +1,37 @@
+"""Shared test helpers: tiny models and an eager-vs-onnxruntime check."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def flat_outputs(value):
+    """Eager outputs flattened to numpy arrays, in pytree order (as ONNX outputs are)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [leaf.detach().numpy() for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def assert_onnx_matches_eager(session, *args, rtol=1e-4, atol=1e-5, **kwargs):
+    """Run the session's ONNX model in onnxruntime and the module in eager on the same
+    inputs; assert every output matches."""
+    import torch
+
+    with torch.no_grad():
+        expected = flat_outputs(session.model(*args, **kwargs))
+    actual = session.run_onnx(*args, **kwargs)
+    assert len(actual) == len(expected), (len(actual), len(expected))
+    for got, want in zip(actual, expected):
+        assert got.shape == want.shape, (got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def assert_matches_eager():
+    return assert_onnx_matches_eager
