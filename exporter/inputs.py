@@ -32,14 +32,21 @@ class Leaf:
 
 @dataclass(frozen=True)
 class BoundInputs:
-    """Example inputs bound to the signature: ``args`` for positional-only and ``*args``
-    parameters, ``kwargs`` (in signature order) for everything else."""
+    """Example inputs bound to the signature: ``args`` for what was passed positionally,
+    ``kwargs`` (in signature order, whatever order they were given in) for the rest."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     leaves: tuple[Leaf, ...]
     parameter_names: tuple[str, ...]  # every bound parameter, in signature order
     leaf_paths_of_non_tensors: tuple[str, ...] = ()
+    # forward's own parameter names that received a value, in signature order: like
+    # ``parameter_names`` but with ``*args`` and ``**kwargs`` each under their own name
+    # (the top-level keys torch.export expects in a ``dynamic_shapes`` dict).
+    signature_names: tuple[str, ...] = ()
+    var_positional: str | None = None  # the ``*args`` parameter, if it received values
+    var_keyword: str | None = None  # the ``**kwargs`` parameter, if it received values
+    unbound: tuple[str, ...] = ()  # forward's parameters left to their defaults
 
     def leaf(self, path: str) -> Leaf:
         for leaf in self.leaves:
@@ -56,6 +63,26 @@ class BoundInputs:
         values = dict(zip(self.parameter_names[: len(self.args)], self.args))
         values.update(self.kwargs)
         return values
+
+    def by_signature(self) -> dict[str, Any]:
+        """Every bound value keyed by forward's own parameter names, as torch.export binds
+        them: ``*args`` as one tuple, ``**kwargs`` as one dict."""
+        values = self.by_parameter()
+        if not self.signature_names:  # built by hand: no variadic parameters
+            return values
+        out: dict[str, Any] = {}
+        for name in self.signature_names:
+            if name == self.var_positional:
+                out[name] = tuple(v for k, v in values.items() if k.startswith(name + "."))
+            elif name == self.var_keyword:
+                own = set(self.signature_names)
+                out[name] = {
+                    k: v for k, v in values.items()
+                    if k not in own and not (self.var_positional and k.startswith(self.var_positional + "."))
+                }
+            else:
+                out[name] = values[name]
+        return out
 
 
 def key_path_to_str(prefix: str, key_path: tuple[Any, ...]) -> str:
@@ -106,9 +133,18 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     positional: list[Any] = []
     keyword: dict[str, Any] = {}
     names: list[str] = []
-    for name, value in bound.arguments.items():
+    var_positional = var_keyword = None
+    for position, (name, value) in enumerate(bound.arguments.items()):
         kind = signature.parameters[name].kind
-        if kind is inspect.Parameter.POSITIONAL_ONLY:
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            var_positional = name
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            var_keyword = name
+        # What the user passed positionally stays positional, so the exported program's
+        # module() can be called the same way; keywords follow in signature order.
+        if kind is inspect.Parameter.POSITIONAL_ONLY or (
+            kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and position < len(args)
+        ):
             positional.append(value)
             names.append(name)
         elif kind is inspect.Parameter.VAR_POSITIONAL:
@@ -134,4 +170,18 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
             else:
                 others.append(path)
             index += 1
-    return BoundInputs(tuple(positional), keyword, tuple(leaves), tuple(names), tuple(others))
+    return BoundInputs(
+        tuple(positional),
+        keyword,
+        tuple(leaves),
+        tuple(names),
+        tuple(others),
+        signature_names=tuple(bound.arguments),
+        var_positional=var_positional,
+        var_keyword=var_keyword,
+        unbound=tuple(
+            name for name, p in signature.parameters.items()
+            if name not in bound.arguments
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        ),
+    )

@@ -1,0 +1,118 @@
+"""One test per private torch/onnxscript API used through exporter._torch_compat.
+
+When torch moves or changes one of them, the failing test here names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+import pytest
+import torch
+
+from exporter import _torch_compat as compat
+from exporter.inputs import key_path_to_str
+
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.linear(x))
+
+
+@pytest.fixture(scope="module")
+def program():
+    return torch.export.export(Linear().eval(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: torch.export.Dim("n")}})
+
+
+def test_tree_flatten_with_path_lists_leaves_with_key_paths():
+    @dataclasses.dataclass
+    class Pair:
+        a: torch.Tensor
+        b: int
+
+    torch.export.register_dataclass(Pair)
+    flat = compat.tree_flatten_with_path({"p": Pair(torch.ones(1), 3), "none": None, "l": [1, torch.ones(1)]})
+    assert [key_path_to_str("in", path) for path, _ in flat] == ["in.p.a", "in.p.b", "in.none", "in.l.0", "in.l.1"]
+    assert [type(leaf).__name__ for _, leaf in flat] == ["Tensor", "int", "NoneType", "int", "Tensor"]
+
+
+def test_pytree_children_of_containers_and_leaves():
+    assert compat.pytree_children(torch.ones(1)) is None
+    assert compat.pytree_children(None) is None
+    assert [k for k, _ in compat.pytree_children({"a": 1, "b": [2]})] == ["a", "b"]
+    assert [k for k, _ in compat.pytree_children((5, 6))] == ["0", "1"]
+
+
+def test_size_oblivious_capture_keeps_a_size_one_dim_dynamic():
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    x = torch.randn(1, 3)
+    shapes = {"x": {0: torch.export.Dim.AUTO}}
+    plain = torch.export.export(Double(), (x,), dynamic_shapes=shapes)
+    with compat.size_oblivious_capture():
+        oblivious = torch.export.export(Double(), (x,), dynamic_shapes=shapes)
+    plain_dim = next(n for n in plain.graph.nodes if n.op == "placeholder").meta["val"].shape[0]
+    oblivious_dim = next(n for n in oblivious.graph.nodes if n.op == "placeholder").meta["val"].shape[0]
+    assert isinstance(plain_dim, int) and plain_dim == 1
+    assert isinstance(oblivious_dim, torch.SymInt)
+
+
+def test_default_and_minimum_opsets_are_ints_in_a_sane_order():
+    assert 18 <= compat.torchlib_min_opset() <= compat.default_opset() <= 25
+
+
+def test_onnx_registry_is_built_once_per_opset():
+    registry = compat.onnx_registry(compat.default_opset())
+    assert registry is compat.onnx_registry(compat.default_opset())
+    assert registry.opset_version == compat.default_opset()
+    assert registry.is_registered(torch.ops.aten.gelu.default)
+
+
+def test_decompose_then_translate_gives_an_onnx_ir_model(program):
+    registry = compat.onnx_registry(compat.default_opset())
+    decomposed = compat.decompose_for_onnx(program, registry)
+    assert isinstance(decomposed, torch.export.ExportedProgram)
+    assert decomposed is not program
+    model = compat.translate_to_onnx_ir(decomposed, registry)
+    assert isinstance(model, ir.Model)
+    assert [v.name for v in model.graph.inputs] == ["x"]
+
+
+def test_optimize_convert_version_and_rename_axes_work_on_onnx_ir(program):
+    registry = compat.onnx_registry(compat.default_opset())
+    model = compat.translate_to_onnx_ir(compat.decompose_for_onnx(program, registry), registry)
+    symbol = model.graph.inputs[0].shape[0].value
+    compat.rename_onnx_axes(model, {symbol: "rows"})
+    assert model.graph.inputs[0].shape[0].value == "rows"
+    assert model.graph.outputs[0].shape[0].value == "rows"
+    nodes_before = len(model.graph)
+    optimized = compat.optimize_onnx_ir(model)
+    assert isinstance(optimized, ir.Model) and len(optimized.graph) <= nodes_before
+    converted = compat.convert_onnx_version(optimized, 21)
+    assert converted.opset_imports[""] == 21
+
+
+def test_output_paths_follow_the_output_pytree():
+    class Outputs(torch.nn.Module):
+        def forward(self, x):
+            return {"a": x + 1, "b": (x * 2, x - 1)}
+
+    program = torch.export.export(Outputs(), (torch.randn(2),))
+    assert compat.output_paths(program) == ["a", "b.0", "b.1"]
+
+
+def test_draft_export_report_is_attached_to_the_program():
+    class ItemBranch(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    program = torch.export.draft_export(ItemBranch(), (torch.ones(2),))
+    report = compat.draft_export_report(program)
+    assert report is not None and len(report.failures) >= 1
