@@ -8,19 +8,30 @@ Per input (a leaf path such as ``x`` or ``cache.0.key``) and per axis, one of:
 * ``Dim(name, min=, max=)`` – a named dynamic dim; axes sharing a name share one symbol and
   one ONNX ``dim_param``.
 
-:meth:`DimSpec.parse` accepts what users already write: torch ``dynamic_shapes`` (dict by
-input name or tuple by position, nested for pytrees, ``torch.export.Dim`` objects and
-``Dim.AUTO``/``STATIC``/``DYNAMIC`` hints, ``True`` = AUTO, ``None`` = static), legacy
-``dynamic_axes`` (``{"x": {0: "batch"}}`` or ``{"x": [0]}``), plain strings as names and keys
-that are leaf paths (``{"cache.0.key": {0: "batch"}}``). Everything is validated against the
-example inputs before any export starts.
+:meth:`DimSpec.parse` accepts what users already write:
+
+* torch ``dynamic_shapes``: a dict by input name or a tuple by position, nested like the inputs
+  (dicts, lists, tuples, registered dataclasses as a list, a dict by field name or an instance;
+  ``*args`` as one tuple, ``**kwargs`` as one dict), with ``torch.export.Dim`` objects and
+  ``Dim.AUTO``/``STATIC``/``DYNAMIC`` hints, ``True`` = AUTO and ``None`` = static, per axis or
+  for a whole input;
+* keys that are leaf paths (``{"cache.0.key": {0: "batch"}}``), which refine their container's
+  spec;
+* legacy ``dynamic_axes`` (``{"x": {0: "batch"}}`` or ``{"x": [0]}``; ``None`` entries ignored);
+* plain strings as dim names.
+
+Everything is validated against the example inputs before any export starts: a bad spec
+raises :class:`~exporter.SpecError` naming the input, the axis and the fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import enum
 import keyword
+import numbers
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -66,10 +77,22 @@ class Dim:
                     f"Dim {self.name!r}: {bound}={value!r} must be a non-negative int or None",
                     hint=f"Dim({self.name!r}, min=1, max=4096)",
                 )
+        if self.min == 0:  # sizes are never negative: min=0 is no bound (and equals Dim(name))
+            object.__setattr__(self, "min", None)
         if self.min is not None and self.max is not None and self.min > self.max:
             raise SpecError(
                 f"Dim {self.name!r}: min={self.min} is greater than max={self.max}",
                 hint=f"swap them: Dim({self.name!r}, min={self.max}, max={self.min})",
+            )
+        if self.max is not None and self.max <= (self.min or 0):
+            # torch.export.Dim needs max > min: a range with one size is a static dim.
+            raise SpecError(
+                f"Dim {self.name!r}: min={self.min or 0} and max={self.max} allow a single size, "
+                "which is a static dim, not a dynamic one",
+                hint=f"use STATIC (or the int {self.max}) for that axis, "
+                f"or widen the range: Dim({self.name!r}, min={self.min or 0}, max={(self.min or 0) + 1})"
+                if self.max == (self.min or 0)
+                else f"Dim({self.name!r}, max={self.max})",
             )
 
     def contains(self, size: int) -> bool:
@@ -121,7 +144,7 @@ class DimSpec:
     # -- edits (each returns a new, validated spec) ----------------------------------------
     def with_axis(self, bound: BoundInputs, path: str, axis: int, policy: Any) -> DimSpec:
         """This spec with one axis set to ``policy`` (AUTO, STATIC, DYNAMIC, Dim, str, ...)."""
-        leaf = _find_leaf(bound, path)
+        leaf = _find_leaf(bound, path, axis=axis if isinstance(axis, int) else None)
         value = {(e.path, e.axis): e.policy for e in self.entries}
         axis = _check_axis(leaf, axis)
         value[(leaf.path, axis)] = _parse_axis_value(policy, leaf, axis)
@@ -132,10 +155,12 @@ class DimSpec:
     def parse(cls, raw: Any, bound: BoundInputs, *, dynamic_axes: Any = None) -> DimSpec:
         """Parse and validate any accepted spec form against the bound example inputs."""
         if isinstance(raw, DimSpec):
-            value = {(e.path, e.axis): e.policy for e in raw.entries}
-            for (path, axis), policy in value.items():
-                leaf = _find_leaf(bound, path)
-                _check_axis(leaf, axis)
+            tree = _Tree(bound)
+            value = {}
+            for e in raw.entries:
+                leaf = _find_leaf(bound, e.path, axis=e.axis, tree=tree)
+                axis = _check_axis(leaf, e.axis)
+                value[(leaf.path, axis)] = _parse_axis_value(e.policy, leaf, axis)
         else:
             value = _parse_dynamic_shapes(raw, bound)
         if dynamic_axes is not None:
@@ -174,25 +199,30 @@ class DimSpec:
 
     def to_code(self, bound: BoundInputs) -> str:
         """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``."""
-        lines = ["from torch.export import Dim", ""]
+        names = set(self.named_dims())
+        alias = "Dim"
+        while alias in names:  # a dim called "Dim" must not shadow the class
+            alias = "_" + alias
+        header = "from torch.export import Dim" + (f" as {alias}" if alias != "Dim" else "")
+        lines = [header, ""]
         for dim in self.named_dims().values():
             args = "".join(
                 f", {k}={v}" for k, v in (("min", dim.min), ("max", dim.max)) if v is not None
             )
-            lines.append(f"{dim.name} = Dim({dim.name!r}{args})")
+            lines.append(f"{dim.name} = {alias}({dim.name!r}{args})")
         if self.named_dims():
             lines.append("")
 
         def convert(policy: AxisPolicy) -> _Code:
             if isinstance(policy, Dim):
                 return _Code(policy.name)
-            return _Code(f"Dim.{policy.name}")
+            return _Code(f"{alias}.{policy.name}")
 
         if self.is_static():
             lines.append("dynamic_shapes = None  # every dim static")
         else:
-            nested = _nest(bound, lambda leaf: self._leaf_axes(leaf, convert))
-            lines.append(f"dynamic_shapes = {_format_code(nested)}")
+            nested = _nest(bound, lambda leaf: self._leaf_axes(leaf, convert), code=True)
+            lines.append(f"dynamic_shapes = {_format_code(nested, force=True)}")
         return "\n".join(lines)
 
     def to_dynamic_axes(self) -> dict[str, dict[int, str]]:
@@ -220,22 +250,44 @@ class _Code(str):
     """A string rendered without quotes by :func:`_format_code`."""
 
 
-def _format_code(value: Any, indent: int = 0) -> str:
+def _format_code(value: Any, indent: int = 0, *, width: int = 88, force: bool = False) -> str:
+    """Python source for a nested spec: on one line when it fits, else one item per line."""
+    flat = _format_flat(value)
+    multi = isinstance(value, (dict, list, tuple, _Call)) and _items(value)
+    if not multi or (not force and indent + len(flat) <= width):
+        return flat
     pad = " " * (indent + 4)
+    if isinstance(value, dict):
+        lines = [f"{pad}{k!r}: {_format_code(v, indent + 4, width=width)}," for k, v in value.items()]
+        opening, closing = "{", "}"
+    else:
+        lines = [f"{pad}{_format_code(v, indent + 4, width=width)}," for v in _items(value)]
+        opening, closing = (
+            (f"{value.name}(", ")") if isinstance(value, _Call) else ("(", ")") if isinstance(value, tuple) else ("[", "]")
+        )
+    return opening + "\n" + "\n".join(lines) + "\n" + " " * indent + closing
+
+
+def _items(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return list(value.values())
+    if isinstance(value, _Call):
+        return list(value.items)
+    return list(value)
+
+
+def _format_flat(value: Any) -> str:
     if isinstance(value, _Code):
         return str(value)
+    if isinstance(value, _Call):
+        return f"{value.name}({', '.join(_format_flat(v) for v in value.items)})"
     if isinstance(value, dict):
-        if not value:
-            return "{}"
-        if all(isinstance(k, int) for k in value):
-            return "{" + ", ".join(f"{k}: {_format_code(v)}" for k, v in value.items()) + "}"
-        items = [f"{pad}{k!r}: {_format_code(v, indent + 4)}," for k, v in value.items()]
-        return "{\n" + "\n".join(items) + "\n" + " " * indent + "}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_format_code(v, indent + 4) for v in value)
-        if isinstance(value, tuple):
-            return f"({inner},)" if len(value) == 1 else f"({inner})"
-        return f"[{inner}]"
+        return "{" + ", ".join(f"{k!r}: {_format_flat(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        inner = ", ".join(_format_flat(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_format_flat(v) for v in value) + "]"
     return repr(value)
 
 
@@ -249,65 +301,188 @@ def _did_you_mean(name: str, choices: Sequence[str]) -> str:
     return f"{prefix}valid inputs: {valid}"
 
 
-def _find_leaf(bound: BoundInputs, path: str) -> Leaf:
-    for leaf in bound.leaves:
-        if leaf.path == path:
-            return leaf
-    if path in bound.leaf_paths_of_non_tensors:
-        raise SpecError(
-            "is not a tensor, so it has no axes to make dynamic",
+def _unknown_input(path: str, tree: _Tree, choices: Sequence[str] | None = None, axis: int | None = None) -> SpecError:
+    choices = list(dict.fromkeys(choices if choices is not None else tree.names()))
+    hint = _did_you_mean(path, choices)
+    if not difflib.get_close_matches(path, choices, n=1):
+        hint += " (only inputs take a spec: output dims follow from the input dims)"
+    return SpecError(f"unknown input {path!r}", input=path, axis=axis, hint=hint)
+
+
+def _first_axis(spec: Any) -> int | None:
+    """The axis a spec names first (for error messages), if it names one."""
+    if isinstance(spec, Mapping):
+        return next((k for k in spec if isinstance(k, int) and not isinstance(k, bool)), None)
+    if isinstance(spec, (list, tuple)) and spec:
+        return 0
+    return None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, (bool, int, float, complex, str)):
+        return f"{'an' if type(value).__name__[0] in 'aeiou' else 'a'} {type(value).__name__} ({value!r})"
+    return f"a {type(value).__name__}"
+
+
+class _Tree:
+    """Every node of the bound example inputs by path: tensor leaves, containers (dicts,
+    lists, tuples, registered dataclasses, ``*args``, ``**kwargs``) and other values."""
+
+    def __init__(self, bound: BoundInputs) -> None:
+        from ._torch_compat import pytree_children
+
+        self.bound = bound
+        self.leaves: dict[str, Leaf] = {leaf.path: leaf for leaf in bound.leaves}
+        self.values: dict[str, Any] = {}
+        self.children: dict[str, list[tuple[str, str]]] = {}
+        self.depth: dict[str, int] = {}
+
+        def visit(value: Any, path: str, depth: int) -> None:
+            self.values[path] = value
+            self.depth[path] = depth
+            if path in self.leaves or value is None:
+                return
+            kids = pytree_children(value)
+            if kids is None:
+                return
+            self.children[path] = [(key, f"{path}.{key}") for key, _ in kids]
+            for key, child in kids:
+                visit(child, f"{path}.{key}", depth + 1)
+
+        self.top = list(bound.by_signature())
+        for name, value in bound.by_signature().items():
+            if name == bound.var_keyword:  # **kwargs: its entries keep their own names
+                self.values[name] = value
+                self.depth[name] = 0
+                self.children[name] = [(key, key) for key in value]
+                for key, child in value.items():
+                    visit(child, key, 1)
+            else:
+                visit(value, name, 0)
+
+    def names(self) -> list[str]:
+        """Every name a user may key a spec by, most likely first."""
+        out = list(dict.fromkeys([*self.top, *self.bound.parameter_names, *self.leaves]))
+        return out
+
+    def tensors_under(self, path: str) -> Iterator[Leaf]:
+        if path in self.leaves:
+            yield self.leaves[path]
+            return
+        for _, child in self.children.get(path, ()):
+            yield from self.tensors_under(child)
+
+
+def _find_leaf(bound: BoundInputs, path: Any, axis: int | None = None, tree: _Tree | None = None) -> Leaf:
+    """The tensor leaf at ``path``, or a SpecError saying what ``path`` is instead."""
+    tree = tree or _Tree(bound)
+    if not isinstance(path, str):
+        raise SpecError(f"input name {path!r} is not a string", input=str(path), hint=_did_you_mean(str(path), tree.names()))
+    if path in tree.leaves:
+        return tree.leaves[path]
+    if path in tree.values:
+        raise _not_a_tensor(tree, path, axis)
+    if path in bound.unbound:
+        raise _not_given(path, axis)
+    raise _unknown_input(path, tree, axis=axis)
+
+
+def _not_a_tensor(tree: _Tree, path: str, axis: int | None) -> SpecError:
+    value = tree.values[path]
+    tensors = [leaf.path for leaf in tree.tensors_under(path)]
+    axis_text = f"axis {axis}" if axis is not None else "axes"
+    if path in tree.children:
+        count = len(tree.children[path])
+        return SpecError(
+            f"input {path!r} is {_describe(value)} of {_count(count, 'item')}, not a tensor, "
+            f"so it has no {axis_text} to make dynamic",
             input=path,
-            hint=f"remove {path!r} from the spec, or pass a tensor for it",
+            axis=axis,
+            hint=(f"name one of its tensors instead: {', '.join(repr(t) for t in tensors)}; or " if tensors else "")
+            + f"give a {'dict' if isinstance(value, Mapping) else 'list'} with one spec per item",
         )
-    raise SpecError(
-        f"unknown input {path!r}",
+    return SpecError(
+        f"input {path!r} is {_describe(value)}, not a tensor, so it has no {axis_text} to make dynamic",
         input=path,
-        hint=_did_you_mean(path, bound.paths),
+        axis=axis,
+        hint=f"remove {path!r} from the spec (or give None for it), or pass a tensor for {path!r}",
+    )
+
+
+def _not_given(path: str, axis: int | None) -> SpecError:
+    return SpecError(
+        f"input {path!r} was given no example value (forward uses its default), so it has no axes",
+        input=path,
+        axis=axis,
+        hint=f"pass an example tensor for {path!r}, or remove it from the spec",
     )
 
 
 def _check_axis(leaf: Leaf, axis: Any) -> int:
-    if not isinstance(axis, int) or isinstance(axis, bool):
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
         raise SpecError(
             f"axis {axis!r} is not an int",
             input=leaf.path,
-            hint=f"use an axis index in range({leaf.rank}), e.g. {{0: 'batch'}}",
+            hint=f"use an axis index in range({leaf.rank}), e.g. {{0: 'batch'}}"
+            if leaf.rank
+            else "a 0-d tensor has no axes: leave it static (None)",
         )
+    axis = int(axis)
     if not -leaf.rank <= axis < leaf.rank:
         raise SpecError(
-            f"axis {axis} is out of range for a tensor of shape {list(leaf.shape)} (rank {leaf.rank})",
+            f"axis {axis} is out of range for {leaf.path!r}, a tensor of shape {list(leaf.shape)} (rank {leaf.rank})",
             input=leaf.path,
             axis=axis,
-            hint=f"valid axes are 0..{leaf.rank - 1} (or -{leaf.rank}..-1)" if leaf.rank else "a 0-d tensor has no axes: leave it static",
+            hint=f"valid axes are 0..{leaf.rank - 1} (or -{leaf.rank}..-1)"
+            if leaf.rank
+            else "a 0-d tensor has no axes: leave it static (None)",
         )
     return axis % leaf.rank
 
 
-def _parse_axis_value(value: Any, leaf: Leaf, axis: int) -> AxisPolicy:
-    """One axis: AUTO/STATIC/DYNAMIC, Dim, str, True/None, int, or a torch Dim/hint."""
+def _default_name(path: str, axis: int | None) -> str:
+    name = re.sub(r"\W", "_", path) + (f"_dim{axis}" if axis is not None else "_dim")
+    return name if name.isidentifier() and not keyword.iskeyword(name) else f"d_{name}"
+
+
+def _parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
+    """One axis: AUTO/STATIC/DYNAMIC, Dim, str, True/None, int, or a torch Dim/hint.
+    ``axis`` is None when the value applies to every axis of the tensor."""
     if isinstance(value, (Policy, Dim)):
         return value
-    if value is None:
+    if value is None or value is False:
         return STATIC
     if value is True:
         return AUTO
-    if value is False:
-        return STATIC
     if isinstance(value, str):
         try:
             return Dim(value)
         except SpecError as exc:
             raise SpecError(exc.reason, input=leaf.path, axis=axis, hint=exc.hint) from None
-    if isinstance(value, int):
-        if value != leaf.shape[axis]:
+    if isinstance(value, numbers.Integral):
+        if axis is None or int(value) != leaf.shape[axis]:
+            size = leaf.shape[axis] if axis is not None else None
             raise SpecError(
-                f"static size {value} does not match the example size {leaf.shape[axis]}",
+                f"static size {value} does not match the example size {size}"
+                if axis is not None
+                else f"a static size {value} cannot apply to every axis",
                 input=leaf.path,
                 axis=axis,
-                hint=f"use {leaf.shape[axis]} (or STATIC), or change the example input",
+                hint=f"use {size} (or STATIC), or change the example input"
+                if axis is not None
+                else "use None (every axis static) or a dict {axis: size}",
             )
         return STATIC
-    converted = _from_torch_dim(value)
+    try:
+        converted = _from_torch_dim(value, leaf, axis)
+    except SpecError as exc:
+        raise SpecError(exc.reason, input=leaf.path, axis=axis, hint=exc.hint) from None
     if converted is not None:
         return converted
     raise SpecError(
@@ -318,16 +493,18 @@ def _parse_axis_value(value: Any, leaf: Leaf, axis: int) -> AxisPolicy:
     )
 
 
-def _from_torch_dim(value: Any) -> AxisPolicy | None:
+def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | None:
     try:
         from torch.export.dynamic_shapes import Dim as TorchDim, _DerivedDim, _DimHint
     except ImportError:  # pragma: no cover - torch is a dependency
         return None
     if isinstance(value, _DimHint):
-        if getattr(value, "min", None) is not None or getattr(value, "max", None) is not None:
+        lo, hi = getattr(value, "min", None), getattr(value, "max", None)
+        if lo is not None or hi is not None:
+            bounds = "".join(f", {k}={v}" for k, v in (("min", lo), ("max", hi)) if v is not None)
             raise SpecError(
                 f"{value!r} carries bounds, which the dim-policy model keeps only on named dims",
-                hint="use exporter.Dim('name', min=..., max=...)",
+                hint=f"name the dim: exporter.Dim({_default_name(leaf.path, axis)!r}{bounds})",
             )
         return Policy[value.type.name]
     if isinstance(value, _DerivedDim):
@@ -338,19 +515,33 @@ def _from_torch_dim(value: Any) -> AxisPolicy | None:
     if isinstance(value, TorchDim):
         lo = value.min if isinstance(value.min, int) and value.min > 0 else None
         hi = value.max if isinstance(value.max, int) and not isinstance(value.max, bool) else None
-        try:
-            return Dim(value.__name__, min=lo, max=hi)
-        except SpecError:
-            raise
+        return Dim(value.__name__, min=lo, max=hi)
     return None
 
 
+def _is_dim_hint(value: Any) -> bool:
+    return type(value).__name__ == "_DimHint"
+
+
+def _is_whole(spec: Any) -> bool:
+    """A spec that applies to every axis of every tensor below it."""
+    return spec is True or isinstance(spec, Policy) or _is_dim_hint(spec)
+
+
+def _clear(leaf: Leaf, out: dict[tuple[str, int], AxisPolicy]) -> None:
+    for axis in range(leaf.rank):
+        out.pop((leaf.path, axis), None)
+
+
 def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy]) -> None:
-    """The spec of one tensor: None, True, a policy, a dict {axis: value} or a per-axis list."""
+    """The spec of one tensor: None, True, a policy, a dict {axis: value} or a per-axis list.
+    A dict sets just the axes it names; any other form replaces the tensor's whole spec."""
     if raw is None or raw is False:
+        _clear(leaf, out)
         return
-    if raw is True or isinstance(raw, Policy) or _is_dim_hint(raw):
-        policy = _parse_axis_value(raw, leaf, 0) if leaf.rank else STATIC
+    if _is_whole(raw):
+        _clear(leaf, out)
+        policy = _parse_axis_value(raw, leaf, None)
         if policy is not STATIC:
             for axis in range(leaf.rank):
                 out[(leaf.path, axis)] = policy
@@ -363,14 +554,23 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
     if isinstance(raw, (list, tuple)):
         if len(raw) != leaf.rank:
             raise SpecError(
-                f"a per-axis list of length {len(raw)} was given for a tensor of rank {leaf.rank} "
-                f"(shape {list(leaf.shape)})",
+                f"a per-axis list of length {len(raw)} was given for {leaf.path!r}, a tensor of rank "
+                f"{leaf.rank} (shape {list(leaf.shape)})",
                 input=leaf.path,
-                hint=f"give {leaf.rank} entries, or a dict {{axis: policy}} for just the dynamic axes",
+                hint=f"give {leaf.rank} entries (one per axis, None for static ones), "
+                "or a dict {axis: policy} for just the dynamic axes",
             )
+        _clear(leaf, out)
         for axis, value in enumerate(raw):
             out[(leaf.path, axis)] = _parse_axis_value(value, leaf, axis)
         return
+    if isinstance(raw, (str, Dim)) or _from_torch_dim_safe(raw):
+        example = repr(raw) if isinstance(raw, (str, Dim)) else "Dim(...)"
+        raise SpecError(
+            f"{raw!r} names one dim but {leaf.path!r} is a tensor of shape {list(leaf.shape)}",
+            input=leaf.path,
+            hint=f"say which axis: {{{leaf.path!r}: {{0: {example}}}}}",
+        )
     raise SpecError(
         f"{raw!r} is not a tensor spec",
         input=leaf.path,
@@ -378,88 +578,103 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
     )
 
 
-def _is_dim_hint(value: Any) -> bool:
-    return type(value).__name__ == "_DimHint"
+def _from_torch_dim_safe(value: Any) -> bool:
+    try:
+        from torch.export.dynamic_shapes import Dim as TorchDim
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(value, TorchDim)
 
 
-def _subtree_spec(raw: Any, key: str) -> tuple[bool, Any]:
-    """Step into a nested spec by one pytree key. Returns (found, sub-spec)."""
-    if raw is None or raw is True or raw is False or isinstance(raw, Policy) or _is_dim_hint(raw):
-        return True, raw  # applies to the whole subtree
-    if isinstance(raw, Mapping):
-        if key in raw:
-            return True, raw[key]
-        if key.isdigit() and int(key) in raw:
-            return True, raw[int(key)]
-        return False, None
-    if isinstance(raw, (list, tuple)) and key.isdigit():
-        index = int(key)
-        return (True, raw[index]) if index < len(raw) else (False, None)
-    if hasattr(raw, "__dataclass_fields__") and hasattr(raw, key):
-        return True, getattr(raw, key)
-    return False, None
+def _walk(tree: _Tree, path: str, spec: Any, out: dict[tuple[str, int], AxisPolicy]) -> None:
+    """Apply ``spec`` to the node at ``path``, following the example value's structure."""
+    if path in tree.leaves:
+        _parse_leaf_spec(spec, tree.leaves[path], out)
+        return
+    if spec is None or spec is False or spec is STATIC:
+        return
+    children = tree.children.get(path)
+    if children is None:  # an int, a float, None, a string...: nothing to make dynamic
+        raise _not_a_tensor(tree, path, _first_axis(spec))
+    if _is_whole(spec):
+        for leaf in tree.tensors_under(path):
+            _parse_leaf_spec(spec, leaf, out)
+        return
+    value = tree.values[path]
+    keys = ", ".join(repr(k) for k, _ in children) or "(none)"
+    if isinstance(spec, Mapping):
+        by_key = dict(children)
+        for key, sub in spec.items():
+            child = by_key.get(str(key)) if isinstance(key, (str, int)) and not isinstance(key, bool) else None
+            if child is None:
+                wrong = str(key) if path == tree.bound.var_keyword else f"{path}.{key}"
+                raise _unknown_input(wrong, tree, choices=[c for _, c in children] + tree.names())
+            _walk(tree, child, sub, out)
+        return
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != len(children):
+            raise SpecError(
+                f"the spec for {path!r} has {_count(len(spec), 'entry')}, but {path!r} is "
+                f"{_describe(value)} of {_count(len(children), 'item')} (keys {keys})",
+                input=path,
+                hint=f"give {_count(len(children), 'entry')} in that order (None for static ones), "
+                "or a dict keyed by the items you want dynamic",
+            )
+        for (_, child), sub in zip(children, spec):
+            _walk(tree, child, sub, out)
+        return
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        for key, child in children:
+            if hasattr(spec, key):
+                _walk(tree, child, getattr(spec, key), out)
+        return
+    raise SpecError(
+        f"{spec!r} cannot describe {path!r}, which is {_describe(value)} of {_count(len(children), 'item')} (keys {keys})",
+        input=path,
+        hint="give a dict or list that follows its structure, True (every axis AUTO) or None (static)",
+    )
 
 
 def _parse_dynamic_shapes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], AxisPolicy]:
     out: dict[tuple[str, int], AxisPolicy] = {}
     if raw is None:
         return out
-    params = list(bound.parameter_names)
+    tree = _Tree(bound)
     if isinstance(raw, (list, tuple)):
-        if len(raw) != len(params):
+        top, flat = list(tree.top), list(bound.parameter_names)
+        if len(raw) == len(top):
+            raw = dict(zip(top, raw))
+        elif len(raw) == len(flat):
+            raw = dict(zip(flat, raw))
+        else:
             raise SpecError(
                 f"dynamic_shapes has {len(raw)} entries by position but forward was given "
-                f"{len(params)} inputs ({', '.join(params)})",
+                f"{len(top)} inputs ({', '.join(top) or 'none'})",
                 hint="give one entry per input in signature order, or a dict keyed by input name",
             )
-        raw = dict(zip(params, raw))
     if not isinstance(raw, Mapping):
         raise SpecError(
             f"dynamic_shapes must be a dict, a tuple, a DimSpec or None, not {type(raw).__name__}",
             hint='e.g. dynamic_shapes={"x": {0: "batch"}}',
         )
-    for key in raw:
+    items: list[tuple[int, str, Any]] = []
+    for key, sub in raw.items():
         if not isinstance(key, str):
-            raise SpecError(f"dynamic_shapes key {key!r} is not an input name", hint=_did_you_mean(str(key), params))
-        if key in params or key in bound.paths:
-            continue
-        if key in bound.leaf_paths_of_non_tensors or any(p.startswith(key + ".") for p in bound.leaf_paths_of_non_tensors):
-            if raw[key] is not None:
-                _find_leaf(bound, key)  # raises "not a tensor"
-            continue
-        raise SpecError(
-            f"unknown input {key!r}", input=key, hint=_did_you_mean(key, params + [p for p in bound.paths if p not in params])
-        )
-
-    for leaf in bound.leaves:
-        if leaf.path in raw:  # addressed by its full path
-            _parse_leaf_spec(raw[leaf.path], leaf, out)
-            continue
-        param = next((p for p in params if leaf.path == p or leaf.path.startswith(p + ".")), None)
-        if param is None or param not in raw:
-            continue
-        sub = raw[param]
-        rest = leaf.path[len(param) + 1 :].split(".") if leaf.path != param else []
-        found = True
-        for key in rest:
-            found, sub = _subtree_spec(sub, key)
-            if not found:
-                break
-        if found:
-            _parse_leaf_spec(sub, leaf, out)
-    for path in bound.leaf_paths_of_non_tensors:
-        if path in raw or path in params:
-            continue
-        param = next((p for p in params if path.startswith(p + ".")), None)
-        if param is None or param not in raw:
-            continue
-        sub, found = raw[param], True
-        for key in path[len(param) + 1 :].split("."):
-            found, sub = _subtree_spec(sub, key)
-            if not found:
-                break
-        if found and sub not in (None, True, False) and not isinstance(sub, Policy) and not _is_dim_hint(sub):
-            _find_leaf(bound, path)  # raises "not a tensor"
+            raise SpecError(
+                f"dynamic_shapes key {key!r} is not an input name",
+                input=str(key),
+                hint=_did_you_mean(str(key), tree.names()),
+            )
+        if key in tree.values:
+            items.append((tree.depth[key], key, sub))
+        elif key in bound.unbound:
+            if sub is not None:
+                raise _not_given(key, _first_axis(sub))
+        else:
+            raise _unknown_input(key, tree, axis=_first_axis(sub))
+    # Shallow keys first, so a key naming a leaf (``cache.0.key``) refines its container's spec.
+    for _, key, sub in sorted(items, key=lambda item: item[0]):
+        _walk(tree, key, sub, out)
     return out
 
 
@@ -470,9 +685,15 @@ def _parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], A
             f"dynamic_axes must be a dict, not {type(raw).__name__}",
             hint='e.g. dynamic_axes={"x": {0: "batch"}}',
         )
+    tree = _Tree(bound)
+    flattened = {path.replace(".", "_"): path for path in tree.leaves}
     out: dict[tuple[str, int], AxisPolicy] = {}
     for name, axes in raw.items():
-        leaf = _find_leaf(bound, name.replace("_", ".") if name not in bound.paths and name.replace("_", ".") in bound.paths else name)
+        if isinstance(name, str) and name not in tree.values and name in flattened:
+            name = flattened[name]  # legacy flattened name: cache_0_key -> cache.0.key
+        if axes is None:
+            continue  # torch.onnx.export accepts None (no dynamic axes), for outputs too
+        leaf = _find_leaf(bound, name, axis=_first_axis(axes), tree=tree)
         if isinstance(axes, Mapping):
             for axis, value in axes.items():
                 ax = _check_axis(leaf, axis)
@@ -499,23 +720,27 @@ def _build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimS
         if not policy.contains(size):
             lo = policy.min if policy.min is not None else 0
             hi = policy.max if policy.max is not None else "inf"
+            new_lo = min(size, lo)
+            new_hi = max(size, policy.max) if policy.max is not None else None
+            if new_hi is not None and new_hi <= new_lo:
+                new_hi = new_lo + 1
+            fix = repr(Dim(policy.name, min=new_lo or None, max=new_hi))
             raise SpecError(
                 f"the example size {size} is outside Dim {policy.name!r}'s range [{lo}, {hi}]",
                 input=path,
                 axis=axis,
-                hint=f"widen the range (e.g. Dim({policy.name!r}, min={min(size, lo)}"
-                + (f", max={max(size, policy.max)}" if policy.max is not None else "")
-                + ")) or pass an example inside it",
+                hint=f"widen the range (e.g. {fix}) or pass an example inside it",
             )
         if policy.name in named:
             other, other_path, other_axis, other_size = named[policy.name]
             if other != policy:
                 raise SpecError(
                     f"dim name {policy.name!r} is used with two different ranges: {other!r} on "
-                    f"{other_path}.shape[{other_axis}] and {policy!r}",
+                    f"{other_path}.shape[{other_axis}] and {policy!r} on {path}.shape[{axis}]",
                     input=path,
                     axis=axis,
-                    hint="create the Dim once and reuse the same object on every axis that shares it",
+                    hint=f"create the Dim once ({policy.name} = {other!r}) and reuse it on every axis "
+                    "that shares it, or give the axes different names",
                 )
             if other_size != size:
                 raise SpecError(
@@ -536,22 +761,35 @@ def _build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimS
     return DimSpec(entries)
 
 
-def _nest(bound: BoundInputs, leaf_fn) -> dict[str, Any]:
-    """Rebuild the input pytree with ``leaf_fn(leaf)`` at tensor leaves and None elsewhere,
-    in the structure torch.export's ``dynamic_shapes`` expects (dataclasses as lists)."""
-    from ._torch_compat import pytree_children
+class _Call:
+    """``Name(a, b)`` in generated code (a namedtuple of specs)."""
 
-    leaves = {leaf.path: leaf for leaf in bound.leaves}
+    def __init__(self, name: str, items: list[Any]) -> None:
+        self.name, self.items = name, items
 
-    def build(value: Any, path: str) -> Any:
-        if path in leaves:
-            return leaf_fn(leaves[path])
-        children = pytree_children(value)
+
+def _nest(bound: BoundInputs, leaf_fn, *, code: bool = False) -> dict[str, Any]:
+    """Rebuild the inputs' structure with ``leaf_fn(leaf)`` at tensor leaves and None
+    elsewhere, in the form torch.export's ``dynamic_shapes`` expects: keyed by forward's
+    parameters, ``*args`` as a tuple, ``**kwargs`` as a dict, dataclasses as lists,
+    namedtuples as the same namedtuple."""
+    tree = _Tree(bound)
+
+    def build(path: str) -> Any:
+        if path in tree.leaves:
+            return leaf_fn(tree.leaves[path])
+        children = tree.children.get(path)
         if children is None:
             return None
+        value = tree.values[path]
         if isinstance(value, Mapping):
-            return {k: build(v, f"{path}.{k}") for k, v in children}
-        built = [build(v, f"{path}.{k}") for k, v in children]
-        return tuple(built) if type(value) is tuple else built
+            return {key: build(child) for key, child in children}
+        built = [build(child) for _, child in children]
+        if type(value) is tuple:
+            return tuple(built)
+        if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+            return _Call(type(value).__name__, built) if code else type(value)(*built)
+        return built
 
-    return {name: build(value, name) for name, value in bound.by_parameter().items()}
+    return {name: build(name) for name in tree.top}
+
