@@ -61,11 +61,27 @@ def onnx_registry(opset_version: int) -> Any:
     return _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
 
 
-def decompose_for_onnx(program: Any, registry: Any) -> Any:
-    """Run the ONNX-friendly decompositions and type promotion torch.onnx applies."""
-    from torch.onnx._internal.exporter import _core
+@functools.lru_cache(maxsize=4)
+def _onnx_decomposition_table(opset_version: int) -> dict:
+    from torch.onnx._internal.exporter import _decomp
 
-    return _core._prepare_exported_program_for_export(program, registry=registry)
+    registered = set(_decomp.get_onnx_implemented_overloads(onnx_registry(opset_version)))
+    return _decomp.create_onnx_friendly_decomposition_table(registered)
+
+
+def decompose_for_onnx(program: Any, opset_version: int) -> Any:
+    """What ``torch.onnx.export`` does between capture and translation (its
+    ``_prepare_exported_program_for_export``): ONNX-friendly decompositions, explicit type
+    promotion, assertion nodes removed. The decomposition table is built once per opset."""
+    from torch.onnx._internal.exporter import _fx_passes
+
+    with size_oblivious_capture():
+        decomposed = program.run_decompositions(dict(_onnx_decomposition_table(opset_version)))
+        graph_module = decomposed.graph_module
+        _fx_passes.insert_type_promotion_nodes(graph_module)
+        graph_module = _fx_passes.remove_assertion_nodes(graph_module)
+        decomposed._graph_module = graph_module
+    return decomposed
 
 
 def translate_to_onnx_ir(program: Any, registry: Any) -> Any:
@@ -121,3 +137,232 @@ def rename_onnx_axes(model: Any, mapping: dict[str, str]) -> None:
     from torch.onnx._internal.exporter import _ir_passes
 
     _ir_passes.rename_axis(model, mapping)
+
+
+# -- verification (exporter/verify.py) ------------------------------------------------------
+
+
+def guards_code(program: Any) -> list[str]:
+    """The shape guards a program was specialized under, as torch source text
+    (``L['x'].size()[0] == 3``). ``ExportedProgram._guards_code`` is private."""
+    return [str(code) for code in (getattr(program, "_guards_code", None) or ())]
+
+
+def tree_replace_leaves(value: Any, leaves: list[Any]) -> Any:
+    """``value`` with its pytree leaves (in :func:`tree_flatten_with_path` order) replaced."""
+    from torch.utils import _pytree
+
+    _, spec = _pytree.tree_flatten(value)
+    return _pytree.tree_unflatten(list(leaves), spec)
+
+
+# -- shapes: guards with provenance, dim ranges (exporter/guards.py, exporter/shapes.py) ----
+#
+# torch emits every shape guard through ``ShapeEnv._log_guard``; with
+# ``torch._logging._internal.GET_DTRACE_STRUCTURED`` set it also lands on the structured-trace
+# logger as ``guard_added`` with the user's frames. That flag, however, turns on *every* dtrace
+# event (one ``expression_created`` record with a captured stack per symbolic operation) and
+# made a small export ~10x slower here. So the collector below wraps ``_log_guard`` alone and
+# reads the same data torch puts in that record: the guard, the input sources of its symbols,
+# and the user frames (dynamo's ``TracingContext`` stack in strict mode, the Python stack
+# outside torch in non-strict mode).
+
+import os  # noqa: E402 - this section is appended; its imports stay with it
+import sys  # noqa: E402
+import threading  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True)
+class ShapeGuardEvent:
+    """One guard torch's ShapeEnv added while tracing, as plain data.
+
+    ``prefix`` is torch's: ``"eval"`` for a guard, ``"runtime_assert"`` for a deferred assert.
+    ``expr`` is the sympy boolean in torch symbols (``s77 > 2``). ``sources`` maps each symbol
+    to every input source equal to it (``L['x'].size()[0]``; strict mode names inputs
+    ``L['flat_args'][i]``). ``frames`` are the user frames, outermost first, each
+    ``(filename, line, function, code)``."""
+
+    prefix: str
+    expr: Any
+    sources: tuple[tuple[str, tuple[str, ...]], ...]
+    frames: tuple[tuple[str, int, str, str], ...]
+
+
+_GUARD_LOCK = threading.Lock()
+_GUARD_SINKS: dict[int, list[list[ShapeGuardEvent]]] = {}
+_GUARD_ORIGINAL: list[Any] = []  # [the unpatched ShapeEnv._log_guard] while installed
+
+
+@functools.lru_cache(maxsize=1)
+def _stack_dirs() -> tuple[tuple[str, ...], str]:
+    """(directories whose frames are not the user's: torch, sympy, stdlib, this package;
+    torch.export's directory, where the traced code's stack ends)."""
+    import sysconfig
+
+    import sympy
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__)
+    dirs = {torch_dir, os.path.dirname(sympy.__file__), os.path.dirname(os.path.abspath(__file__))}
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    return tuple(os.path.join(d, "") for d in sorted(dirs)), os.path.join(torch_dir, "export", "")
+
+
+def _is_user_file(filename: str) -> bool:
+    if not filename or filename.startswith("<"):
+        return False
+    return not os.path.abspath(filename).startswith(_stack_dirs()[0])
+
+
+def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:
+    """The innermost ``limit`` user frames of the code being traced, outermost first."""
+    import linecache
+
+    from torch._guards import TracingContext
+
+    traced = TracingContext.extract_stack()  # strict mode: dynamo's stack of the user's code
+    if len(traced):
+        picked = [f for f in traced if _is_user_file(f.filename)][-limit:]
+        return tuple((f.filename, f.lineno or 0, f.name, (f.line or "").strip()) for f in picked)
+    # Non-strict: the Python stack, from the guard outward to torch.export's entry (frames
+    # beyond it belong to whoever called the export, not to the traced code).
+    frames: list[tuple[str, int, str, str]] = []
+    boundary = _stack_dirs()[1]
+    frame = sys._getframe(2)
+    while frame is not None and len(frames) < limit:
+        code = frame.f_code
+        if code.co_filename.startswith(boundary):
+            break
+        if _is_user_file(code.co_filename):
+            line = linecache.getline(code.co_filename, frame.f_lineno).strip()
+            frames.append((code.co_filename, frame.f_lineno, code.co_name, line))
+        frame = frame.f_back
+    return tuple(reversed(frames))
+
+
+def _guard_event(shape_env: Any, prefix: str, expr: Any) -> ShapeGuardEvent:
+    import sympy
+
+    replacements = getattr(shape_env, "replacements", {})
+
+    def resolve(symbol: Any) -> Any:
+        for _ in range(32):
+            target = replacements.get(symbol)
+            if not isinstance(target, sympy.Symbol) or target == symbol:
+                break
+            symbol = target
+        return symbol
+
+    free = expr.free_symbols
+    sources: dict[str, list[str]] = {str(s): [] for s in sorted(free, key=str)}
+    for source, var in getattr(shape_env, "source_to_var", {}).items():
+        if var in free:
+            sources[str(var)].append(source)
+        elif isinstance(var, sympy.Symbol):
+            target = resolve(var)
+            if target in free:
+                sources[str(target)].append(source)
+    return ShapeGuardEvent(
+        prefix,
+        expr,
+        tuple((k, tuple(v)) for k, v in sources.items()),
+        _user_frames(),
+    )
+
+
+def _log_guard_recording(self: Any, prefix: str, g: Any, *args: Any, **kwargs: Any) -> Any:
+    sinks = _GUARD_SINKS.get(threading.get_ident())
+    if sinks and "suppressed" not in prefix:
+        try:
+            event = _guard_event(self, prefix, g)
+        except Exception:  # noqa: BLE001 - provenance is best effort, never breaks an export
+            event = None
+        if event is not None:
+            for sink in sinks:
+                sink.append(event)
+    return _GUARD_ORIGINAL[0](self, prefix, g, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def record_shape_guards() -> Iterator[list[ShapeGuardEvent]]:
+    """Collect, in a list, every shape guard and runtime assert torch adds in this thread
+    while the block runs (strict, non-strict, draft export; nested blocks all receive them)."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    sink: list[ShapeGuardEvent] = []
+    thread = threading.get_ident()
+    with _GUARD_LOCK:
+        if not _GUARD_ORIGINAL:
+            _GUARD_ORIGINAL.append(ShapeEnv._log_guard)
+            ShapeEnv._log_guard = _log_guard_recording
+        _GUARD_SINKS.setdefault(thread, []).append(sink)
+    try:
+        yield sink
+    finally:
+        with _GUARD_LOCK:
+            sinks = _GUARD_SINKS.get(thread, [])
+            for i, other in enumerate(sinks):
+                if other is sink:
+                    del sinks[i]
+                    break
+            if not sinks:
+                _GUARD_SINKS.pop(thread, None)
+            if not _GUARD_SINKS and _GUARD_ORIGINAL:
+                if ShapeEnv.__dict__.get("_log_guard") is _log_guard_recording:
+                    ShapeEnv._log_guard = _GUARD_ORIGINAL[0]
+                _GUARD_ORIGINAL.clear()
+
+
+def program_ranges(program: Any) -> dict[str, tuple[int, int | None]]:
+    """``ExportedProgram.range_constraints`` as ``{"s77": (min, max or None)}``."""
+    import sympy
+
+    out: dict[str, tuple[int, int | None]] = {}
+    for symbol, ranges in getattr(program, "range_constraints", {}).items():
+        lower, upper = ranges.lower, ranges.upper
+
+        def finite(value: Any) -> int | None:
+            if isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool):
+                return int(value)
+            return None  # int_oo / oo / -int_oo
+
+        lo = finite(lower)
+        out[str(symbol)] = (max(lo, 0) if lo is not None else 0, finite(upper))
+    return out
+
+
+def size_oblivious_available() -> bool:
+    """Whether this torch can capture size-obliviously (keep a size-0/1 example dynamic)."""
+    try:
+        import torch.fx.experimental._config as fx_config
+    except ImportError:  # pragma: no cover
+        return False
+    return hasattr(fx_config, "backed_size_oblivious")
+
+
+def additional_inputs_examples(value: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]] | None:
+    """The ``(args, kwargs)`` examples held by a ``torch.export.AdditionalInputs`` (else None)."""
+    try:
+        from torch.export import AdditionalInputs
+    except ImportError:  # pragma: no cover
+        return None
+    if not isinstance(value, AdditionalInputs):
+        return None
+    return [(tuple(args), dict(kwargs or {})) for args, kwargs in value._examples]
+
+
+def clear_dim_marks(*values: Any) -> None:
+    """Remove the dim markings (``_dynamo_weak_dynamic_indices`` ...) ``torch.export`` puts on
+    the input tensors. A failed export leaves them behind, and a later export of the same
+    tensors with ``dynamic_shapes=None`` then still treats those dims as dynamic."""
+    import torch
+    from torch._export.non_strict_utils import _clean_dynamic_markers
+
+    for value in values:
+        for _, leaf in tree_flatten_with_path(value):
+            if isinstance(leaf, torch.Tensor):
+                _clean_dynamic_markers(leaf)

@@ -235,7 +235,7 @@ class Session:
             DecomposeError,
             "an operator could not be decomposed for ONNX; the error names it. "
             "Report it upstream with the exported program (session.save('model.pt2')).",
-            lambda: compat.decompose_for_onnx(program, compat.onnx_registry(opset)),
+            lambda: compat.decompose_for_onnx(program, opset),
         )
 
     def _run_translate(self) -> StageResult:
@@ -378,3 +378,86 @@ class Session:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
+
+    # -- verification and benchmarking --
+    def verify(self, **options: Any) -> Any:
+        """ONNX vs eager at the example inputs and over a sweep of sizes, plus the contract
+        checks: a :class:`~exporter.verify.VerifyResult` (never raises). Options: see
+        :func:`exporter.verify.verify`."""
+        from .verify import verify
+
+        return verify(self, **options)
+
+    def benchmark(self, **options: Any) -> Any:
+        """onnxruntime vs eager latency: a :class:`~exporter.bench.BenchmarkResult`. Options:
+        see :func:`exporter.bench.benchmark`."""
+        from .bench import benchmark
+
+        return benchmark(self, **options)
+
+    def benchmark_sweep(self, dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), **options: Any) -> Any:
+        """Latency against the size of one dynamic dim: a :class:`~exporter.bench.SweepResult`."""
+        from .bench import benchmark_sweep
+
+        return benchmark_sweep(self, dim, sizes, **options)
+
+    def profile(self, **options: Any) -> Any:
+        """onnxruntime per-node profile by op type and module: a :class:`~exporter.bench.ProfileResult`."""
+        from .bench import profile
+
+        return profile(self, **options)
+
+    # -- shapes (guards, dim outcomes, fixes) --
+    @property
+    def guards(self) -> Any:
+        """Every shape guard and runtime assert torch added while capturing (the attempt that
+        succeeded, else the failed one), with the user's file, line and code: a
+        :class:`~exporter.guards.Guards`. Runs capture if needed."""
+        from .guards import guards_of
+
+        return guards_of(self.attempts, self.inputs)
+
+    @property
+    def dims(self) -> Any:
+        """Per input axis: requested policy, obtained result and why they differ: a
+        :class:`~exporter.shapes.DimOutcomes`. Runs capture if needed."""
+        from .shapes import dim_outcomes
+
+        return dim_outcomes(self)
+
+    @property
+    def dim_warnings(self) -> tuple[Any, ...]:
+        """Axes torch cannot keep dynamic as asked, known before any export runs."""
+        from .shapes import dim_warnings
+
+        return dim_warnings(self.spec, self.inputs)
+
+    @property
+    def suggested_fixes(self) -> Any:
+        """torch's suggested fixes for a rejected spec, as a new spec and a diff: a
+        :class:`~exporter.shapes.SuggestedFixes` (empty when capture succeeded)."""
+        from .shapes import suggested_fixes_of
+
+        return suggested_fixes_of(self)
+
+    @property
+    def applied_fixes(self) -> tuple[Any, ...]:
+        """The fixes :meth:`apply_suggested_fixes` applied to reach this session, round by round."""
+        return getattr(self, "_applied_fixes", ())
+
+    def apply_suggested_fixes(self, max_rounds: int = 5) -> Session:
+        """A session re-exported with torch's suggested fixes, applied round after round until
+        capture succeeds, nothing more is suggested, or ``max_rounds`` is reached."""
+        from .shapes import apply_suggested_fixes
+
+        session, history = apply_suggested_fixes(self, max_rounds=max_rounds)
+        session._applied_fixes = self.applied_fixes + history
+        return session
+
+    def infer_dims(self, more_inputs: Any) -> DimSpec:
+        """A spec proposed from this session's inputs plus ``more_inputs`` (a
+        ``torch.export.AdditionalInputs``, or a list of args tuples / kwargs dicts /
+        ``(args, kwargs)`` pairs): axes that vary become named dims over the observed range."""
+        from .shapes import infer_dim_spec
+
+        return infer_dim_spec(self.model, self.inputs, more_inputs, spec=self.spec)

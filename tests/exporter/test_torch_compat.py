@@ -77,9 +77,12 @@ def test_onnx_registry_is_built_once_per_opset():
 
 def test_decompose_then_translate_gives_an_onnx_ir_model(program):
     registry = compat.onnx_registry(compat.default_opset())
-    decomposed = compat.decompose_for_onnx(program, registry)
+    decomposed = compat.decompose_for_onnx(program, compat.default_opset())
     assert isinstance(decomposed, torch.export.ExportedProgram)
     assert decomposed is not program
+    targets = {str(n.target) for n in decomposed.graph.nodes if n.op == "call_function"}
+    assert "aten.gelu.default" in targets  # has an ONNX implementation, so it is kept whole
+    assert compat._onnx_decomposition_table(compat.default_opset()) is compat._onnx_decomposition_table(compat.default_opset())
     model = compat.translate_to_onnx_ir(decomposed, registry)
     assert isinstance(model, ir.Model)
     assert [v.name for v in model.graph.inputs] == ["x"]
@@ -87,7 +90,7 @@ def test_decompose_then_translate_gives_an_onnx_ir_model(program):
 
 def test_optimize_convert_version_and_rename_axes_work_on_onnx_ir(program):
     registry = compat.onnx_registry(compat.default_opset())
-    model = compat.translate_to_onnx_ir(compat.decompose_for_onnx(program, registry), registry)
+    model = compat.translate_to_onnx_ir(compat.decompose_for_onnx(program, compat.default_opset()), registry)
     symbol = model.graph.inputs[0].shape[0].value
     compat.rename_onnx_axes(model, {symbol: "rows"})
     assert model.graph.inputs[0].shape[0].value == "rows"

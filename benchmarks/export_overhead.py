@@ -1,0 +1,214 @@
+"""Export time of ``exporter.export()`` relative to a bare ``torch.onnx.export(dynamo=True)``.
+
+Run: ``python benchmarks/export_overhead.py [--repeats N]``
+
+Both contenders run in this one process, alternating, on the built-in MLP and demo block:
+
+(a) first export of a model: a fresh model instance and a fresh Session every repeat, against
+    ``torch.onnx.export(model, args, kwargs=..., dynamic_shapes=..., dynamo=True, optimize=True)``
+    with the same dim spec (``DimSpec.to_torch``);
+(b) a second export of that model with a changed dim spec (``session.with_axis(...).run()``),
+    against a bare ``torch.onnx.export`` with the changed spec.
+
+torch, onnxscript and both exporters are warmed up once on an unrelated tiny model first, so
+(a) measures an export and not one-time imports. Ratios are exporter / torch medians; targets:
+(a) <= 1.05, (b) <= 0.6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import logging
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+TARGETS = {"first": 1.05, "respec": 0.6}
+NOISY_LOGGERS = ("torch", "torch.onnx", "torch.export", "onnxscript", "onnx_ir")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmarked model: a factory from :mod:`exporter.examples` and the spec change for (b)."""
+
+    name: str
+    factory: Callable[[], tuple]
+    changed_spec: Callable[[], dict]
+
+
+@dataclass
+class Timings:
+    exporter_first: list[float] = field(default_factory=list)
+    torch_first: list[float] = field(default_factory=list)
+    exporter_respec: list[float] = field(default_factory=list)
+    torch_respec: list[float] = field(default_factory=list)
+    respec_stages: list[dict[str, float]] = field(default_factory=list)
+
+    def add(self, seconds: dict[str, float], respec_stages: dict[str, float]) -> None:
+        for name, value in seconds.items():
+            getattr(self, name).append(value)
+        self.respec_stages.append(respec_stages)
+
+    def stage_medians(self) -> dict[str, float]:
+        return {name: statistics.median(s[name] for s in self.respec_stages) for name in self.respec_stages[0]}
+
+    def median(self, name: str) -> float:
+        return statistics.median(getattr(self, name))
+
+    def ratio(self, kind: str) -> float:
+        return self.median(f"exporter_{kind}") / self.median(f"torch_{kind}")
+
+
+def silence_third_party_noise() -> None:
+    """Keep the table readable: torch's registry warnings, deprecations, progress prints.
+    torch sets its loggers' levels when imported, so this imports it first."""
+    import torch  # noqa: F401
+
+    warnings.filterwarnings("ignore")
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
+
+
+def timed(work: Callable[[], Any]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    with quiet_stdout():
+        work()
+    return time.perf_counter() - start
+
+
+def bare_torch_export(model: Any, args: tuple, kwargs: dict, torch_dims: Any) -> Any:
+    import torch
+
+    return torch.onnx.export(
+        model, args, kwargs=kwargs, dynamic_shapes=torch_dims, dynamo=True, optimize=True, verbose=False
+    )
+
+
+def torch_dims_for(model: Any, args: tuple, kwargs: dict, spec: Any) -> Any:
+    """``spec`` (any accepted form) as torch ``dynamic_shapes``, via the exporter's DimSpec."""
+    from exporter import ExportOptions, Session
+
+    session = Session(model, args, kwargs, ExportOptions(dynamic_shapes=spec))
+    return session.spec.to_torch(session.inputs)
+
+
+def warm_up() -> None:
+    """Pay torch's, onnxscript's and both exporters' one-time costs on an unrelated model."""
+    import torch
+
+    from exporter import Dim, ExportOptions, export
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return torch.tanh(x) * 2
+
+    x = torch.randn(3, 5)
+    spec = {"x": {0: Dim("n")}}
+    timed(lambda: export(Tiny(), x, options=ExportOptions(dynamic_shapes=spec)))
+    timed(lambda: bare_torch_export(Tiny(), (x,), {}, torch_dims_for(Tiny(), (x,), {}, spec)))
+
+
+def one_repeat(case: Case, exporter_first: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """Both contenders on a fresh model instance: a first export, then a changed spec.
+    Returns the seconds of each contender and export, and the exporter's (b) stage seconds."""
+    from exporter import ExportOptions, export
+
+    model, args, kwargs, spec = case.factory()
+    changed = case.changed_spec()
+    first_dims = torch_dims_for(model, args, kwargs, spec)
+    changed_dims = torch_dims_for(model, args, kwargs, changed)
+    sessions: list[Any] = []
+
+    def exporter_first_export() -> None:
+        sessions.append(export(model, *args, options=ExportOptions(dynamic_shapes=spec), **kwargs))
+
+    def exporter_respec() -> None:
+        sessions.append(sessions[0].with_dims(changed))
+        sessions[1].run()
+
+    def run_exporter() -> dict[str, float]:
+        return {"exporter_first": timed(exporter_first_export), "exporter_respec": timed(exporter_respec)}
+
+    def run_torch() -> dict[str, float]:
+        return {
+            "torch_first": timed(lambda: bare_torch_export(model, args, kwargs, first_dims)),
+            "torch_respec": timed(lambda: bare_torch_export(model, args, kwargs, changed_dims)),
+        }
+
+    contenders = (run_exporter, run_torch) if exporter_first else (run_torch, run_exporter)
+    results: dict[str, float] = {}
+    for contender in contenders:
+        results.update(contender())
+    return results, {stage.name: stage.seconds for stage in sessions[1].stages}
+
+
+def measure(case: Case, repeats: int) -> Timings:
+    timings = Timings()
+    for i in range(repeats):
+        timings.add(*one_repeat(case, exporter_first=i % 2 == 0))
+    return timings
+
+
+def cases() -> list[Case]:
+    from exporter import AUTO, Dim
+    from exporter.examples import demo_block, mlp
+
+    return [
+        Case("mlp", mlp, lambda: {"x": {0: AUTO}}),
+        Case(
+            "demo_block",
+            demo_block,
+            lambda: {"x": {0: Dim("batch")}, "attention_mask": {0: Dim("batch")}},
+        ),
+    ]
+
+
+def print_table(results: dict[str, Timings]) -> None:
+    header = f"{'model':<11} {'export':<28} {'exporter s':>10} {'torch s':>9} {'ratio':>6} {'target':>7}"
+    print(header)
+    print("-" * len(header))
+    labels = {"first": "(a) first export", "respec": "(b) changed dim spec"}
+    for name, timings in results.items():
+        for kind, label in labels.items():
+            ratio = timings.ratio(kind)
+            verdict = "ok" if ratio <= TARGETS[kind] else "MISS"
+            print(
+                f"{name:<11} {label:<28} {timings.median(f'exporter_{kind}'):>10.3f} "
+                f"{timings.median(f'torch_{kind}'):>9.3f} {ratio:>6.2f} {'<= ' + str(TARGETS[kind]):>7} {verdict}"
+            )
+    print("\nexporter (b) stage medians, seconds:")
+    for name, timings in results.items():
+        stages = ", ".join(f"{stage} {seconds:.3f}" for stage, seconds in timings.stage_medians().items())
+        print(f"  {name:<11} {stages}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="repeats per case (medians are reported)")
+    options = parser.parse_args(argv)
+    silence_third_party_noise()
+    start = time.perf_counter()
+    warm_up()
+    print(f"warm-up {time.perf_counter() - start:.1f} s; medians of {options.repeats} repeats, contenders alternated")
+    results = {case.name: measure(case, options.repeats) for case in cases()}
+    print_table(results)
+    print(f"total {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,546 @@
+"""``onnx-workbench``: export PyTorch models to ONNX from the command line.
+
+::
+
+    onnx-workbench demo [-o OUTDIR]
+    onnx-workbench export MODULE:FACTORY [--args k=v ...] [--dynamic INPUT.AXIS=NAME ...]
+                          [--opset N] [--strategy S] [--no-optimize] -o out.onnx
+
+Progress (one line per stage, with timings) goes to stderr; results go to stdout. Exit status:
+0 on success, 1 when the export fails (the message names the stage, the input, the source
+line and a fix), 2 for a malformed command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import difflib
+import importlib
+import importlib.util
+import logging
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .capture import strategy_names
+from .dims import AUTO, DYNAMIC, STATIC, Dim
+from .errors import ExportError, SpecError, first_line, user_source_line
+
+__all__ = ["main"]
+
+LOGGER_NAME = "onnx_workbench"
+THIRD_PARTY_LOGGERS = ("torch.onnx", "torch.export", "onnxscript", "onnx_ir")
+POLICY_WORDS = {"auto": AUTO, "static": STATIC, "dynamic": DYNAMIC}
+DEMO_OTHER_SIZE = {"batch": 3, "seq": 12}
+DEMO_TOLERANCE = 1e-4
+
+
+# -- command-line syntax -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AxisRequest:
+    """One ``--dynamic INPUT.AXIS=NAME``: the leaf path, the axis, and the policy for it."""
+
+    path: str
+    axis: int
+    policy: Any
+
+
+def parse_axis_request(text: str) -> AxisRequest:
+    """``x.0=batch``, ``cache.0.key.2=seq:1:4096``, ``mask.1=auto`` → :class:`AxisRequest`."""
+    target, equals, policy_text = text.partition("=")
+    path, dot, axis_text = target.rpartition(".")
+    if not equals or not dot or not path:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not INPUT.AXIS=NAME (e.g. x.0=batch, cache.0.key.2=seq:1:4096)"
+        )
+    try:
+        axis = int(axis_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the axis {axis_text!r} is not an integer") from None
+    return AxisRequest(path, axis, parse_policy(policy_text))
+
+
+def parse_policy(text: str) -> Any:
+    """``auto`` / ``static`` / ``dynamic``, a dim name, or ``name:min:max`` (either bound may be empty)."""
+    if text.lower() in POLICY_WORDS:
+        return POLICY_WORDS[text.lower()]
+    name, *bounds = text.split(":")
+    if len(bounds) not in (0, 2):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME or NAME:MIN:MAX (e.g. seq:1:4096, batch::64)")
+    low, high = [parse_bound(bound, text) for bound in bounds] or [None, None]
+    try:
+        return Dim(name, min=low, max=high)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
+
+
+def parse_bound(text: str, policy_text: str) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{policy_text!r}: the bound {text!r} is not an integer") from None
+
+
+def parse_factory_argument(text: str) -> tuple[str, Any]:
+    """``k=v`` with ``v`` read as a Python literal (``3``, ``[1, 2]``, ``'a'``), else a string."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. hidden=64)")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
+def parse_factory_reference(text: str) -> tuple[str, str]:
+    """``package.module:make`` or ``path/to/file.py:make`` → (module or path, function name)."""
+    module, colon, name = text.rpartition(":")
+    if not colon or not module or not name.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not MODULE:FACTORY (e.g. mymodels:make_model or models.py:make_model)"
+        )
+    return module, name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onnx-workbench",
+        description="Export PyTorch models to ONNX and see what the export did.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="keep torch's and onnxscript's warnings")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="export the built-in transformer block, check it in onnxruntime, write a summary",
+        description="Export exporter.examples.demo_block with dynamic batch and seq, save "
+        "OUTDIR/model.onnx and OUTDIR/summary.md, and print the summary.",
+    )
+    demo.add_argument("-o", "--outdir", default="out", type=Path, help="output directory (default: out)")
+
+    export = commands.add_parser(
+        "export",
+        help="export a model returned by a factory function",
+        description="Export the model a factory returns. The factory returns (model, args), "
+        "(model, args, kwargs) or (model, args, kwargs, dynamic_shapes).",
+        epilog="example: onnx-workbench export mymodels.py:make_model --args hidden=64 "
+        "--dynamic x.0=batch x.1=seq:1:4096 -o model.onnx",
+    )
+    export.add_argument("factory", type=parse_factory_reference, metavar="MODULE:FACTORY",
+                        help="a module name or a .py path, and the function in it")
+    export.add_argument("--args", dest="factory_args", type=parse_factory_argument, nargs="+",
+                        action="extend", default=[], metavar="KEY=VALUE",
+                        help="keyword arguments for the factory; values are Python literals or strings")
+    export.add_argument("--dynamic", dest="axes", type=parse_axis_request, nargs="+", action="extend",
+                        default=[], metavar="INPUT.AXIS=NAME",
+                        help="make an input axis dynamic: NAME is auto, static, dynamic, a dim name, "
+                        "or name:min:max; INPUT may be a pytree path such as cache.0.key")
+    export.add_argument("--opset", type=int, default=None, help="ONNX opset (default: torch.onnx's)")
+    export.add_argument("--strategy", default="auto", choices=("auto",) + strategy_names(),
+                        help="capture strategy (default: auto, which tries each in turn)")
+    export.add_argument("--no-optimize", dest="optimize", action="store_false",
+                        help="skip the ONNX optimizer")
+    export.add_argument("-o", "--output", required=True, type=Path, help="the .onnx file to write")
+    return parser
+
+
+# -- process setup -------------------------------------------------------------------------
+
+
+class _FirstLineFormatter(logging.Formatter):
+    """One line per record: a failed stage's full error is printed once, at the end."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).split("\n", 1)[0]
+
+
+@contextlib.contextmanager
+def progress_logger() -> Iterator[logging.Logger]:
+    """The ``onnx_workbench`` logger, writing one line per stage to stderr while in use."""
+    logger = logging.getLogger(LOGGER_NAME)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_FirstLineFormatter("%(message)s"))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield logger
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
+@contextlib.contextmanager
+def quiet_third_party(enabled: bool = True) -> Iterator[None]:
+    """Hide torch's and onnxscript's warnings and log noise (e.g. "torchvision is not installed")."""
+    if not enabled:
+        yield
+        return
+    import torch  # noqa: F401  (torch sets its loggers' levels on import)
+
+    loggers = [logging.getLogger(name) for name in THIRD_PARTY_LOGGERS]
+    saved = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.filterwarnings("ignore", module=r"(torch|onnxscript|onnx_ir)(\.|$)")
+            yield
+    finally:
+        for logger, level in zip(loggers, saved):
+            logger.setLevel(level)
+
+
+# -- loading a user's factory --------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def importable_from(directory: str) -> Iterator[None]:
+    """Let the factory's module import its neighbours, as ``python -m`` would."""
+    added = directory not in sys.path
+    if added:
+        sys.path.insert(0, directory)
+    try:
+        yield
+    finally:
+        if added and directory in sys.path:
+            sys.path.remove(directory)
+
+
+def factory_error(reason: str, *, hint: str, cause: BaseException | None = None) -> ExportError:
+    error = ExportError(
+        reason, stage="factory", hint=hint, source=user_source_line(cause) if cause is not None else None
+    )
+    error.__cause__ = cause
+    return error
+
+
+def load_module(module: str) -> Any:
+    """Import ``module``: a dotted module name, or a path to a ``.py`` file."""
+    if module.endswith(".py") or os.sep in module or "/" in module:
+        return load_module_from_path(Path(module))
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            raise factory_error(
+                f"cannot import module {module!r}: {exc}",
+                hint="run from the directory that contains it, "
+                f"or give a path: {module.replace('.', '/')}.py:FACTORY",
+            ) from None
+        raise module_failed(f"importing {module!r}", exc) from None
+    except Exception as exc:
+        raise module_failed(f"importing {module!r}", exc) from None
+
+
+def load_module_from_path(path: Path) -> Any:
+    if not path.is_file():
+        raise factory_error(f"no such file: {str(path)!r}", hint="check the path before the ':'")
+    name = f"_onnx_workbench_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise module_failed(f"running {str(path)!r}", exc) from None
+    return module
+
+
+def module_failed(action: str, cause: BaseException) -> ExportError:
+    return factory_error(f"{action} failed: {first_line(cause)}", hint="fix the error above", cause=cause)
+
+
+def find_factory(module: Any, name: str) -> Any:
+    factory = getattr(module, name, None)
+    if callable(factory):
+        return factory
+    callables = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+    close = difflib.get_close_matches(name, callables, n=1)
+    suggestion = f"did you mean {close[0]!r}? " if close else ""
+    raise factory_error(
+        f"{module.__name__!r} has no function {name!r}",
+        hint=suggestion + "functions there: " + (", ".join(callables) or "(none)"),
+    )
+
+
+def call_factory(factory: Any, arguments: dict[str, Any]) -> tuple[Any, tuple, dict, Any]:
+    """Call the factory and normalise what it returns to ``(model, args, kwargs, dynamic_shapes)``."""
+    try:
+        result = factory(**arguments)
+    except Exception as exc:
+        raise factory_error(
+            f"{factory.__name__}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) raised {first_line(exc)}",
+            hint="check the --args given to the factory" if isinstance(exc, TypeError) else "fix the error above",
+            cause=exc,
+        ) from None
+    if not isinstance(result, tuple) or not 2 <= len(result) <= 4:
+        raise factory_error(
+            f"{factory.__name__}() returned {type(result).__name__}, not a tuple of 2 to 4 items",
+            hint="return (model, args), (model, args, kwargs) or (model, args, kwargs, dynamic_shapes)",
+        )
+    model, args, kwargs, dims = (tuple(result) + (None, None))[:4]
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise factory_error(
+            f"{factory.__name__}() returned kwargs of type {type(kwargs).__name__}, not a dict",
+            hint="return (model, args, kwargs) with kwargs a dict of keyword inputs",
+        )
+    return model, tuple(args), dict(kwargs or {}), dims
+
+
+def load_factory_model(reference: tuple[str, str], arguments: dict[str, Any]) -> tuple[Any, tuple, dict, Any]:
+    module_name, function = reference
+    with importable_from(os.getcwd()):
+        module = load_module(module_name)
+        return call_factory(find_factory(module, function), arguments)
+
+
+def dim_spec_by_leaf_path(model: Any, args: tuple, kwargs: dict, factory_dims: Any, axes: list[AxisRequest]) -> Any:
+    """The factory's dims (if any) with each ``--dynamic`` axis set on top, as
+    ``{leaf path: {axis: policy}}``; None when there are neither."""
+    if not axes:
+        return factory_dims
+    spec: dict[str, dict[int, Any]] = {}
+    if factory_dims is not None:
+        from .api import ExportOptions
+        from .session import Session
+
+        parsed = Session(model, args, kwargs, ExportOptions(dynamic_shapes=factory_dims)).spec
+        for entry in parsed:
+            spec.setdefault(entry.path, {})[entry.axis] = entry.policy
+    for request in axes:
+        spec.setdefault(request.path, {})[request.axis] = request.policy
+    return spec
+
+
+# -- describing a session ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Port:
+    """A graph input or output as the ONNX file declares it."""
+
+    kind: str
+    name: str
+    dtype: str
+    shape: tuple[str | int, ...]
+
+    @property
+    def shape_text(self) -> str:
+        return "[" + ", ".join(str(d) for d in self.shape) + "]"
+
+
+def onnx_ports(model_proto: Any) -> list[Port]:
+    """Every graph input and output with its element type and shape (dim_param or size)."""
+    import onnx
+
+    def port(kind: str, value: Any) -> Port:
+        tensor = value.type.tensor_type
+        dims = tuple(
+            d.dim_param if d.HasField("dim_param") else d.dim_value if d.HasField("dim_value") else "?"
+            for d in tensor.shape.dim
+        )
+        return Port(kind, value.name, onnx.TensorProto.DataType.Name(tensor.elem_type), dims)
+
+    graph = model_proto.graph
+    return [port("input", v) for v in graph.input] + [port("output", v) for v in graph.output]
+
+
+def default_opset(model_proto: Any) -> int | None:
+    return next((o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    def line(cells: list[Any]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in cells) + " |"
+
+    return "\n".join([line(header), "|" + "|".join(" --- " for _ in header) + "|"] + [line(row) for row in rows])
+
+
+def print_ports(path: Path, model_proto: Any) -> None:
+    size_kb = path.stat().st_size / 1024
+    print(f"wrote {path} (opset {default_opset(model_proto)}, {size_kb:.1f} KB)")
+    for p in onnx_ports(model_proto):
+        print(f"  {p.kind:<6} {p.name:<20} {p.dtype:<8} {p.shape_text}")
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """onnxruntime against eager PyTorch at one input size."""
+
+    label: str
+    sizes: dict[str, int]
+    max_abs_diff: float
+    tolerance: float
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return math.isfinite(self.max_abs_diff) and self.max_abs_diff <= self.tolerance
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        verdict = "ok" if self.passed else f"MISMATCH (tolerance {self.tolerance:g})"
+        return f"verify {self.label} ({sizes}): max |onnxruntime - eager| = {self.max_abs_diff:.2e} {verdict}"
+
+
+def compare_with_eager(session: Any, label: str, sizes: dict[str, int], args: tuple, kwargs: dict) -> Check:
+    import numpy as np
+    import torch
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        expected = session.model(*args, **kwargs).numpy()
+    (actual,) = session.run_onnx(*args, **kwargs)
+    diff = float(np.max(np.abs(actual - expected))) if actual.shape == expected.shape else math.inf
+    return Check(label, sizes, diff, DEMO_TOLERANCE, time.perf_counter() - start)
+
+
+def demo_checks(session: Any, logger: logging.Logger) -> list[Check]:
+    from .examples import block_inputs
+
+    example = session.inputs.leaf("x").shape
+    sizes = {"example size": {"batch": example[0], "seq": example[1]}, "other size": DEMO_OTHER_SIZE}
+    checks = []
+    for label, size in sizes.items():
+        args, kwargs = block_inputs(size["batch"], size["seq"])
+        check = compare_with_eager(session, label, size, args, kwargs)
+        logger.info("%s in %.2f s", check.describe(), check.seconds)
+        checks.append(check)
+    return checks
+
+
+def stage_table(session: Any) -> str:
+    rows = [
+        [r.name, r.status, f"{r.seconds:.3f}", "yes" if r.cached else "no", r.to_dict()["detail"]]
+        for r in session.stages
+    ]
+    return markdown_table(["stage", "status", "seconds", "cached", "detail"], rows)
+
+
+def attempt_table(session: Any) -> str:
+    rows = [[a.strategy, a.outcome, f"{a.seconds:.3f}", a.first_error_line or ""] for a in session.attempts]
+    return markdown_table(["strategy", "outcome", "seconds", "error"], rows)
+
+
+def port_table(model_proto: Any) -> str:
+    rows = [[p.kind, f"`{p.name}`", p.dtype, f"`{p.shape_text}`"] for p in onnx_ports(model_proto)]
+    return markdown_table(["kind", "name", "dtype", "ONNX shape"], rows)
+
+
+def check_table(checks: list[Check]) -> str:
+    rows = [
+        [c.label, ", ".join(f"{k}={v}" for k, v in c.sizes.items()), f"{c.max_abs_diff:.2e}",
+         f"{c.tolerance:g}", "ok" if c.passed else "MISMATCH"]
+        for c in checks
+    ]
+    return markdown_table(["inputs", "sizes", "max abs diff", "tolerance", "result"], rows)
+
+
+def demo_summary(session: Any, model_path: Path, checks: list[Check]) -> str:
+    """The Markdown summary ``onnx-workbench demo`` writes and prints."""
+    proto = session.model_proto
+    total = sum(r.seconds for r in session.stages)
+    overview = (
+        f"Exported `{type(session.model).__name__}` (`exporter.examples.demo_block`) to `{model_path}` "
+        f"(opset {default_opset(proto)}, {model_path.stat().st_size / 1024:.1f} KB) in {total:.2f} s "
+        f"with the `{session.strategy}` capture strategy."
+    )
+    sections = {
+        "Stages": stage_table(session),
+        "Capture attempts": attempt_table(session),
+        "Inputs and outputs": port_table(proto),
+        "Dim spec": f"```python\n{session.spec.to_code(session.inputs)}\n```",
+        "onnxruntime vs eager": check_table(checks),
+    }
+    parts = ["# onnx-workbench demo", overview] + [f"## {title}\n\n{body}" for title, body in sections.items()]
+    return "\n\n".join(parts) + "\n"
+
+
+def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
+    from .api import ExportOptions, export
+    from .examples import demo_block
+
+    model, args, kwargs, dims = demo_block()
+    session = export(model, *args, options=ExportOptions(dynamic_shapes=dims, logger=logger), **kwargs)
+    options.outdir.mkdir(parents=True, exist_ok=True)
+    model_path = session.save(options.outdir / "model.onnx")
+    logger.info("saved %s", model_path)
+    checks = demo_checks(session, logger)
+    summary = demo_summary(session, model_path, checks)
+    (options.outdir / "summary.md").write_text(summary, encoding="utf-8")
+    print(summary)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise ExportError(
+            "onnxruntime and eager PyTorch disagree: " + "; ".join(c.describe() for c in failed),
+            stage="verify",
+            hint=f"see {options.outdir / 'summary.md'}; a dim the export specialized can give wrong numbers "
+            "at other sizes without any error",
+        )
+    return 0
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
+    from .api import ExportOptions, export
+
+    model, args, kwargs, factory_dims = load_factory_model(options.factory, dict(options.factory_args))
+    spec = dim_spec_by_leaf_path(model, args, kwargs, factory_dims, options.axes)
+    export_options = ExportOptions(
+        opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
+        logger=logger, optimize=options.optimize,
+    )
+    session = export(model, *args, options=export_options, **kwargs)
+    options.output.parent.mkdir(parents=True, exist_ok=True)
+    path = session.save(options.output)
+    logger.info("saved %s", path)
+    print_ports(Path(path), session.model_proto)
+    return 0
+
+
+COMMANDS = {"demo": run_demo, "export": run_export}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``onnx-workbench`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        options = parser.parse_args(argv)
+    except SystemExit as exit_request:
+        return exit_request.code if isinstance(exit_request.code, int) else 2
+    try:
+        with progress_logger() as logger, quiet_third_party(enabled=not options.verbose):
+            return COMMANDS[options.command](options, logger)
+    except ExportError as error:
+        print(f"onnx-workbench: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
