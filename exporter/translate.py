@@ -30,6 +30,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     registry = compat.onnx_registry(registry_opset(opset_version))
     model = compat.translate_to_onnx_ir(program, registry)
     model = compat.convert_onnx_version(model, opset_version)
+    _make_specialized_dims_static(model)
     _name_inputs(model, program, bound)
     _name_outputs(model, program)
     mapping = dim_names(program, bound, spec)
@@ -41,6 +42,34 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
 def optimize(model: Any) -> Any:
     """Constant folding, dead-code removal and fusions on a copy of ``model``."""
     return compat.optimize_onnx_ir(model.clone())
+
+
+def _all_values(model: Any):
+    import onnx_ir as ir
+
+    yield from model.graph.inputs
+    yield from model.graph.initializers.values()
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        yield from node.outputs
+    for function in model.functions.values():
+        yield from function.inputs
+        for node in ir.traversal.RecursiveGraphIterator(function):
+            yield from node.outputs
+
+
+def _make_specialized_dims_static(model: Any) -> None:
+    """A dim that capture specialized is still a SymInt whose expression is a number; the
+    translator writes it as a symbolic dim named ``"3"``, which onnxruntime would accept at
+    any size. Make such dims the static ints they are."""
+    import onnx_ir as ir
+
+    for value in _all_values(model):
+        shape = value.shape
+        if shape is None or not any(isinstance(d, ir.SymbolicDim) and str(d.value).isdigit() for d in shape):
+            continue
+        value.shape = ir.Shape(
+            [int(d.value) if isinstance(d, ir.SymbolicDim) and str(d.value).isdigit() else d for d in shape]
+        )
 
 
 def _user_input_names(program: Any) -> tuple[str | None, ...]:

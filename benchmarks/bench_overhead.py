@@ -1,0 +1,181 @@
+"""Overhead of the latency harness, and onnxruntime vs eager PyTorch on two transformer models.
+
+Run: ``python benchmarks/bench_overhead.py [--rounds N] [--budget S] [--threads T]``
+
+(1) Harness overhead. One process, one model (the built-in demo transformer block), one
+    onnxruntime session. Each round alternates the two contenders on that session:
+
+    * harness: ``session.benchmark(runner=..., eager=False)``, which binds the inputs and
+      times ``run_with_iobinding`` call by call inside the adaptive loop;
+    * bare: a plain ``for`` loop timing ``InferenceSession.run_with_iobinding`` on a binding
+      prepared beforehand (inputs as OrtValues, outputs preallocated), the same number of calls.
+
+    The ratio is harness median / bare median per round; the reported figure is the median of
+    the round ratios. Target: within 2% (0.98 .. 1.02). For reference the script also times a
+    bare ``InferenceSession.run(None, feeds)`` loop on prebuilt numpy feeds (no IO binding).
+
+(2) onnxruntime vs eager PyTorch (inference mode, same thread count) p50 latency for the demo
+    block (``exporter.examples.demo_block``) and a 2-layer ``torch.nn.TransformerEncoder``
+    (d_model 64, 4 heads, feed-forward 256, random weights), each verified over a shape sweep
+    first.
+
+Numbers vary run to run on a shared machine; the script prints its load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+import warnings
+from typing import Any
+
+TARGET = 0.02
+
+
+def quiet() -> None:
+    import torch  # noqa: F401 - torch sets its loggers' levels on import
+
+    warnings.filterwarnings("ignore")
+    for name in ("torch", "torch.onnx", "torch.export", "onnxscript", "onnx_ir"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def export(model: Any, args: tuple, kwargs: dict, dims: Any) -> Any:
+    from exporter import ExportOptions, Session
+
+    session = Session(model, args, kwargs, ExportOptions(dynamic_shapes=dims))
+    session.run()
+    return session.raise_for_status()
+
+
+def bare_iobinding(run: Any, binding: Any, calls: int) -> list[float]:
+    perf = time.perf_counter_ns
+    samples = []
+    append = samples.append
+    for _ in range(calls):
+        t0 = perf()
+        run(binding)
+        append(perf() - t0)
+    return [s / 1e9 for s in samples]
+
+
+def bare_run(session: Any, feeds: dict, calls: int) -> list[float]:
+    perf = time.perf_counter_ns
+    samples = []
+    append = samples.append
+    run = session.run
+    for _ in range(calls):
+        t0 = perf()
+        run(None, feeds)
+        append(perf() - t0)
+    return [s / 1e9 for s in samples]
+
+
+def overhead(session: Any, rounds: int, budget: float, threads: int, verbose: bool = False) -> None:
+    from exporter.bench import OrtRunner
+
+    runner = OrtRunner(session.model_proto.SerializeToString(), threads=threads)
+    feeds = session.feeds(*session.inputs.args, **session.inputs.kwargs)
+    binding = runner.bind(feeds)
+    run = runner.session.run_with_iobinding
+    bare_iobinding(run, binding, 200)  # warm-up, as the harness does its own
+    ratios, plain_ratios, rows = [], [], []
+    for i in range(rounds):
+        contenders = ["harness", "bare"] if i % 2 == 0 else ["bare", "harness"]
+        medians: dict[str, float] = {}
+        calls = None
+        for name in contenders:
+            if name == "harness":
+                result = session.benchmark(runner=runner, eager=False, budget=budget, precision=0.0)
+                medians["harness"] = result.ort.stats.p50
+                calls = result.ort.stats.runs
+            else:
+                samples = bare_iobinding(run, binding, calls or max(200, int(budget / 5e-5)))
+                medians["bare"] = statistics.median(samples)
+        plain = statistics.median(bare_run(runner.session, feeds, calls or 1000))
+        ratios.append(medians["harness"] / medians["bare"])
+        plain_ratios.append(plain / medians["bare"])
+        rows.append((i + 1, calls, medians["harness"], medians["bare"], plain))
+    print(f"(1) harness overhead: demo block x{list(session.inputs.leaves[0].shape)}, {threads} thread(s), "
+          f"{rounds} rounds x {budget:g} s")
+    if verbose:
+        print(f"    {'round':>5} {'calls':>7} {'harness p50 us':>15} {'bare p50 us':>12} {'ratio':>7} {'run() no binding us':>20}")
+        for (i, calls, harness, bare, plain), ratio in zip(rows, ratios):
+            print(f"    {i:>5} {calls:>7} {harness * 1e6:>15.2f} {bare * 1e6:>12.2f} {ratio:>7.4f} {plain * 1e6:>20.2f}")
+    harness_us = statistics.median(r[2] for r in rows) * 1e6
+    bare_us = statistics.median(r[3] for r in rows) * 1e6
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    ratio = statistics.median(ratios)
+    verdict = "ok" if abs(ratio - 1) <= TARGET else "MISS"
+    print(f"    median over rounds: harness p50 {harness_us:.2f} us, bare p50 {bare_us:.2f} us")
+    print(f"    harness / bare median ratio: {ratio:.4f} (rounds' IQR {quartiles[0]:.4f} .. {quartiles[2]:.4f}; "
+          f"target 1 ± {TARGET}) {verdict}")
+    print(f"    bare run(None, numpy feeds) / bare IO binding: {statistics.median(plain_ratios):.3f}")
+
+
+def transformer_encoder(batch: int = 4, seq: int = 32) -> tuple:
+    import torch
+
+    from exporter import Dim
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(batch, seq, 64, generator=torch.Generator().manual_seed(1))
+    # torch guards batch != 1 and seq != 1 in the encoder's fast-path checks: min=2.
+    return model, (x,), {}, {"src": {0: Dim("batch", min=2), 1: Dim("seq", min=2)}}
+
+
+def ort_vs_eager(budget: float, threads: int) -> None:
+    from exporter.examples import demo_block
+
+    print(f"\n(2) onnxruntime vs eager PyTorch, {threads} thread(s), p50 latency, {budget:g} s per engine")
+    header = f"    {'model':<26} {'inputs':<38} {'verify':<8} {'ort p50 ms':>10} {'eager p50 ms':>12} {'ort/eager':>9} {'speedup':>8}"
+    print(header)
+    for name, factory in (("demo block", demo_block), ("2-layer TransformerEncoder", transformer_encoder)):
+        model, args, kwargs, dims = factory()
+        session = export(model, args, kwargs, dims)
+        verified = session.verify()
+        result = session.benchmark(budget=budget, threads=threads)
+        shapes = ", ".join(f"{n}{list(s)}" for n, s in result.input_shapes)
+        print(
+            f"    {name:<26} {shapes:<38} {verified.status:<8} {result.ort.stats.p50 * 1e3:>10.4f} "
+            f"{result.eager.stats.p50 * 1e3:>12.4f} {result.ratio:>9.3f} {result.speedup:>7.2f}x"
+        )
+        print(f"      ort   {result.ort.stats.summary()}")
+        print(f"      eager {result.eager.stats.summary()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20, help="alternating harness/bare rounds (default 20)")
+    parser.add_argument("--round-budget", type=float, default=0.25, help="seconds of timed calls per round (default 0.25)")
+    parser.add_argument("--overhead-threads", type=int, default=1,
+                        help="intra-op threads for (1); 1 keeps it insensitive to other load (default 1)")
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per engine in (2) (default 2)")
+    parser.add_argument("--threads", type=int, default=None, help="threads for (2) (default torch's)")
+    parser.add_argument("--skip-models", action="store_true", help="only measure the harness overhead")
+    parser.add_argument("--verbose", action="store_true", help="print every round of (1)")
+    options = parser.parse_args(argv)
+    quiet()
+    import onnxruntime
+    import torch
+
+    from exporter.examples import demo_block
+
+    threads = options.threads or torch.get_num_threads()
+    print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {os.cpu_count()} CPUs, "
+          f"load average {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    model, args, kwargs, dims = demo_block()
+    overhead(export(model, args, kwargs, dims), options.rounds, options.round_budget, options.overhead_threads, options.verbose)
+    if not options.skip_models:
+        ort_vs_eager(options.budget, threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

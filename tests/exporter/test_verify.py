@@ -1,0 +1,321 @@
+"""Shape-sweep verification: ONNX models that are right at the example size but wrong (or
+failing) at other sizes are flagged with the size and the cause; correct dynamic models pass
+at every swept size; the ONNX contract is checked against the dim spec; the first divergent
+node is mapped back to the FX node, module and source line.
+
+Observed on torch 2.13 (what these tests are built on): a shape-dependent Python branch with
+AUTO on the example size 3 is *specialized* by capture (guard ``L['x'].size()[0] == 3``); the
+translator would name that ONNX dim ``'3'`` (accepting any size and silently computing the
+size-3 branch), so exporter.translate makes it the static 3 it is, and onnxruntime refuses
+other sizes. With a size-1 example, size-oblivious capture keeps the dim symbolic (range
+[1, 2]) and bakes in the ``== 1`` branch: wrong at size 2 *inside* the obtained range, and at
+3+ outside it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from exporter import AUTO, Dim, ExportOptions, Session
+from exporter import _torch_compat as compat
+from exporter.verify import DEFAULT_TOLERANCES, InputCase, Tolerance, compare
+
+
+class BranchOnThree(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 3:
+            return x * 2
+        return x + 1
+
+
+class BranchOnOne(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 1:
+            return x * 2
+        return x + 1
+
+
+class ReshapeOnOne(torch.nn.Module):
+    """Size-oblivious capture keeps the dim symbolic but bakes in the size-1 reshape."""
+
+    def forward(self, x):
+        if x.shape[0] == 1:
+            return x.reshape(4)
+        return x.flatten()
+
+
+class PinnedToThree(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(3, 4) + 1
+
+
+class TwoLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Tanh(torch.nn.Module):
+    def forward(self, y):
+        return torch.tanh(y)  # TANH_LINE
+
+
+class ScaleTanh(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = Tanh()
+
+    def forward(self, x):
+        return self.act(x * 3) + 1
+
+
+class TokenEmbedding(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids, mask):
+        return self.embed(ids) * mask[..., None]
+
+
+class RecordsShapes(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        if not isinstance(x, torch._subclasses.FakeTensor):
+            self.seen.append(tuple(x.shape))
+        return x * 2
+
+
+class Raises(torch.nn.Module):
+    def forward(self, x):
+        raise RuntimeError("boom in user code")
+
+
+def session(model, *args, dims, **options):
+    return Session(model, args, {}, ExportOptions(dynamic_shapes=dims, **options))
+
+
+@pytest.fixture(scope="module")
+def branch_three_session():
+    return session(BranchOnThree(), torch.randn(3, 4), dims={"x": {0: AUTO}})
+
+
+@pytest.fixture(scope="module")
+def branch_three(branch_three_session):
+    return branch_three_session.verify()
+
+
+def test_branch_specialized_at_the_example_size_is_flagged_at_other_sizes_with_the_guard(branch_three):
+    result = branch_three
+    assert result.status == "failed"
+    assert result.case("example").ok
+    wrong = {dict(f.sizes)["x.shape[0]"]: f for f in result.findings if f.kind == "wrong_at_size"}
+    assert set(wrong) == {1, 2, 5, 7}  # the bounds, 1 and 2, an odd size, larger than 3
+    assert "specialized to 3" in wrong[5].cause
+    assert re.search(r"guard (x\.shape\[0\]|L\['x'\]\.size\(\)\[0\]) == 3", wrong[5].cause)
+    assert {f.kind for f in result.findings} >= {"example_only", "static_in_onnx", "wrong_at_size"}
+    assert result.divergence is None  # nothing computed wrong: onnxruntime refuses the sizes
+    text = result.summary()
+    assert "correct at the example size only" in text
+    assert "onnxruntime fails at size x.shape[0]=5" in text
+    assert "dims declared dynamic but static in the ONNX model: x.shape[0]" in text
+
+
+def test_specialized_dim_is_a_static_onnx_dim_not_a_numeric_name(branch_three_session, branch_three):
+    dim = branch_three_session.model_proto.graph.input[0].type.tensor_type.shape.dim[0]
+    assert (dim.dim_value, dim.dim_param) == (3, "")
+    assert branch_three.contract.errors == ()  # AUTO permits specializing; the finding says it
+
+
+def test_results_tabulate_one_row_per_case_and_output(branch_three):
+    frame = branch_three.to_frame()
+    assert list(frame["case"]) == ["example", "min", "2", "odd", "larger"]
+    assert list(frame["status"]) == ["pass", "ort_error", "ort_error", "ort_error", "ort_error"]
+    groups = branch_three.groups_frame()
+    assert groups.loc[0, "obtained"] == "specialized" and groups.loc[0, "sizes"] == [3, 1, 2, 5, 7]
+
+
+def test_size_one_example_keeps_the_dim_symbolic_but_is_wrong_at_two_inside_the_obtained_range():
+    result = session(BranchOnOne(), torch.randn(1, 4), dims={"x": {0: AUTO}}).verify()
+    (group,) = result.groups
+    assert not group.specialized and group.obtained_range == (1, 2) and group.onnx_dims == ("x_dim0",)
+    assert result.case("example").ok
+    assert result.case("2").status == "fail" and result.case("2").outside_obtained == ()
+    five = next(f for f in result.findings if f.kind == "wrong_at_size" and dict(f.sizes)["x.shape[0]"] == 5)
+    assert "only for x.shape[0] in [1, 2]" in five.cause and "dropped runtime assert" in five.cause
+    assert result.contract.ok  # the ONNX dim is a proper symbol: only the sweep catches this
+
+
+def test_onnxruntime_failure_at_another_size_names_the_onnx_node_and_user_line():
+    result = session(ReshapeOnOne(), torch.randn(1, 4), dims={"x": {0: AUTO}}).verify()
+    case = result.case("odd")
+    assert case.status == "ort_error"
+    assert "Reshape" in case.error and "return x.reshape(4)" in case.error and __file__ in case.error
+    assert any(f.kind == "wrong_at_size" and "onnxruntime fails at size x.shape[0]=5" in f.message for f in result.findings)
+
+
+def test_correct_dynamic_model_passes_at_every_swept_size():
+    reports = []
+    result = session(TwoLayer(), torch.randn(3, 4), dims={"x": {0: Dim("batch")}}).verify(progress=reports.append)
+    assert result.ok, result.summary()
+    assert "correct at every swept size: batch in {1, 2, 3, 5, 7}" in result.summary()
+    assert [p.done for p in reports] == [0, 1, 2, 3, 4, 5] and reports[-1].fraction == 1.0
+    (group,) = result.groups
+    assert group.sizes == (3, 1, 2, 5, 7)
+    assert all(c.ok for c in result.cases) and len(result.cases) == 5
+    assert result.findings == ()
+    named = [c for c in result.contract.checks if c.subject == "x.shape[0]"]
+    assert [(c.status, c.message) for c in named] == [("ok", "symbolic 'batch' (Dim('batch'))")]
+    assert any(c.check == "output names" and c.subject == "output" and c.ok for c in result.contract.checks)
+
+
+def test_auto_everywhere_sweeps_the_batch_while_the_pinned_feature_dim_is_tried_alone():
+    result = session(TwoLayer(), torch.randn(3, 4), dims={"x": AUTO}).verify()
+    batch, feature = result.groups
+    assert not batch.specialized and feature.specialized and feature.onnx_dims == (4,)
+    batch_cases = [c for c in result.cases if c.changed == ("x.shape[0]",)]
+    assert {dict(c.sizes)["x.shape[0]"] for c in batch_cases} == {1, 2, 5, 7} and all(c.ok for c in batch_cases)
+    alone = [c for c in result.cases if c.changed == ("x.shape[1]",)]
+    assert alone and {c.status for c in alone} == {"eager_error"}  # Linear(4, 8) needs 4 features
+    (skipped,) = [f for f in result.findings if f.kind == "eager_error"]
+    assert skipped.message.startswith("not checked at x.shape[1] = 1, 2, 3, 8")
+    assert result.contract.errors == ()  # the pinned feature dim is the static 4 in ONNX
+
+
+def test_dim_range_bounds_and_explicit_sizes_are_respected():
+    s = session(TwoLayer(), torch.randn(3, 4), dims={"x": {0: Dim("batch", min=2, max=6)}})
+    assert s.verify().groups[0].sizes == (3, 2, 5, 6)  # no 1; odd 5; larger capped at max 6
+    assert s.verify(sizes={"batch": [4, 6]}).groups[0].sizes == (3, 4, 6)
+
+
+def test_demo_block_keeps_equal_dims_equal_and_masks_valid():
+    from exporter.examples import demo_block
+
+    model, args, kwargs, dims = demo_block()
+    seen = []
+
+    def keep(case: InputCase):
+        seen.append(case)
+        return None
+
+    result = Session(model, args, kwargs, ExportOptions(dynamic_shapes=dims)).verify(make_inputs=keep)
+    assert result.ok, result.summary()
+    assert [g.label for g in result.groups] == ["batch", "seq"]
+    assert result.groups[0].axes == (("x", 0), ("attention_mask", 0))
+    for case in seen:
+        x, mask = case.args[0], case.kwargs["attention_mask"]
+        assert x.shape[:2] == mask.shape == (case.sizes["batch"], case.sizes["seq"])
+        assert mask.dtype == torch.bool and mask.any(dim=-1).all()  # never a fully masked row
+
+
+def test_integer_inputs_are_generated_in_the_valid_range():
+    ids = torch.tensor([[1, 9, 3, 4]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    s = Session(TokenEmbedding(), (ids, mask), {}, ExportOptions(dynamic_shapes={"ids": {1: Dim("seq")}, "mask": {1: Dim("seq")}}))
+    result = s.verify()
+    assert result.ok, result.summary()
+    assert all(c.status == "pass" for c in result.cases)  # no eager IndexError: ids stayed in [1, 9]
+
+
+def test_user_hook_replaces_generated_inputs():
+    model = RecordsShapes()
+    calls = []
+
+    def hook(case: InputCase):
+        calls.append(case)
+        if case.sizes["batch"] == 5:
+            return (torch.full((11, 2), 7.0),), {}
+        return None
+
+    result = session(model, torch.randn(3, 2), dims={"x": {0: Dim("batch")}}).verify(make_inputs=hook)
+    assert result.ok
+    assert [c.sizes["batch"] for c in calls] == [1, 2, 5, 7]
+    assert calls[0].shapes == {"x": (1, 2)}
+    assert (11, 2) in model.seen and (5, 2) not in model.seen
+
+
+def test_a_failing_hook_is_a_failed_case_not_an_exception():
+    def hook(case):
+        raise ValueError("cannot build inputs")
+
+    result = session(TwoLayer(), torch.randn(3, 4), dims={"x": {0: Dim("batch")}}).verify(make_inputs=hook)
+    assert result.status == "failed"
+    assert result.case("example").ok
+    assert {c.status for c in result.cases if not c.is_example} == {"error"}
+    assert "cannot build inputs" in result.case("odd").error
+
+
+def test_dim_requested_dynamic_but_exported_static_fails_the_contract():
+    s = session(PinnedToThree(), torch.randn(3, 4), dims={"x": {0: Dim("batch")}}, strategy="draft")
+    report = s.verify().contract
+    assert not report.ok
+    (error,) = report.errors
+    assert error.subject == "x.shape[0]" and "requested Dim('batch')" in error.message
+    result = s.verify()
+    assert any(f.kind == "static_in_onnx" and "x.shape[0]" in f.message for f in result.findings)
+    # The module itself only works at 3: other sizes are reported, not blamed on ONNX.
+    assert {c.status for c in result.cases if not c.is_example} == {"eager_error"}
+    assert any(f.kind == "eager_error" for f in result.findings)
+
+
+def test_first_divergent_node_maps_to_fx_node_module_and_source_line():
+    s = session(ScaleTanh(), torch.randn(64, 16), dims={"x": {0: Dim("batch")}})
+    assert s.verify().ok
+    result = s.verify(tolerances=Tolerance(0.0, 0.0))  # exact: kernels round differently
+    divergence = result.divergence
+    assert divergence.stage == "onnx"
+    # Mul by 3 is exact in both; Tanh is the first op that differs, Add after it is not reported.
+    assert (divergence.op_type, divergence.fx_node, divergence.module_path) == ("Tanh", "tanh", "act")
+    line = next(i for i, text in enumerate(inspect.getsource(Tanh).splitlines()) if "TANH_LINE" in text)
+    assert divergence.source.startswith(f"{__file__}:{inspect.getsourcelines(Tanh)[1] + line} in forward")
+    assert "first divergence" in result.summary() and "module: act" in result.summary()
+
+
+def test_dropout_left_in_training_mode_is_reported_first():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    result = Session(model, (torch.randn(8, 4),), {}, ExportOptions(dynamic_shapes={"input": {0: Dim("batch")}})).verify()
+    assert result.findings[0].kind == "training_mode" and "1 (Dropout)" in result.findings[0].message
+    assert model.training  # verification does not switch the user's module to eval
+
+
+def test_failed_export_is_an_error_result_not_an_exception():
+    result = session(Raises(), torch.randn(2, 2), dims={"x": {0: Dim("batch")}}).verify()
+    assert result.status == "error" and not result.ok
+    assert "boom in user code" in result.error
+    assert result.summary().startswith("Verification could not run")
+
+
+def test_tolerances_are_dtype_aware_and_nan_equals_nan():
+    assert DEFAULT_TOLERANCES["float16"].rtol > DEFAULT_TOLERANCES["float32"].rtol > DEFAULT_TOLERANCES["float64"].rtol
+    assert DEFAULT_TOLERANCES["bfloat16"].atol >= DEFAULT_TOLERANCES["float16"].atol
+    want = torch.tensor([1.0, 2.0, float("nan")])
+    assert compare("c", "y", np.array([1.0, 2.00001, np.nan], dtype=np.float32), want).ok
+    assert not compare("c", "y", np.array([1.0, 2.001, np.nan], dtype=np.float32), want).ok
+    assert compare("c", "y", np.array([1.0, 2.001], dtype=np.float16), want[:2].half()).ok
+    assert not compare("c", "i", np.array([1, 3]), torch.tensor([1, 2])).ok  # integers are exact
+    check = compare("c", "y", np.zeros((2, 3), dtype=np.float32), torch.zeros(3, 2))
+    assert check.status == "shape_mismatch" and check.actual_shape == (2, 3)
+
+
+def test_compat_guards_code_lists_the_guards_of_a_specialized_program():
+    program = torch.export.export(BranchOnThree(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: torch.export.Dim.AUTO}})
+    assert compat.guards_code(program) == ["L['x'].size()[0] == 3"]
+    assert compat.guards_code(torch.export.export(TwoLayer(), (torch.randn(3, 4),))) == []
+
+
+def test_compat_tree_replace_leaves_keeps_the_structure():
+    value = {"a": [torch.ones(1), 3], "b": None}
+    assert compat.tree_replace_leaves(value, [10, 20, 30]) == {"a": [10, 20], "b": 30}
+    assert [leaf for _, leaf in compat.tree_flatten_with_path(value)][1:] == [3, None]

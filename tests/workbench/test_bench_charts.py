@@ -1,0 +1,105 @@
+"""Charts of verification and benchmark results: each is a new matplotlib Figure built without
+pyplot (nothing shown, no global figure left open), and a failed result gives a figure that
+says so instead of raising."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from exporter import AUTO, Dim, ExportOptions, Session  # noqa: E402
+from exporter.bench import BenchmarkResult, EngineTiming, LatencyStats, ProfileResult, SweepResult  # noqa: E402
+from workbench.render import bench_charts  # noqa: E402
+
+
+class Double(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) * 2
+
+
+class BranchOnThree(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 3:
+            return x * 2
+        return x + 1
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = Session(Double().eval(), (torch.randn(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
+    s.run()
+    return s
+
+
+def timing(engine, scale):
+    return EngineTiming(engine, LatencyStats.from_samples([scale * (1 + 0.01 * (i % 7)) for i in range(200)]))
+
+
+def renders(figure):
+    assert isinstance(figure, Figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    assert buffer.getvalue().startswith(b"\x89PNG")
+    assert plt.get_fignums() == []  # built without pyplot: nothing left open or shown
+    return figure
+
+
+def test_latency_histogram_shows_both_engines_with_their_p50(session):
+    result = session.benchmark(budget=0.02, min_runs=10, threads=1)
+    figure = renders(bench_charts.latency_histogram(result))
+    (ax,) = figure.axes
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels[0].startswith("onnxruntime (p50") and labels[1].startswith("eager (p50")
+    assert len(ax.lines) == 2  # the two p50 markers
+    assert ax.get_xlabel() == "latency per call (ms)"
+
+
+def test_latency_vs_size_draws_a_line_per_engine_over_the_swept_sizes():
+    sizes = (1, 4, 16)
+    points = tuple(BenchmarkResult(timing("onnxruntime", 1e-4 * n), timing("eager", 3e-4 * n), None) for n in sizes)
+    figure = renders(bench_charts.latency_vs_size(SweepResult("batch", sizes, points)))
+    (ax,) = figure.axes
+    assert [line.get_label() for line in ax.lines] == ["onnxruntime p50", "eager PyTorch p50"]
+    assert list(ax.lines[0].get_xdata()) == [1, 4, 16]
+    assert ax.lines[1].get_ydata()[2] == pytest.approx(3e-4 * 16 * 1e3 * 1.03, rel=0.05)
+    assert ax.get_xlabel() == "batch" and ax.get_xscale() == "log"
+
+
+def test_profile_bars_have_one_bar_per_op_type(session):
+    profile = session.profile(runs=3, threads=1, optimization_level="disable")
+    figure = renders(bench_charts.profile_bars(profile, by="op_type"))
+    (ax,) = figure.axes
+    assert len(ax.patches) == len(profile.by_op_type())
+    assert renders(bench_charts.profile_bars(profile, by="module")).axes[0].get_title().startswith("onnxruntime time by module")
+
+
+def test_verify_chart_colours_failing_cases_red():
+    result = Session(BranchOnThree(), (torch.randn(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: AUTO}})).verify()
+    figure = renders(bench_charts.verify_chart(result))
+    (ax,) = figure.axes
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    assert colours[0] == bench_charts.PASS_COLOR and set(colours[1:]) == {bench_charts.FAIL_COLOR}
+    assert ax.get_title() == "verification: failed"
+
+
+def test_failed_results_render_a_message_instead_of_raising():
+    failed = BenchmarkResult(EngineTiming("onnxruntime", error="boom"), None, None, error="boom")
+    for figure in (
+        bench_charts.latency_histogram(failed),
+        bench_charts.latency_vs_size(SweepResult("batch", (1,), (), error="no dim")),
+        bench_charts.profile_bars(ProfileResult(0, (), error="no model")),
+    ):
+        renders(figure)
+        assert figure.axes[0].texts and not figure.axes[0].axison
