@@ -56,9 +56,18 @@ def torchlib_min_opset() -> int:
 def onnx_registry(opset_version: int) -> Any:
     """The torchlib registry for an opset. Built once per process: ``torch.onnx.export``
     rebuilds it on every call (~0.3 s), which is the main saving on a re-export."""
+    import logging
+
     from torch.onnx._internal.exporter import _registration
 
-    return _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
+    # Without torchvision installed, torch logs one warning per torchvision op it skips.
+    registration_logger = logging.getLogger(_registration.__name__)
+    level = registration_logger.level
+    registration_logger.setLevel(logging.ERROR)
+    try:
+        return _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
+    finally:
+        registration_logger.setLevel(level)
 
 
 @functools.lru_cache(maxsize=4)

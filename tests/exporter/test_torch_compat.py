@@ -119,3 +119,12 @@ def test_draft_export_report_is_attached_to_the_program():
     program = torch.export.draft_export(ItemBranch(), (torch.ones(2),))
     report = compat.draft_export_report(program)
     assert report is not None and len(report.failures) >= 1
+
+
+def test_building_a_registry_does_not_log_torch_warnings_about_missing_torchvision(caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        registry = compat.onnx_registry.__wrapped__(21)
+    assert registry.opset_version == 21
+    assert not [r for r in caplog.records if "torchvision" in r.getMessage()]
