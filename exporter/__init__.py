@@ -21,10 +21,16 @@ from .errors import (
 )
 from .serialize import OnnxSerializer, Pt2Serializer
 from .session import STAGES, Session, StageResult
+from .verify import ContractReport, Tolerance, VerifyResult
+from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
+from .guards import Guard, Guards
+from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
 
 __all__ = [
     "AUTO", "DYNAMIC", "STATIC", "STAGES", "STRATEGIES",
     "CaptureAttempt", "CaptureError", "CaptureStrategy", "DecomposeError", "Dim", "DimSpec",
     "ExportError", "ExportOptions", "OnnxSerializer", "OptimizeError", "Policy", "Pt2Serializer",
     "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "TranslateError", "export",
+    "BenchmarkResult", "ContractReport", "LatencyStats", "ProfileResult", "SweepResult", "Tolerance", "VerifyResult",
+    "DimOutcome", "DimOutcomes", "DimPolicyWarning", "DimWarning", "Guard", "Guards", "SuggestedFixes",
 ]

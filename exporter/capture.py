@@ -40,6 +40,7 @@ class CaptureAttempt:
     program: Any = None  # torch.export.ExportedProgram on success
     error: BaseException | None = None
     skipped_reason: str | None = None
+    guards: tuple[Any, ...] = ()  # _torch_compat.ShapeGuardEvent: shape guards torch added, in order
 
     @property
     def success(self) -> bool:
@@ -80,15 +81,20 @@ class CaptureStrategy(abc.ABC):
     experimental: ClassVar[bool] = False
 
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
-        from ._torch_compat import size_oblivious_capture
+        from ._torch_compat import clear_dim_marks, record_shape_guards, size_oblivious_capture
+        from .shapes import warn_unkeepable_dims
 
+        warn_unkeepable_dims(dynamic_shapes)
         start = time.perf_counter()
-        try:
-            with size_oblivious_capture():
-                program = self._capture(model, args, kwargs, dynamic_shapes)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes data
-            return CaptureAttempt(self.name, time.perf_counter() - start, error=exc)
-        return CaptureAttempt(self.name, time.perf_counter() - start, program=program)
+        with record_shape_guards() as guards:
+            try:
+                with size_oblivious_capture():
+                    program = self._capture(model, args, kwargs, dynamic_shapes)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes data
+                return CaptureAttempt(self.name, time.perf_counter() - start, error=exc, guards=tuple(guards))
+            finally:
+                clear_dim_marks(args, kwargs)  # a failed export leaves them on the inputs
+        return CaptureAttempt(self.name, time.perf_counter() - start, program=program, guards=tuple(guards))
 
     @abc.abstractmethod
     def _capture(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> Any:
@@ -210,10 +216,12 @@ def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
     first = failed[0]
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
     details = [ln.strip() for ln in str(first.error).splitlines() if ln.lstrip().startswith("- ")][:6]
-    return CaptureError(
+    error = CaptureError(
         f"could not capture the model ({first.strategy}): {first.first_error_line}"
         + "".join(f"\n  {line}" for line in details)
         + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
         source=user_source_line(first.error),
         hint=_hint_for(first.error),
     )
+    error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
+    return error

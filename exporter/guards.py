@@ -1,0 +1,304 @@
+"""Shape guards with provenance: what torch assumed about the input sizes, and which line of
+the user's code made it assume it.
+
+Every capture attempt records the guards torch's ShapeEnv added while tracing (see
+``_torch_compat.record_shape_guards``); :func:`guards_of` turns those events into
+:class:`Guard` records in the inputs' own terms::
+
+    kind            expression                        symbolic          file:line  code
+    guard           x.shape[0] > 2                    s77 > 2           m.py:9     if x.shape[0] > 2:
+    equality        x.shape[0] == y.shape[0]          Eq(s77, s17)      m.py:11    z = x + y
+    specialization  x.shape[1] == 4                   s27 == 4          m.py:12    if x.shape[1] == 4:
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .capture import CaptureAttempt
+    from .inputs import BoundInputs
+
+__all__ = [
+    "EQUALITY",
+    "GUARD",
+    "KINDS",
+    "RUNTIME_ASSERT",
+    "SPECIALIZATION",
+    "Guard",
+    "Guards",
+    "axis_of_source",
+    "guards_from_events",
+    "guards_of",
+]
+
+GUARD = "guard"  # a condition on sizes (x.shape[0] > 2, a divisibility, x.shape[0] != 1)
+RUNTIME_ASSERT = "runtime_assert"  # checked when the program runs instead of at export
+SPECIALIZATION = "specialization"  # a dim pinned to a constant (x.shape[0] == 4)
+EQUALITY = "equality"  # two dims found equal (x.shape[0] == y.shape[0])
+KINDS = (SPECIALIZATION, EQUALITY, GUARD, RUNTIME_ASSERT)
+
+FRAME_COLUMNS = ["kind", "expression", "symbolic", "axes", "file", "line", "code", "function", "strategy"]
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One shape guard or runtime assert, with the user's line that introduced it.
+
+    ``expression`` names inputs (``x.shape[0] > 2``), ``symbolic`` uses torch's symbols
+    (``s77 > 2``). ``axes`` are every input axis involved, as ``(input, axis)``, including
+    dims torch had already found equal to them. ``value`` is the constant of a specialization.
+    ``file``/``line``/``function``/``code`` locate the innermost user frame; ``stack`` lists
+    the user frames around it (outermost first, ``file:line in function``).
+    """
+
+    kind: str
+    expression: str
+    symbolic: str
+    axes: tuple[tuple[str, int], ...] = ()
+    symbols: tuple[str, ...] = ()
+    value: int | None = None
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+    stack: tuple[str, ...] = ()
+    strategy: str = ""
+
+    @property
+    def source(self) -> str | None:
+        """``file:line: code`` of the user line, or None when torch added it on its own."""
+        if self.file is None:
+            return None
+        return f"{self.file}:{self.line}: {self.code}" if self.code else f"{self.file}:{self.line}"
+
+    @property
+    def location(self) -> str | None:
+        """Short ``basename:line``."""
+        return None if self.file is None else f"{os.path.basename(self.file)}:{self.line}"
+
+    def involves(self, path: str, axis: int) -> bool:
+        return (path, axis) in self.axes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "expression": self.expression,
+            "symbolic": self.symbolic,
+            "axes": ", ".join(f"{p}.{a}" for p, a in self.axes),
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+            "function": self.function,
+            "strategy": self.strategy,
+        }
+
+    def __str__(self) -> str:
+        where = f"  at {self.location}: {self.code}" if self.file else ""
+        return f"[{self.kind}] {self.expression}{where}"
+
+
+@dataclass(frozen=True)
+class Guards:
+    """The guards of one capture attempt (the one that succeeded, else the one that failed)."""
+
+    records: tuple[Guard, ...] = ()
+    strategy: str | None = None
+
+    def __iter__(self) -> Iterator[Guard]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> Guard:
+        return self.records[index]
+
+    def for_axis(self, path: str, axis: int) -> tuple[Guard, ...]:
+        return tuple(g for g in self.records if g.involves(path, axis))
+
+    def for_axes(self, axes: Iterable[tuple[str, int]]) -> tuple[Guard, ...]:
+        wanted = set(axes)
+        return tuple(g for g in self.records if wanted.intersection(g.axes))
+
+    def of_kind(self, kind: str) -> tuple[Guard, ...]:
+        return tuple(g for g in self.records if g.kind == kind)
+
+    def to_frame(self) -> Any:
+        """One row per guard: kind, expression, symbolic, axes, file, line, code, function, strategy."""
+        import pandas as pd
+
+        return pd.DataFrame([g.to_dict() for g in self.records], columns=FRAME_COLUMNS)
+
+    def summary(self) -> str:
+        if not self.records:
+            return f"no shape guards ({self.strategy or 'not captured'})"
+        lines = [f"{len(self.records)} shape guard(s) ({self.strategy}):"]
+        lines.extend(f"  {g}" for g in self.records)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())
+
+
+# -- sources --------------------------------------------------------------------------------
+
+_SOURCE = re.compile(r"^(?:L|inputs)((?:\[[^\]]*\])+)\.(?:size\(\)|shape)\[(\d+)\]$")
+_KEY = re.compile(r"\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|(-?\d+))\]")
+
+
+def _keys(chain: str) -> list[str | int]:
+    keys: list[str | int] = []
+    for single, double, number in _KEY.findall(chain):
+        keys.append(int(number) if number else (single or double))
+    return keys
+
+
+def axis_of_source(source: str, bound: BoundInputs) -> tuple[str, int] | None:
+    """The ``(input, axis)`` a torch source names: ``L['x'].size()[0]`` (non-strict),
+    ``L['flat_args'][3].size()[1]`` (strict: by pytree leaf position), ``L['cache'][0]['key']
+    .size()[2]``, ``inputs['x'].shape[0]``. None for anything else (strides, unbacked values)."""
+    match = _SOURCE.match(source.strip())
+    if not match:
+        return None
+    keys, axis = _keys(match.group(1)), int(match.group(2))
+    if not keys:
+        return None
+    if keys[0] == "flat_args" and len(keys) == 2 and isinstance(keys[1], int):
+        leaf = next((leaf for leaf in bound.leaves if leaf.index == keys[1]), None)
+        return (leaf.path, axis) if leaf is not None else None
+    if keys[0] == "args" and len(keys) > 1 and isinstance(keys[1], int) and "args" not in bound.parameter_names:
+        if keys[1] < len(bound.parameter_names):
+            keys = [bound.parameter_names[keys[1]], *keys[2:]]
+    elif keys[0] == "kwargs" and "kwargs" not in bound.parameter_names and len(keys) > 1:
+        keys = keys[1:]
+    path = ".".join(str(k) for k in keys)
+    return (path, axis) if path in bound.paths else None
+
+
+# -- events → records -----------------------------------------------------------------------
+
+
+def _printer() -> Any:
+    from sympy.printing.str import StrPrinter
+
+    class GuardPrinter(StrPrinter):
+        def _print_Equality(self, expr: Any) -> str:
+            return f"{self._print(expr.lhs)} == {self._print(expr.rhs)}"
+
+        def _print_Unequality(self, expr: Any) -> str:
+            return f"{self._print(expr.lhs)} != {self._print(expr.rhs)}"
+
+    return GuardPrinter()
+
+
+def _is_linear_in_one_symbol(side: Any) -> bool:
+    import sympy
+
+    if len(side.free_symbols) != 1 or side.atoms(sympy.Function):
+        return False
+    symbol = next(iter(side.free_symbols))
+    try:
+        return sympy.Poly(side, symbol).degree() == 1
+    except sympy.PolynomialError:
+        return False
+
+
+def _classify(prefix: str, expr: Any) -> tuple[str, int | None]:
+    import sympy
+
+    if prefix.startswith("runtime_assert"):
+        return RUNTIME_ASSERT, None
+    if isinstance(expr, sympy.Eq):
+        sides = (expr.lhs, expr.rhs)
+        for side, other in (sides, sides[::-1]):
+            if isinstance(side, sympy.Symbol) and isinstance(other, sympy.Integer):
+                return SPECIALIZATION, int(other)
+        if all(_is_linear_in_one_symbol(side) for side in sides):
+            return EQUALITY, None
+    return GUARD, None
+
+
+def _word_in(name: str, code: str | None) -> bool:
+    return bool(code) and re.search(rf"(?<![\w.]){re.escape(name)}\b", code or "") is not None
+
+
+def _label(path: str, axis: int) -> str:
+    return f"{path}.shape[{axis}]"
+
+
+def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any) -> Guard:
+    kind, value = _classify(event.prefix, event.expr)
+    symbolic = printer.doprint(event.expr)
+    frames = tuple(event.frames)
+    file, line, function, code = frames[-1] if frames else (None, None, None, None)
+    axes: list[tuple[str, int]] = []
+    labels: dict[str, str] = {}
+    for symbol, sources in event.sources:
+        candidates: list[tuple[str, int]] = []
+        for source in sources:
+            found = axis_of_source(source, bound)
+            if found is not None and found not in candidates:
+                candidates.append(found)
+        if not candidates:
+            continue
+        # Name the symbol after the input the user's line mentions, when it mentions one.
+        named = next((c for c in candidates if _word_in(c[0].split(".")[0], code)), candidates[0])
+        labels[symbol] = _label(*named)
+        axes.extend(c for c in candidates if c not in axes)
+    expression = symbolic
+    if labels:
+        pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in sorted(labels, key=len, reverse=True)) + r")\b")
+        expression = pattern.sub(lambda m: labels[m.group(1)], symbolic)
+    order = {leaf.path: leaf.index for leaf in bound.leaves}
+    axes.sort(key=lambda a: (order.get(a[0], 0), a[1]))
+    return Guard(
+        kind=kind,
+        expression=expression,
+        symbolic=symbolic,
+        axes=tuple(axes),
+        symbols=tuple(s for s, _ in event.sources),
+        value=value,
+        file=file,
+        line=line,
+        function=function,
+        code=code,
+        stack=tuple(f"{f}:{n} in {fn}" for f, n, fn, _ in frames[:-1]),
+        strategy=strategy,
+    )
+
+
+def guards_from_events(events: Iterable[Any], bound: BoundInputs, strategy: str = "") -> Guards:
+    """:class:`Guards` from ``ShapeGuardEvent``s, deduplicated, in the order torch added them."""
+    printer = _printer()
+    seen: set[tuple] = set()
+    records = []
+    for event in events:
+        guard = _record(event, bound, strategy, printer)
+        key = (guard.kind, guard.symbolic, guard.file, guard.line)
+        if key in seen:
+            continue
+        seen.add(key)
+        records.append(guard)
+    return Guards(tuple(records), strategy or None)
+
+
+def reported_attempt(attempts: Iterable[CaptureAttempt]) -> CaptureAttempt | None:
+    """The attempt a session reports on: the one that succeeded, else the first failure."""
+    attempts = tuple(attempts)
+    return next((a for a in attempts if a.success), None) or next((a for a in attempts if a.error is not None), None)
+
+
+def guards_of(attempts: Iterable[CaptureAttempt], bound: BoundInputs) -> Guards:
+    """The guards of the attempt that produced the program (or of the first failed one)."""
+    attempt = reported_attempt(attempts)
+    if attempt is None:
+        return Guards()
+    return guards_from_events(getattr(attempt, "guards", ()), bound, attempt.strategy)

@@ -1,0 +1,226 @@
+"""Per-dim outcomes (why each dim is dynamic or static), suggested fixes applied, spec
+inference from more inputs, and the code that reproduces the obtained dims."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import pytest
+import torch
+
+from exporter import AUTO, DYNAMIC, STATIC, Dim, DimPolicyWarning, DimSpec, ExportOptions, Session
+from exporter.shapes import parse_fix_line
+
+STRATEGIES = ["nonstrict", "strict"]
+
+
+def line_of(obj, text: str) -> int:
+    lines, start = inspect.getsourcelines(obj)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+class BranchOnBatch(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 2:
+            return x * 2
+        return x
+
+
+class Add(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class GuardedAdd(torch.nn.Module):
+    def forward(self, x, y):
+        if x.shape[0] > 4:
+            x = x * 2
+        return x + y
+
+
+class PinnedWidth(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] == 4:
+            return x * 2
+        return x
+
+
+class ScaledLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x)) * x.shape[0]
+
+
+class Masked(torch.nn.Module):
+    def forward(self, input_ids, attention_mask):
+        return (input_ids * attention_mask).sum(-1)
+
+
+def session(model, *args, strategy="nonstrict", **dynamic_shapes):
+    return Session(model, args, options=ExportOptions(strategy=strategy, dynamic_shapes=dynamic_shapes or None))
+
+
+def onnx_dims(session):
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in session.model_proto.graph.input}
+
+
+def test_branch_narrows_an_auto_dim_and_the_reason_cites_the_guard_line():
+    dims = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO}).dims
+    row = dims["x", 0]
+    assert (row.obtained, row.min, row.max, row.example, row.requested) == ("dynamic", 3, None, 5, "AUTO")
+    assert row.differs and "narrowed from [0, inf] to [3, inf]" in row.reason and "x.shape[0] > 2" in row.reason
+    assert row.source == f"{__file__}:{line_of(BranchOnBatch, 'if x.shape[0] > 2:')}: if x.shape[0] > 2:"
+    assert not dims["x", 1].differs and dims["x", 1].obtained == "static"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_broadcast_groups_equal_dims_under_one_name(strategy):
+    dims = session(Add(), torch.randn(4, 3), torch.randn(4, 3), strategy=strategy, x={0: AUTO}, y={0: AUTO}).dims
+    x0, y0 = dims["x.0"], dims["y.0"]
+    assert x0.obtained == y0.obtained == "dynamic"
+    assert x0.dim == y0.dim == "x_dim0" and x0.symbol == y0.symbol
+    assert (x0.equal_to, y0.equal_to) == (("y.0",), ("x.0",))
+    assert "equal to y.shape[0] by x.shape[0] == y.shape[0]" in x0.note
+    assert x0.source.endswith("return x + y") and not x0.differs
+    assert dims.groups() == {"x_dim0": ("x.0", "y.0")}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_dim_specialized_by_eq_4_is_static_and_says_which_line(strategy):
+    row = session(PinnedWidth(), torch.randn(3, 4), strategy=strategy, x={0: AUTO, 1: AUTO}).dims["x", 1]
+    assert (row.obtained, row.min, row.max, row.differs) == ("static", 4, 4, True)
+    assert row.reason.startswith("specialized to 4 by x.shape[1] == 4")
+    assert row.source.endswith(f":{line_of(PinnedWidth, 'if x.shape[1] == 4:')}: if x.shape[1] == 4:")
+
+
+def test_auto_dim_turns_static_because_a_related_dim_is_static():
+    dims = session(Add(), torch.randn(4, 3), torch.randn(4, 3), x={0: AUTO}).dims  # y all static
+    row = dims["x", 0]
+    assert (row.requested, row.obtained, row.min) == ("AUTO", "static", 4)
+    assert "equal to y.shape[0], which is static" in row.reason
+    assert row.source.endswith("return x + y")
+    assert [o.name for o in dims.differing] == ["x.0"]
+
+
+def test_size_one_example_stays_dynamic_and_the_onnx_model_is_right_at_size_5(assert_matches_eager):
+    exported = session(ScaledLinear().eval(), torch.randn(1, 3), x={0: AUTO})
+    row = exported.dims["x", 0]
+    assert (row.obtained, row.min, row.max, row.differs) == ("dynamic", 0, None, False)
+    assert "kept dynamic by size-oblivious capture" in row.note and "specialize it to 1" in row.note
+    assert exported.run().status == "ok"
+    assert onnx_dims(exported)["x"] == ["x_dim0", 3]
+    assert_matches_eager(exported, torch.randn(5, 3))
+
+
+def test_size_one_example_that_broadcasts_fails_with_a_static_fix_that_works():
+    failed = session(Add(), torch.randn(1, 3), torch.randn(4, 3), x={0: AUTO})
+    row = failed.dims["x", 0]
+    assert row.obtained == "failed" and "make this axis STATIC" in row.reason
+    fixed = failed.apply_suggested_fixes()
+    assert fixed.run("capture").status == "ok" and fixed.spec == DimSpec()
+    assert fixed.applied_fixes[0].fixes[0].kind == "static-broadcast"
+
+
+def test_auto_plus_named_dim_ends_in_one_shared_dynamic_dim():
+    start = session(Add(), torch.randn(4, 3), torch.randn(4, 3), x={0: AUTO}, y={0: Dim("dx", min=3, max=6)})
+    exported = start.apply_suggested_fixes()
+    assert exported.run().status == "ok"
+    assert onnx_dims(exported) == {"x": ["dx", 3], "y": ["dx", 3]}
+    assert exported.dims.groups() == {"dx": ("x.0", "y.0")}
+    assert (exported.dims["x.0"].min, exported.dims["x.0"].max) == (3, 6)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_auto_plus_named_dim_rejected_by_a_guard_succeeds_through_applied_fixes(strategy):
+    start = session(GuardedAdd(), torch.randn(5, 3), torch.randn(5, 3), strategy=strategy,
+                    x={0: AUTO}, y={0: Dim("dx", min=3, max=6)})
+    assert start.run("capture").status == "failed"
+    fixes = start.suggested_fixes
+    assert "-dx = Dim('dx', min=3, max=6)" in fixes.diff and "+dx = Dim('dx', min=5, max=6)" in fixes.diff
+    assert fixes.to_frame()[["input", "axis", "before", "after"]].values.tolist() == [
+        ["y", 0, "Dim('dx', min=3, max=6)", "Dim('dx', min=5, max=6)"]
+    ]
+    exported = start.apply_suggested_fixes()
+    assert exported.run().status == "ok" and len(exported.applied_fixes) == 1
+    assert onnx_dims(exported) == {"x": ["dx", 3], "y": ["dx", 3]}
+    assert exported.dims.groups() == {"dx": ("x.0", "y.0")}
+
+
+def test_torch_fixes_for_two_named_dims_found_equal_are_applied():
+    start = session(Add(), torch.randn(4, 3), torch.randn(4, 3), x={0: Dim("a")}, y={0: Dim("dx", min=3, max=6)})
+    fixes = start.suggested_fixes
+    assert [f.text for f in fixes] == ["a = Dim('a', min=3, max=6)", "dx = a"]
+    assert fixes.after.policy("y", 0) == fixes.after.policy("x", 0) == Dim("a", min=3, max=6)
+    assert start.dims["y", 0].obtained == "failed" and "must always be equal" in start.dims["y", 0].reason
+    assert start.apply_suggested_fixes().run("capture").status == "ok"
+
+
+def test_dynamic_dim_pinned_by_the_code_gets_a_static_fix():
+    start = session(PinnedWidth(), torch.randn(3, 4), x={0: AUTO, 1: DYNAMIC})
+    (fix,) = start.suggested_fixes
+    assert (fix.text, fix.kind, fix.axes, fix.policy) == ("x.shape[1] = 4", "static", (("x", 1),), STATIC)
+    assert start.apply_suggested_fixes().spec == DimSpec.parse({"x": {0: AUTO}}, start.inputs)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("dx = Dim('dx', min=3, max=6)", ("dx", "range", Dim("dx", min=3, max=6))),
+        ("b = Dim('b', min=3)", ("b", "range", Dim("b", min=3))),
+        ("_x0 = dx", ("_x0", "equal", "dx")),
+        ("d = 32", ("d", "static", 32)),
+        ("dy = dx + 1", ("dy", "derived", "dx + 1")),
+    ],
+)
+def test_parse_fix_line_reads_each_form_torch_prints(line, expected):
+    assert parse_fix_line(line) == expected
+
+
+def test_infer_dims_from_three_input_sets_makes_varying_axes_dynamic_over_the_observed_range():
+    start = session(Masked(), torch.ones(2, 8), torch.ones(2, 8))
+    more = torch.export.AdditionalInputs()
+    more.add((torch.ones(3, 8), torch.ones(3, 8)))
+    more.add((), {"input_ids": torch.ones(5, 8), "attention_mask": torch.ones(5, 8)})
+    spec = start.infer_dims(more)
+    batch = Dim("input_ids_dim0", min=2, max=5)
+    assert spec == DimSpec.parse({"input_ids": {0: batch}, "attention_mask": {0: batch}}, start.inputs)
+    assert start.infer_dims([(torch.ones(3, 8), torch.ones(3, 8)), {"input_ids": torch.ones(5, 8), "attention_mask": torch.ones(5, 8)}]) == spec
+    assert start.with_dims(spec).run("capture").status == "ok"
+
+
+def test_to_code_reproduces_the_obtained_dims():
+    from exporter._torch_compat import program_ranges, size_oblivious_capture
+    from exporter.translate import symbol_of
+
+    exported = session(GuardedAdd(), torch.randn(5, 3), torch.randn(5, 3), x={0: AUTO, 1: AUTO}, y={0: AUTO, 1: AUTO})
+    code = exported.dims.to_code()
+    assert "x_dim0 = Dim('x_dim0', min=5)" in code
+    namespace = {}
+    exec(code, namespace)
+    with size_oblivious_capture():
+        program = torch.export.export(GuardedAdd(), exported.args, dynamic_shapes=namespace["dynamic_shapes"])
+    symbols, ranges = symbol_of(program, exported.inputs), program_ranges(program)
+    assert symbols[("x", 0)] == symbols[("y", 0)] and symbols[("x", 1)] == symbols[("y", 1)]
+    assert ranges[symbols[("x", 0)]] == (5, None) and ranges[symbols[("x", 1)]] == (0, None)
+
+
+def test_dims_table_has_the_documented_columns():
+    frame = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO}).dims.to_frame()
+    for column in ["input", "axis", "example", "requested", "obtained", "min", "max", "symbol", "reason", "source"]:
+        assert column in frame.columns
+    assert frame[["input", "axis", "obtained"]].values.tolist() == [["x", 0, "dynamic"], ["x", 1, "static"]]
+
+
+def test_a_named_dim_torch_cannot_keep_dynamic_warns_before_export():
+    start = session(BranchOnBatch(), torch.randn(1, 3), strategy="nonstrict", x={0: Dim("b", max=1)})
+    (warning,) = start.dim_warnings
+    assert (warning.input, warning.axis) == ("x", 0) and "max >= 2" in warning.message
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start.run("capture")
+    assert any(issubclass(w.category, DimPolicyWarning) and "x.shape[0]" in str(w.message) for w in caught)

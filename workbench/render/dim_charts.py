@@ -1,0 +1,220 @@
+"""Charts of shapes: dim ranges per input axis, and guards per input axis with their lines.
+
+Each function takes plain data from :mod:`exporter.shapes` / :mod:`exporter.guards`
+(``session.dims``, ``session.guards``) and returns a new :class:`matplotlib.figure.Figure`
+built without pyplot: nothing shown, no global state. Artists carry ``gid``s naming the axis
+they draw (``"x.0"``, ``"static:x.1"``, ``"x.0:equality"``, ``"sources:x.0"``) so a caller
+or a test can find them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["dim_ranges_chart", "guards_chart"]
+
+DYNAMIC_COLOR = "#1f77b4"
+STATIC_COLOR = "#7f7f7f"
+MISMATCH_COLOR = "#d62728"
+EXAMPLE_COLOR = "#000000"
+KIND_COLORS = {
+    "specialization": "#d62728",
+    "equality": "#9467bd",
+    "guard": "#1f77b4",
+    "runtime_assert": "#ff7f0e",
+}
+NO_INPUT = "(no input)"
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _message(text: str) -> Any:
+    figure = _figure(6.4, 1.2)
+    ax = figure.add_subplot()
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
+    return figure
+
+
+def _rows_height(n: int) -> float:
+    return 1.1 + 0.3 * max(n, 1)
+
+
+def _label_size(n: int) -> float:
+    return 9 if n <= 20 else 7
+
+
+def _outcomes(dims: Any) -> list[Any]:
+    if hasattr(dims, "dims") and not hasattr(dims, "outcomes"):  # a Session
+        dims = dims.dims
+    return list(getattr(dims, "outcomes", dims))
+
+
+def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
+    """One row per input axis (``input.axis``): a dynamic dim is a bar from min to max (an
+    open-ended max runs to the right edge and ends in an arrow), a static dim a square at its
+    size, the example size a black diamond. Axes whose result differs from the request are
+    red (bar edge, marker and label). Takes ``session.dims`` (or the session)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    rows = _outcomes(dims)
+    if not rows:
+        return _message("no input axes")
+    n = len(rows)
+    labels = [f"{o.input}.{o.axis}" for o in rows]
+    ys = [n - 1 - i for i in range(n)]
+    finite = [v for o in rows for v in (o.example, o.min, o.max) if v is not None]
+    right = max(2.0, max(finite) * 1.15 + 1)
+
+    figure = _figure(8.5, _rows_height(n))
+    ax = figure.add_subplot()
+    if right > 64:
+        ax.set_xscale("symlog", linthresh=1.0, linscale=0.4)
+
+    dynamic = [(o, y, label) for o, y, label in zip(rows, ys, labels) if o.obtained == "dynamic"]
+    if dynamic:
+        lefts = [o.min or 0 for o, _, _ in dynamic]
+        widths = [(o.max if o.max is not None else right) - (o.min or 0) for o, _, _ in dynamic]
+        from matplotlib.colors import to_rgba
+
+        bars = ax.barh(
+            [y for _, y, _ in dynamic], widths, left=lefts, height=0.55, color=to_rgba(DYNAMIC_COLOR, 0.75),
+            label="dynamic",
+        )
+        for bar, (o, y, label) in zip(bars, dynamic):
+            bar.set_gid(label)
+            if o.differs:
+                bar.set_edgecolor(MISMATCH_COLOR)
+                bar.set_linewidth(2.0)
+            if o.max is None:
+                bar.set_hatch("//")
+                ax.plot([right], [y], marker=">", color=MISMATCH_COLOR if o.differs else DYNAMIC_COLOR,
+                        markersize=7, gid=f"open:{label}", clip_on=False)
+            end = o.max if o.max is not None else right
+            text = f"{o.dim or o.symbol} [{o.min or 0}, {'inf' if o.max is None else o.max}]"
+            ax.text(end, y + 0.3, text, fontsize=7, ha="right", va="bottom", gid=f"range:{label}")
+
+    static = [(o, y, label) for o, y, label in zip(rows, ys, labels) if o.obtained == "static"]
+    if static:
+        points = ax.scatter(
+            [o.min for o, _, _ in static], [y for _, y, _ in static], marker="s", s=50, zorder=3,
+            c=[MISMATCH_COLOR if o.differs else STATIC_COLOR for o, _, _ in static], label="static",
+        )
+        points.set_gid("static")
+
+    examples = ax.scatter(
+        [o.example for o in rows], ys, marker="D", s=18, color=EXAMPLE_COLOR, zorder=4, label="example size",
+    )
+    examples.set_gid("examples")
+
+    for o, y, label in zip(rows, ys, labels):
+        if o.obtained == "failed":
+            ax.text(0, y, "  capture failed" + (f": {o.reason[:60]}" if o.reason else ""), fontsize=7,
+                    va="center", color=MISMATCH_COLOR, gid=f"failed:{label}")
+
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels, fontsize=_label_size(n))
+    for tick, o in zip(ax.get_yticklabels(), rows):
+        if o.differs:
+            tick.set_color(MISMATCH_COLOR)
+            tick.set_fontweight("bold")
+    ax.set_ylim(-0.7, n - 0.2)
+    ax.set_xlim(left=0, right=right * 1.04)
+    ax.set_xlabel("size")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title or "dim ranges: obtained, with requested-vs-obtained differences in red")
+    handles = [
+        Patch(color=DYNAMIC_COLOR, alpha=0.75, label="dynamic [min, max]"),
+        Patch(facecolor=DYNAMIC_COLOR, alpha=0.75, hatch="//", label="open-ended max"),
+        Line2D([], [], marker="s", linestyle="", color=STATIC_COLOR, label="static"),
+        Line2D([], [], marker="D", linestyle="", color=EXAMPLE_COLOR, markersize=5, label="example size"),
+        Patch(facecolor="white", edgecolor=MISMATCH_COLOR, linewidth=2, label="differs from request"),
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", frameon=False)
+    return figure
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> Any:
+    """Guards per input axis: a stacked bar of how many guards of each kind
+    (specialization, equality, guard, runtime assert) involve the axis, and beside it the
+    user lines that added them (``file:line  code``). ``dims`` (``session.dims``) lists every
+    axis, including those without guards; without it only axes with guards are shown."""
+    records = list(getattr(guards, "records", guards))
+    if dims is not None:
+        rows = [f"{o.input}.{o.axis}" for o in _outcomes(dims)]
+    else:
+        rows = []
+        for g in records:
+            for path, axis in g.axes:
+                if f"{path}.{axis}" not in rows:
+                    rows.append(f"{path}.{axis}")
+    if any(not g.axes for g in records):
+        rows.append(NO_INPUT)
+    if not records:
+        return _message("no shape guards were recorded")
+    if not rows:
+        return _message("no input axes")
+
+    from matplotlib.patches import Patch
+
+    n = len(rows)
+    ys = {row: n - 1 - i for i, row in enumerate(rows)}
+    involved: dict[str, list[Any]] = {row: [] for row in rows}
+    for g in records:
+        keys = [f"{p}.{a}" for p, a in g.axes] or [NO_INPUT]
+        for key in keys:
+            if key in involved:
+                involved[key].append(g)
+
+    figure = _figure(11.0, _rows_height(n))
+    grid = figure.add_gridspec(1, 2, width_ratios=[1, 2.6])
+    ax = figure.add_subplot(grid[0, 0])
+    text_ax = figure.add_subplot(grid[0, 1], sharey=ax)
+    left = {row: 0 for row in rows}
+    for kind, color in KIND_COLORS.items():
+        counts = [sum(1 for g in involved[row] if g.kind == kind) for row in rows]
+        if not any(counts):
+            continue
+        bars = ax.barh([ys[r] for r in rows], counts, left=[left[r] for r in rows], height=0.6,
+                       color=color, label=kind.replace("_", " "))
+        for bar, row, count in zip(bars, rows, counts):
+            bar.set_gid(f"{row}:{kind}")
+            left[row] += count
+    most = max(left.values()) or 1
+    ax.set_xlim(0, most + 0.5)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_yticks(list(ys.values()))
+    ax.set_yticklabels(rows, fontsize=_label_size(n))
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xlabel("guards")
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Patch(color=c, label=k.replace("_", " ")) for k, c in KIND_COLORS.items()
+               if any(g.kind == k for g in records)]
+    ax.legend(handles=handles, loc="lower right", fontsize="x-small", framealpha=0.8)
+
+    text_ax.axis("off")
+    text_ax.set_xlim(0, 1)
+    per_line = 200 if n <= 20 else 150
+    for row in rows:
+        sources: list[str] = []
+        for g in involved[row]:
+            where = f"{os.path.basename(g.file)}:{g.line}" if g.file else "(torch)"
+            entry = f"{where}  {g.code}" if g.code else where
+            if entry not in sources:
+                sources.append(entry)
+        text = " | ".join(_short(s, 70) for s in sources) if sources else "—"
+        text_ax.text(0.0, ys[row], _short(text, per_line), va="center", ha="left",
+                     fontsize=_label_size(n) - 1, family="monospace", gid=f"sources:{row}")
+    text_ax.set_title("user lines that added them", fontsize="small", loc="left")
+    ax.set_title(title or "shape guards per input axis", loc="left")
+    return figure
