@@ -18,11 +18,16 @@ class ExportOptions:
     Attributes:
         opset_version: ONNX opset; None uses ``torch.onnx.export``'s default.
         dynamic_shapes: the dim spec, in any form :meth:`exporter.DimSpec.parse` accepts.
-        dynamic_axes: legacy ``torch.onnx.export`` dynamic axes, merged with ``dynamic_shapes``.
         strategy: ``"auto"`` (try each in order) or one of ``"nonstrict"``, ``"strict"``,
             ``"draft"``, ``"fx_symbolic"`` (experimental).
         logger: receives one record per stage (name, status, seconds).
         optimize: run the ONNX optimizer (constant folding, fusions) after translation.
+        dynamic_axes: legacy ``torch.onnx.export`` dynamic axes, merged with ``dynamic_shapes``.
+        runtime_asserts: capture as ``torch.onnx.export`` does, turning a guard that narrows a
+            dynamic dim (``seq != 1``, ``x.shape[0] == 3``) into a runtime assert instead of
+            rejecting the spec or specializing the dim. More models export, but the asserts
+            are dropped from the ONNX model, which can then be silently wrong at sizes torch
+            never checked: ``session.verify()`` sweeps them. Off by default.
     """
 
     opset_version: int | None = None
@@ -31,6 +36,7 @@ class ExportOptions:
     logger: logging.Logger | None = None
     optimize: bool = True
     dynamic_axes: Any = None
+    runtime_asserts: bool = False
 
     def __post_init__(self) -> None:
         from .capture import strategy_names

@@ -80,6 +80,16 @@ class CaptureStrategy(abc.ABC):
     description: ClassVar[str]
     experimental: ClassVar[bool] = False
 
+    def __init__(self, *, runtime_asserts: bool = False) -> None:
+        self.runtime_asserts = runtime_asserts
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments for torch.export. ``runtime_asserts`` is what torch.onnx.export
+        does: a guard that narrows a dynamic dim (``seq != 1``, ``x.shape[0] == 3``) becomes a
+        runtime assert, later dropped from the ONNX model, instead of rejecting the spec."""
+        return {"prefer_deferred_runtime_asserts_over_guards": self.runtime_asserts}
+
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
         from ._torch_compat import clear_dim_marks, record_shape_guards, size_oblivious_capture
         from .shapes import warn_unkeepable_dims
@@ -108,7 +118,7 @@ class NonStrictStrategy(CaptureStrategy):
     def _capture(self, model, args, kwargs, dynamic_shapes):
         import torch
 
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False, **self.settings)
 
 
 class StrictStrategy(CaptureStrategy):
@@ -118,7 +128,7 @@ class StrictStrategy(CaptureStrategy):
     def _capture(self, model, args, kwargs, dynamic_shapes):
         import torch
 
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=True)
+        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=True, **self.settings)
 
 
 class DraftExportStrategy(CaptureStrategy):
@@ -131,7 +141,9 @@ class DraftExportStrategy(CaptureStrategy):
     def _capture(self, model, args, kwargs, dynamic_shapes):
         import torch
 
-        return torch.export.draft_export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        return torch.export.draft_export(
+            model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False, **self.settings
+        )
 
 
 class FxSymbolicTraceStrategy(CaptureStrategy):
@@ -146,7 +158,7 @@ class FxSymbolicTraceStrategy(CaptureStrategy):
         import torch
 
         traced = torch.fx.symbolic_trace(model)
-        return torch.export.export(traced, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        return torch.export.export(traced, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False, **self.settings)
 
 
 STRATEGIES: tuple[type[CaptureStrategy], ...] = (

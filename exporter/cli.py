@@ -4,7 +4,8 @@
 
     onnx-workbench demo [-o OUTDIR]
     onnx-workbench export MODULE:FACTORY [--args k=v ...] [--dynamic INPUT.AXIS=NAME ...]
-                          [--opset N] [--strategy S] [--no-optimize] -o out.onnx
+                          [--opset N] [--strategy S] [--no-optimize]
+                          [--runtime-asserts] -o out.onnx
 
 Progress (one line per stage, with timings) goes to stderr; results go to stdout. Exit status:
 0 on success, 1 when the export fails (the message names the stage, the input, the source
@@ -152,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="capture strategy (default: auto, which tries each in turn)")
     export.add_argument("--no-optimize", dest="optimize", action="store_false",
                         help="skip the ONNX optimizer")
+    export.add_argument("--runtime-asserts", action="store_true",
+                        help="capture like torch.onnx.export: guards that narrow a dynamic dim become "
+                        "runtime asserts (dropped from the ONNX model) instead of errors")
     export.add_argument("-o", "--output", required=True, type=Path, help="the .onnx file to write")
     return parser
 
@@ -514,7 +518,7 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     spec = dim_spec_by_leaf_path(model, args, kwargs, factory_dims, options.axes)
     export_options = ExportOptions(
         opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
-        logger=logger, optimize=options.optimize,
+        logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,
     )
     session = export(model, *args, options=export_options, **kwargs)
     options.output.parent.mkdir(parents=True, exist_ok=True)

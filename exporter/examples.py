@@ -42,6 +42,8 @@ class SelfAttention(nn.Module):
             t.view(batch, seq, self.n_heads, -1).transpose(1, 2)
             for t in self.qkv(x).split(d_model, dim=-1)
         )
+        # Expanded, not broadcast: broadcasting a [batch, 1, 1, seq] mask makes torch guard
+        # seq != 1, which a Dim('seq') without min=2 rejects (see test_capture_settings.py).
         mask = None if attention_mask is None else attention_mask[:, None, None, :].expand(batch, 1, seq, seq)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.proj(out.transpose(1, 2).reshape(batch, seq, d_model))

@@ -130,7 +130,7 @@ class Session:
         torchlib registry of an opset decides which operators stay whole."""
         from .translate import resolve_opset
 
-        capture = (self.spec, self.options.strategy)
+        capture = (self.spec, self.options.strategy, self.options.runtime_asserts)
         if stage == "capture":
             return capture
         decompose = capture + (resolve_opset(self.options.opset_version),)
@@ -200,7 +200,8 @@ class Session:
         attempts: list[CaptureAttempt] = []
         strategies = self._strategies()
         for i, cls in enumerate(strategies):
-            attempt = cls()(self.model, self.inputs.args, self.inputs.kwargs, dynamic_shapes)
+            strategy = cls(runtime_asserts=self.options.runtime_asserts)
+            attempt = strategy(self.model, self.inputs.args, self.inputs.kwargs, dynamic_shapes)
             attempts.append(attempt)
             if attempt.success:
                 return StageResult(

@@ -123,6 +123,31 @@ def test_export_of_an_unknown_input_exits_1_with_a_readable_message(factory_file
     assert not output.exists()
 
 
+BRANCH_MODULE = textwrap.dedent(
+    """
+    import torch
+
+    class Branch(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[0] == 3 else x + 1
+
+    def make():
+        return Branch(), (torch.randn(3, 4),)
+    """
+)
+
+
+@pytest.mark.parametrize(("flags", "first_dim"), [((), 3), (("--runtime-asserts",), "x_dim0")])
+def test_runtime_asserts_flag_keeps_a_branched_dim_symbolic(tmp_path, flags, first_dim):
+    factory = tmp_path / "branch.py"
+    factory.write_text(BRANCH_MODULE)
+    output = tmp_path / "model.onnx"
+    code, _, stderr = run_cli("export", f"{factory}:make", "--dynamic", "x.0=auto", *flags, "-o", str(output))
+    assert code == 0, stderr
+    shapes = onnx_shapes(output)["x"]
+    assert shapes[0] == first_dim
+
+
 def test_export_of_a_missing_factory_suggests_the_closest_name(factory_file, tmp_path):
     code, _, stderr = run_cli("export", f"{factory_file}:mkae", "-o", str(tmp_path / "m.onnx"))
     assert code == 1
