@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._figure import message_figure, new_figure
+
 __all__ = ["latency_histogram", "latency_vs_size", "profile_bars", "verify_chart"]
 
 ORT_COLOR = "#1f77b4"
@@ -18,18 +20,6 @@ PASS_COLOR = "#2ca02c"
 FAIL_COLOR = "#d62728"
 
 
-def _figure(width: float = 6.4, height: float = 3.6) -> Any:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _message(text: str) -> Any:
-    figure = _figure(6.4, 1.2)
-    ax = figure.add_subplot()
-    ax.axis("off")
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
-    return figure
 
 
 def latency_histogram(result: Any, *, bins: int = 40) -> Any:
@@ -37,8 +27,8 @@ def latency_histogram(result: Any, *, bins: int = 40) -> Any:
     The x axis stops at the larger p99 so a few outliers do not squash the histogram."""
     timings = [t for t in (result.ort, result.eager) if t is not None and t.stats is not None]
     if not timings:
-        return _message(f"no latency to plot: {result.error or result.ort.error}")
-    figure = _figure()
+        return message_figure(f"no latency to plot: {result.error or result.ort.error}")
+    figure = new_figure()
     ax = figure.add_subplot()
     upper = max(t.stats.p99 for t in timings) * 1e3
     for timing in timings:
@@ -60,8 +50,8 @@ def latency_histogram(result: Any, *, bins: int = 40) -> Any:
 def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
     """p50 latency (p90 as a band top) against the swept dim, onnxruntime and eager."""
     if sweep.error:
-        return _message(f"sweep could not run: {sweep.error}")
-    figure = _figure()
+        return message_figure(f"sweep could not run: {sweep.error}")
+    figure = new_figure()
     ax = figure.add_subplot()
     for engine, color in (("ort", ORT_COLOR), ("eager", EAGER_COLOR)):
         points = [
@@ -90,11 +80,11 @@ def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
 def profile_bars(profile: Any, *, by: str = "op_type", top: int = 12) -> Any:
     """Horizontal bars: kernel time per run (µs) of the ``top`` op types or modules."""
     if profile.error:
-        return _message(f"profile could not run: {profile.error}")
+        return message_figure(f"profile could not run: {profile.error}")
     frame = profile.to_frame(by).head(top)
     if frame.empty:
-        return _message("the profile has no node events")
-    figure = _figure(6.4, max(2.0, 0.3 * len(frame) + 1.0))
+        return message_figure("the profile has no node events")
+    figure = new_figure(6.4, max(2.0, 0.3 * len(frame) + 1.0))
     ax = figure.add_subplot()
     labels = [str(v) for v in frame[by]][::-1]
     values = list(frame["us_per_run"])[::-1]
@@ -110,8 +100,8 @@ def verify_chart(result: Any) -> Any:
     """Max abs difference (ONNX vs eager) per case, green = pass, red = fail; cases where
     onnxruntime or eager raised are marked on the axis."""
     if result.status == "error":
-        return _message(f"verification could not run: {result.error}")
-    figure = _figure(6.4, 3.2)
+        return message_figure(f"verification could not run: {result.error}")
+    figure = new_figure(6.4, 3.2)
     ax = figure.add_subplot()
     names, values, colors, notes = [], [], [], []
     floor = 1e-12

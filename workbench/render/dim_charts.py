@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ._figure import message_figure, new_figure
+
 __all__ = ["dim_ranges_chart", "guards_chart"]
 
 DYNAMIC_COLOR = "#1f77b4"
@@ -27,18 +29,6 @@ KIND_COLORS = {
 NO_INPUT = "(no input)"
 
 
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _message(text: str) -> Any:
-    figure = _figure(6.4, 1.2)
-    ax = figure.add_subplot()
-    ax.axis("off")
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
-    return figure
 
 
 def _rows_height(n: int) -> float:
@@ -65,14 +55,14 @@ def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
 
     rows = _outcomes(dims)
     if not rows:
-        return _message("no input axes")
+        return message_figure("no input axes")
     n = len(rows)
     labels = [f"{o.input}.{o.axis}" for o in rows]
     ys = [n - 1 - i for i in range(n)]
     finite = [v for o in rows for v in (o.example, o.min, o.max) if v is not None]
     right = max(2.0, max(finite) * 1.15 + 1)
 
-    figure = _figure(8.5, _rows_height(n))
+    figure = new_figure(8.5, _rows_height(n))
     ax = figure.add_subplot()
     if right > 64:
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.4)
@@ -161,9 +151,9 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
     if any(not g.axes for g in records):
         rows.append(NO_INPUT)
     if not records:
-        return _message("no shape guards were recorded")
+        return message_figure("no shape guards were recorded")
     if not rows:
-        return _message("no input axes")
+        return message_figure("no input axes")
 
     from matplotlib.patches import Patch
 
@@ -176,7 +166,7 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
             if key in involved:
                 involved[key].append(g)
 
-    figure = _figure(11.0, _rows_height(n))
+    figure = new_figure(11.0, _rows_height(n))
     grid = figure.add_gridspec(1, 2, width_ratios=[1, 2.6])
     ax = figure.add_subplot(grid[0, 0])
     text_ax = figure.add_subplot(grid[0, 1], sharey=ax)
