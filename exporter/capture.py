@@ -92,9 +92,7 @@ class CaptureStrategy(abc.ABC):
 
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
         from ._torch_compat import clear_dim_marks, record_shape_guards, size_oblivious_capture
-        from .shapes import warn_unkeepable_dims
 
-        warn_unkeepable_dims(dynamic_shapes)
         start = time.perf_counter()
         with record_shape_guards() as guards:
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import STRATEGIES, CaptureAttempt, capture_error, get_strategy, is_constraint_violation
 from .dims import DimSpec
-from .errors import DecomposeError, ExportError, OptimizeError, TranslateError, first_line, user_source_line
+from .errors import CaptureError, DecomposeError, ExportError, OptimizeError, TranslateError, first_line, user_source_line
 from .inputs import BoundInputs, bind_inputs
 
 if TYPE_CHECKING:
@@ -195,8 +196,18 @@ class Session:
         return (get_strategy(self.options.strategy),)
 
     def _run_capture(self) -> StageResult:
+        from .shapes import DimPolicyWarning
+
+        for warning in self.dim_warnings:
+            warnings.warn(str(warning), DimPolicyWarning, stacklevel=4)
         start = time.perf_counter()
-        dynamic_shapes = self.spec.to_torch(self.inputs)
+        try:
+            dynamic_shapes = self.spec.to_torch(self.inputs)
+        except Exception as exc:  # noqa: BLE001 - a spec torch refuses is a failed capture
+            error = exc if isinstance(exc, ExportError) else CaptureError(
+                f"torch refused the dim spec: {first_line(exc)}", hint="check the Dim ranges in the spec"
+            )
+            return StageResult("capture", "failed", time.perf_counter() - start, error=error)
         attempts: list[CaptureAttempt] = []
         strategies = self._strategies()
         for i, cls in enumerate(strategies):

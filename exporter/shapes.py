@@ -8,7 +8,7 @@
   rejected spec, mapped onto the dim-policy model, with a diff against the user's spec;
   :func:`apply_suggested_fixes` re-exports with them until torch accepts (bounded).
 * :func:`infer_dim_spec`: a spec from several example input sets.
-* :func:`dim_warnings` / :func:`warn_unkeepable_dims`: axes torch cannot keep dynamic as asked,
+* :func:`dim_warnings`: axes torch cannot keep dynamic as asked,
   known before any export.
 
 About size-0/1 examples: plain ``torch.export`` specializes such a dim to the example value;
@@ -46,7 +46,6 @@ __all__ = [
     "infer_dim_spec",
     "parse_fix_line",
     "suggested_fixes_of",
-    "warn_unkeepable_dims",
 ]
 
 DYNAMIC_RESULT, STATIC_RESULT, FAILED_RESULT = "dynamic", "static", "failed"
@@ -882,27 +881,3 @@ def dim_warnings(spec: DimSpec, bound: BoundInputs) -> tuple[DimWarning, ...]:
                 )
             )
     return tuple(out)
-
-
-def warn_unkeepable_dims(dynamic_shapes: Any) -> None:
-    """Warn, before torch is called, about named dims torch cannot keep dynamic (max < 2)."""
-    if not dynamic_shapes:
-        return
-    from ._torch_compat import tree_flatten_with_path
-
-    from .inputs import key_path_to_str
-
-    for key_path, value in tree_flatten_with_path(dynamic_shapes):
-        upper = getattr(value, "max", None)
-        name = getattr(value, "__name__", None)
-        if name is None or not isinstance(upper, int) or isinstance(upper, bool) or upper >= 2:
-            continue
-        where = key_path_to_str("", key_path)[1:]
-        path, _, axis = where.rpartition(".")
-        warnings.warn(
-            f"{path}.shape[{axis}]: Dim {name!r} has max={upper}; torch.export needs max >= 2 for a "
-            f"dynamic dim and will reject it. Make the axis STATIC, or use Dim({name!r}, max=2) or more.",
-            DimPolicyWarning,
-            stacklevel=3,
-        )
-
