@@ -88,6 +88,21 @@ def test_decompose_then_translate_gives_an_onnx_ir_model(program):
     assert [v.name for v in model.graph.inputs] == ["x"]
 
 
+def test_decompose_for_onnx_gives_the_graph_run_decompositions_gives(program):
+    table = compat._onnx_decomposition_table(compat.default_opset())
+    with compat.size_oblivious_capture():
+        reference = program.run_decompositions(dict(table))
+    ours = compat.decompose_for_onnx(program, compat.default_opset())
+
+    def targets(ep):
+        return [str(n.target) for n in ep.graph.nodes if n.op == "call_function" and "assert" not in str(n.target)]
+
+    assert [t for t in targets(ours) if "prims.convert_element_type" not in t] == targets(reference)
+    assert compat._split_onnx_decompositions(compat.default_opset()) is compat._split_onnx_decompositions(
+        compat.default_opset()
+    )
+
+
 def test_optimize_convert_version_and_rename_axes_work_on_onnx_ir(program):
     registry = compat.onnx_registry(compat.default_opset())
     model = compat.translate_to_onnx_ir(compat.decompose_for_onnx(program, compat.default_opset()), registry)
