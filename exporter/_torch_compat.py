@@ -244,7 +244,13 @@ def _stack_dirs() -> tuple[tuple[str, ...], str]:
 def _is_user_file(filename: str) -> bool:
     if not filename or filename.startswith("<"):
         return False
-    return not os.path.abspath(filename).startswith(_stack_dirs()[0])
+    path = os.path.abspath(filename)
+    if path == _EXAMPLES_FILE:  # the built-in example models are user code, not the exporter's
+        return True
+    return not path.startswith(_stack_dirs()[0])
+
+
+_EXAMPLES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples.py")
 
 
 def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:

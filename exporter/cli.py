@@ -24,7 +24,6 @@ import logging
 import math
 import os
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,8 +39,7 @@ __all__ = ["main"]
 LOGGER_NAME = "onnx_workbench"
 THIRD_PARTY_LOGGERS = ("torch.onnx", "torch.export", "onnxscript", "onnx_ir")
 POLICY_WORDS = {"auto": AUTO, "static": STATIC, "dynamic": DYNAMIC}
-DEMO_OTHER_SIZE = {"batch": 3, "seq": 12}
-DEMO_TOLERANCE = 1e-4
+DEMO_BENCHMARK_SECONDS = 0.5
 
 
 # -- command-line syntax -------------------------------------------------------------------
@@ -391,52 +389,6 @@ def print_ports(path: Path, model_proto: Any) -> None:
 # -- demo ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Check:
-    """onnxruntime against eager PyTorch at one input size."""
-
-    label: str
-    sizes: dict[str, int]
-    max_abs_diff: float
-    tolerance: float
-    seconds: float
-
-    @property
-    def passed(self) -> bool:
-        return math.isfinite(self.max_abs_diff) and self.max_abs_diff <= self.tolerance
-
-    def describe(self) -> str:
-        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
-        verdict = "ok" if self.passed else f"MISMATCH (tolerance {self.tolerance:g})"
-        return f"verify {self.label} ({sizes}): max |onnxruntime - eager| = {self.max_abs_diff:.2e} {verdict}"
-
-
-def compare_with_eager(session: Any, label: str, sizes: dict[str, int], args: tuple, kwargs: dict) -> Check:
-    import numpy as np
-    import torch
-
-    start = time.perf_counter()
-    with torch.no_grad():
-        expected = session.model(*args, **kwargs).numpy()
-    (actual,) = session.run_onnx(*args, **kwargs)
-    diff = float(np.max(np.abs(actual - expected))) if actual.shape == expected.shape else math.inf
-    return Check(label, sizes, diff, DEMO_TOLERANCE, time.perf_counter() - start)
-
-
-def demo_checks(session: Any, logger: logging.Logger) -> list[Check]:
-    from .examples import block_inputs
-
-    example = session.inputs.leaf("x").shape
-    sizes = {"example size": {"batch": example[0], "seq": example[1]}, "other size": DEMO_OTHER_SIZE}
-    checks = []
-    for label, size in sizes.items():
-        args, kwargs = block_inputs(size["batch"], size["seq"])
-        check = compare_with_eager(session, label, size, args, kwargs)
-        logger.info("%s in %.2f s", check.describe(), check.seconds)
-        checks.append(check)
-    return checks
-
-
 def stage_table(session: Any) -> str:
     rows = [
         [r.name, r.status, f"{r.seconds:.3f}", "yes" if r.cached else "no", r.to_dict()["detail"]]
@@ -455,16 +407,27 @@ def port_table(model_proto: Any) -> str:
     return markdown_table(["kind", "name", "dtype", "ONNX shape"], rows)
 
 
-def check_table(checks: list[Check]) -> str:
-    rows = [
-        [c.label, ", ".join(f"{k}={v}" for k, v in c.sizes.items()), f"{c.max_abs_diff:.2e}",
-         f"{c.tolerance:g}", "ok" if c.passed else "MISMATCH"]
-        for c in checks
-    ]
-    return markdown_table(["inputs", "sizes", "max abs diff", "tolerance", "result"], rows)
+def dims_table(session: Any) -> str:
+    columns = ["input", "axis", "example", "requested", "obtained", "min", "max", "dim"]
+    frame = session.dims.to_frame()
+    rows = [[_cell(v) for v in row] for row in frame[columns].itertuples(index=False)]
+    return markdown_table(columns, rows)
 
 
-def demo_summary(session: Any, model_path: Path, checks: list[Check]) -> str:
+def guards_table(session: Any) -> str:
+    rows = [[g.kind, f"`{g.expression}`", f"`{g.source}`" if g.source else "(torch)"] for g in session.guards]
+    return markdown_table(["kind", "guard", "source"], rows) if rows else "No shape guards."
+
+
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def demo_summary(session: Any, model_path: Path, verification: Any, latency: Any) -> str:
     """The Markdown summary ``onnx-workbench demo`` writes and prints."""
     proto = session.model_proto
     total = sum(r.seconds for r in session.stages)
@@ -478,7 +441,10 @@ def demo_summary(session: Any, model_path: Path, checks: list[Check]) -> str:
         "Capture attempts": attempt_table(session),
         "Inputs and outputs": port_table(proto),
         "Dim spec": f"```python\n{session.spec.to_code(session.inputs)}\n```",
-        "onnxruntime vs eager": check_table(checks),
+        "Dims: requested and obtained": dims_table(session),
+        "Shape guards": guards_table(session),
+        "onnxruntime vs PyTorch over a sweep of sizes": f"```text\n{verification.summary()}\n```",
+        "Latency": f"```text\n{latency.summary()}\n```",
     }
     parts = ["# onnx-workbench demo", overview] + [f"## {title}\n\n{body}" for title, body in sections.items()]
     return "\n\n".join(parts) + "\n"
@@ -493,17 +459,18 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
     options.outdir.mkdir(parents=True, exist_ok=True)
     model_path = session.save(options.outdir / "model.onnx")
     logger.info("saved %s", model_path)
-    checks = demo_checks(session, logger)
-    summary = demo_summary(session, model_path, checks)
+    verification = session.verify()
+    logger.info("verify %s in %.2f s", verification.status, verification.seconds)
+    latency = session.benchmark(budget=DEMO_BENCHMARK_SECONDS)
+    logger.info("benchmark done")
+    summary = demo_summary(session, model_path, verification, latency)
     (options.outdir / "summary.md").write_text(summary, encoding="utf-8")
     print(summary)
-    failed = [c for c in checks if not c.passed]
-    if failed:
+    if not verification.ok:
         raise ExportError(
-            "onnxruntime and eager PyTorch disagree: " + "; ".join(c.describe() for c in failed),
+            "onnxruntime and eager PyTorch disagree: " + "; ".join(f.message for f in verification.findings),
             stage="verify",
-            hint=f"see {options.outdir / 'summary.md'}; a dim the export specialized can give wrong numbers "
-            "at other sizes without any error",
+            hint=f"see {options.outdir / 'summary.md'}",
         )
     return 0
 

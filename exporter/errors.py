@@ -120,8 +120,14 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY = re.compile(r"[/\\](site-packages|dist-packages)[/\\]|^<frozen ")
 
 
+_EXAMPLES_FILE = os.path.join(_PACKAGE_DIR, "examples.py")  # example models are user code
+
+
 def _is_library_file(filename: str) -> bool:
-    return bool(_LIBRARY.search(filename)) or os.path.abspath(filename).startswith(_PACKAGE_DIR)
+    path = os.path.abspath(filename)
+    if path == _EXAMPLES_FILE:
+        return False
+    return bool(_LIBRARY.search(filename)) or path.startswith(_PACKAGE_DIR)
 
 
 def user_source_line(exc: BaseException) -> str | None:
