@@ -1,0 +1,141 @@
+"""The onnxruntime session behind every measurement (IO binding), and what a run is set up with."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+
+class OrtRunner:
+    """One onnxruntime session with explicit options; :meth:`bind` prepares an IO binding."""
+
+    def __init__(
+        self,
+        model_bytes: bytes,
+        *,
+        threads: int,
+        provider: str = "CPUExecutionProvider",
+        optimization_level: str = "all",
+        profile_prefix: str | None = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        if optimization_level not in _LEVELS:
+            raise ValueError(f"optimization_level must be one of {sorted(_LEVELS)}, not {optimization_level!r}")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[optimization_level])
+        options.log_severity_level = 3
+        if profile_prefix is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
+        self.options = options
+        self._alive: list[Any] = []
+        self.session = ort.InferenceSession(model_bytes, options, providers=[provider])
+        self.provider = self.session.get_providers()[0]
+        self.settings = {
+            "intra_op_num_threads": threads,
+            "inter_op_num_threads": 1,
+            "execution_mode": "sequential",
+            "graph_optimization_level": _LEVELS[optimization_level],
+            "io_binding": True,
+            "enable_cpu_mem_arena": bool(options.enable_cpu_mem_arena),
+            "enable_mem_pattern": bool(options.enable_mem_pattern),
+        }
+
+    def bind(self, feeds: Mapping[str, Any]) -> Any:
+        """An IO binding with inputs as OrtValues and outputs preallocated by one run."""
+        import numpy as np
+        import onnxruntime as ort
+
+        binding = self.session.io_binding()
+        kept = []
+        for item in self.session.get_inputs():
+            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(feeds[item.name]))
+            binding.bind_ortvalue_input(item.name, value)
+            kept.append(value)
+        outputs = [o.name for o in self.session.get_outputs()]
+        for name in outputs:
+            binding.bind_output(name, "cpu")
+        self.session.run_with_iobinding(binding)
+        produced = binding.get_outputs()
+        binding.clear_binding_outputs()
+        for name, value in zip(outputs, produced):
+            binding.bind_ortvalue_output(name, value)
+        self._alive.append((binding, kept, produced))  # the OrtValues must outlive the binding
+        return binding
+
+    def run(self, binding: Any) -> None:
+        self.session.run_with_iobinding(binding)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What the numbers were measured under."""
+
+    threads: int
+    provider: str
+    session_options: Mapping[str, Any]
+    budget: float
+    min_runs: int
+    precision: float
+    onnxruntime_version: str
+    torch_version: str
+    cpu_count: int | None = None
+
+    def describe(self) -> str:
+        level = self.session_options.get("graph_optimization_level", "?")
+        return (
+            f"{self.threads} thread(s), {self.provider}, {level}, IO binding; eager in inference_mode "
+            f"with torch.set_num_threads({self.threads}); onnxruntime {self.onnxruntime_version}, "
+            f"torch {self.torch_version}"
+        )
+
+
+def bench_config(runner: OrtRunner | None, threads: int, provider: str, budget: float, min_runs: int, precision: float) -> BenchConfig:
+    import onnxruntime as ort
+    import torch
+
+    return BenchConfig(
+        threads=threads,
+        provider=runner.provider if runner else provider,
+        session_options=dict(runner.settings) if runner else {},
+        budget=budget,
+        min_runs=min_runs,
+        precision=precision,
+        onnxruntime_version=ort.__version__,
+        torch_version=torch.__version__,
+        cpu_count=os.cpu_count(),
+    )
+
+
+def default_threads(threads: int | None) -> int:
+    if threads is not None:
+        return int(threads)
+    import torch
+
+    return torch.get_num_threads()
+
+
+def inputs_for(session: Any, sizes: Mapping[str, int] | None, inputs: tuple[tuple, dict] | None, seed: int) -> tuple[tuple, dict, tuple[tuple[str, int], ...]]:
+    if inputs is not None:
+        return tuple(inputs[0]), dict(inputs[1]), ()
+    if not sizes:
+        return session.inputs.args, dict(session.inputs.kwargs), ()
+    from ..verify import dim_groups, make_case_inputs
+
+    program = session.exported_program
+    groups = dim_groups(session, program)
+    labels = {g.label for g in groups}
+    unknown = [k for k in sizes if k not in labels]
+    if unknown:
+        raise ValueError(f"unknown dim {unknown[0]!r}; dynamic dims: {sorted(labels)}")
+    args, kwargs, _ = make_case_inputs(session, program, groups, dict(sizes), seed=seed)
+    return args, kwargs, tuple(sizes.items())

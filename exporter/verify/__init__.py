@@ -1,0 +1,60 @@
+"""Is the ONNX model right, at the example inputs *and at other sizes*?
+
+``torch.onnx.export(verify=True)`` compares outputs at the example inputs only. An exported
+model can keep symbolic input dims and still compute the wrong thing at another size (a branch
+on the example size baked in, a dropped runtime assert, a dim silently specialized): no error,
+wrong numbers. :func:`verify` runs the ONNX model in onnxruntime and the original module in
+eager PyTorch on the example inputs and on generated inputs at other sizes, and says which
+sizes are wrong and why.
+
+Sizes. Input axes that share one torch symbol (or one user ``Dim`` name) form a *dim group* and
+always change together. Each group is swept over its *requested* range (the user's ``Dim``
+min/max; ``[1, inf)`` for AUTO / DYNAMIC): the bounds, 1 and 2, an odd size, a size larger
+than the example. Each case says whether it lies inside the range torch *obtained* for the dim
+(``ExportedProgram.range_constraints``); the ONNX model does not check that range, so a size
+outside it is exactly where a dropped runtime assert shows up.
+
+Inputs. Floating tensors are random normal; 0/1 and bool tensors (masks) keep their pattern
+(all ones stays all ones, otherwise a random padding suffix per row, never a whole row);
+other integer tensors (token ids, indices) are drawn in the example's ``[min, max]``, kept
+below any dim they could index that the case shrinks. Tensors with no swept axis are the
+example tensors. ``make_inputs=`` replaces any of it (see :class:`InputCase`).
+
+Tolerances (:data:`DEFAULT_TOLERANCES`, element-wise ``|onnx - eager| <= atol + rtol * |eager|``):
+float64 rtol 1e-6 / atol 1e-7; float32 rtol 1e-4 / atol 1e-5; float16 rtol 1e-2 / atol 1e-3;
+bfloat16 rtol 2e-2 / atol 1e-2; integers and bool exact. NaN equals NaN.
+
+Everything returned is a frozen dataclass with ``to_frame()`` and ``summary()``; nothing here
+raises for a wrong model or a failing run: failures are data.
+"""
+
+from ..progress import Progress
+from .contract import ContractCheck, ContractReport, check_contract
+from .core import verify
+from .divergence import Divergence, first_divergence, run_program, source_of_stack
+from .groups import DimGroup, dim_groups
+from .inputs import InputCase, make_case_inputs
+from .results import CaseResult, Finding, VerifyResult
+from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
+
+# compare, run_program, source_of_stack and tolerance_for are public too (importable from here,
+# as before the split) but were never in __all__.
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "CaseResult",
+    "ContractCheck",
+    "ContractReport",
+    "DimGroup",
+    "Divergence",
+    "Finding",
+    "InputCase",
+    "OutputCheck",
+    "Progress",
+    "Tolerance",
+    "VerifyResult",
+    "check_contract",
+    "dim_groups",
+    "first_divergence",
+    "make_case_inputs",
+    "verify",
+]

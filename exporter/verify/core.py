@@ -1,0 +1,295 @@
+"""The whole verification: run every case in onnxruntime and eager PyTorch, draw findings."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import first_line
+from ..progress import Progress, report
+from .contract import ContractReport, check_contract
+from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
+from .groups import DimGroup, dim_groups, plan_cases
+from .inputs import InputCase, make_case_inputs
+from .results import CaseResult, Finding, VerifyResult
+from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare
+
+
+def _run_case(
+    session: Any,
+    ort_session: Any,
+    name: str,
+    sizes: tuple[tuple[str, int], ...],
+    args: tuple,
+    kwargs: Mapping[str, Any],
+    output_names: Sequence[str],
+    tolerances: Any,
+) -> tuple[CaseResult, list[Any] | None]:
+    import torch
+
+    from .._torch_compat import tree_flatten_with_path
+
+    start = time.perf_counter()
+    feeds: dict[str, Any] | None = None
+    feeds_error: BaseException | None = None
+    try:  # copied before eager runs: a module that writes into its inputs must not change them
+        feeds = {k: v.copy() for k, v in session.feeds(*args, **dict(kwargs)).items()}
+    except Exception as exc:  # noqa: BLE001
+        feeds_error = exc
+    try:
+        eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
+        with torch.inference_mode():
+            eager = session.model(*eager_args, **eager_kwargs)
+        expected = [leaf for _, leaf in tree_flatten_with_path(eager) if isinstance(leaf, torch.Tensor)]
+    except Exception as exc:  # noqa: BLE001
+        return CaseResult(name, sizes, "eager_error", error=f"eager PyTorch raised {first_line(exc)}",
+                          seconds=time.perf_counter() - start), None
+    try:
+        if feeds_error is not None:
+            raise feeds_error
+        actual = ort_session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        return CaseResult(name, sizes, "ort_error", error=_ort_error_text(exc, session),
+                          seconds=time.perf_counter() - start), expected
+    checks: list[OutputCheck] = []
+    for i in range(max(len(expected), len(actual))):
+        label = output_names[i] if i < len(output_names) else f"#{i}"
+        if i >= len(actual) or i >= len(expected):
+            checks.append(OutputCheck(name, label, "missing"))
+            continue
+        checks.append(compare(name, label, actual[i], expected[i], tolerances))
+    status = "pass" if all(c.ok for c in checks) else "fail"
+    return CaseResult(name, sizes, status, tuple(checks), seconds=time.perf_counter() - start), expected
+
+
+def _training_modules(model: Any) -> list[str]:
+    """Dropout / batch-norm submodules left in training mode (names, at most three)."""
+    import torch
+
+    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    modules = getattr(model, "named_modules", None)
+    if modules is None:
+        return []
+    found = [f"{name} ({type(m).__name__})" if name else type(m).__name__ for name, m in modules() if isinstance(m, kinds) and m.training]
+    return found[:3] + (["..."] if len(found) > 3 else [])
+
+
+def _clone_tensors(value: Any) -> Any:
+    import torch
+
+    from .. import _torch_compat as compat
+
+    leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
+    return compat.tree_replace_leaves(value, leaves)
+
+
+def _ort_error_text(exc: BaseException, session: Any) -> str:
+    """onnxruntime's message, plus the FX node and source line of the ONNX node it names."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"Status Message: \S+:\d+ .*? was false\. ", "Status Message: ", text)
+    match = re.search(r"Name:'([^']+)'", str(exc))
+    if match:
+        try:
+            node = next((n for n in session.onnx_model.graph if n.name == match.group(1)), None)
+        except Exception:  # noqa: BLE001
+            node = None
+        if node is not None:
+            source = source_of_stack(node.metadata_props.get("pkg.torch.onnx.stack_trace"))
+            fx_name = fx_name_of(node)
+            text += f" [ONNX node {node.name!r} ({node.op_type}) from FX {fx_name}" + (f" at {source}" if source else "") + "]"
+    return text
+
+
+def _ort_session(session: Any) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    return ort.InferenceSession(session.model_proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
+    parts: list[str] = []
+    for group in groups:
+        if group.label not in case.changed:
+            continue
+        size = dict(case.sizes)[group.label]
+        guards = f" ({'; '.join(group.causes)})" if group.causes else ""
+        if group.specialized:
+            onnx = ", ".join(map(repr, group.onnx_dims))
+            parts.append(
+                f"{group.axes_text} was specialized to {group.example} during capture{guards}; "
+                + (f"the ONNX input still declares {onnx}, so onnxruntime accepts {size} and computes as for {group.example}"
+                   if group.onnx_accepts_any_size else f"the ONNX model declares {onnx}")
+            )
+        elif not group.in_obtained_range(size):
+            parts.append(
+                f"torch verified the program only for {group.label} in {group.describe_range()}{guards}; "
+                f"{size} is outside it and the ONNX model does not check that range (a dropped runtime assert)"
+            )
+        elif group.causes:
+            parts.append(f"{group.label}: {'; '.join(group.causes)}")
+    return "; ".join(parts) or None
+
+
+def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract: ContractReport | None) -> list[Finding]:
+    findings: list[Finding] = []
+    example = next((c for c in cases if c.is_example), None)
+    others = [c for c in cases if not c.is_example]
+    checked = [c for c in others if c.status != "eager_error"]
+    bad = [c for c in checked if not c.ok]
+    if example is not None and not example.ok and example.status != "eager_error":
+        findings.append(Finding("wrong_at_example", f"wrong at the example size ({example.sizes_text}): {example.describe()}", example.name, example.sizes))
+    if not groups:
+        findings.append(Finding("not_swept", "no dim was requested dynamic: checked at the example size only"))
+    elif example is not None and example.ok and checked and len(bad) == len(checked):
+        findings.append(Finding("example_only", f"correct at the example size only ({example.sizes_text}): wrong or failing at every other size tried"))
+    static = [
+        (g, d) for g in groups for (axis, d) in zip(g.axes, g.onnx_dims)
+        if isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
+    ]
+    if static:
+        listed = ", ".join(sorted({f"{g.axes_text} (requested {g.requested}, ONNX dim {d!r})" for g, d in static}))
+        findings.append(Finding("static_in_onnx", f"dims declared dynamic but static in the ONNX model: {listed}"))
+    for c in bad:
+        what = {"ort_error": "onnxruntime fails", "error": "could not build inputs"}.get(c.status, "wrong")
+        findings.append(Finding("wrong_at_size", f"{what} at size {c.sizes_text}: {c.describe()}", c.name, c.sizes, _case_cause(c, groups)))
+    skipped: dict[tuple[str, ...], list[CaseResult]] = {}
+    for c in others:
+        if c.status == "eager_error":
+            skipped.setdefault(c.changed, []).append(c)
+    for changed, group_cases in skipped.items():
+        if len(changed) == 1:
+            where = f"{changed[0]} = " + ", ".join(str(dict(c.sizes)[changed[0]]) for c in group_cases)
+        else:
+            where = "; ".join(c.sizes_text for c in group_cases)
+        findings.append(Finding(
+            "eager_error",
+            f"not checked at {where}: {group_cases[0].error} (the module itself does not support "
+            f"{'these sizes' if len(group_cases) > 1 else 'this size'})",
+            group_cases[0].name, group_cases[0].sizes,
+        ))
+    if contract is not None:
+        for check in contract.errors:
+            if check.check != "dynamic is symbolic":
+                findings.append(Finding("contract", f"{check.subject}: {check.message}"))
+    return findings
+
+
+def verify(
+    session: Any,
+    *,
+    tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
+    sizes: Mapping[str, Sequence[int]] | None = None,
+    make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None = None,
+    max_size: int = 512,
+    locate: bool = True,
+    seed: int = 0,
+    progress: Callable[[Progress], Any] | None = None,
+) -> VerifyResult:
+    """Compare the ONNX model in onnxruntime with the eager module, at the example inputs
+    and at other sizes of every dynamic dim; check the ONNX input/output contract; locate
+    the first divergent node of the first wrong case. Never raises for a bad model.
+
+    Args:
+        tolerances: per-dtype overrides (``{"float32": Tolerance(1e-3, 1e-4)}``) or one
+            :class:`Tolerance` for everything; defaults in :data:`DEFAULT_TOLERANCES`.
+        sizes: sweep exactly these sizes per dim group label (``{"batch": [1, 5, 64]}``)
+            instead of the generated ones.
+        make_inputs: hook called for every generated case with an :class:`InputCase`;
+            return ``(args, kwargs)`` to replace its inputs, or None to keep them.
+        max_size: largest size a generated case may use.
+        locate: find the first divergent node of the first wrong case.
+        progress: called with a :class:`Progress` after every case.
+    """
+    start = time.perf_counter()
+    try:
+        program = session.exported_program
+        model = session.onnx_model
+    except Exception as exc:  # noqa: BLE001 - the export failed: nothing to verify
+        return VerifyResult("error", error=first_line(exc), seconds=time.perf_counter() - start)
+    try:
+        groups = dim_groups(session, program, model)
+        plans = plan_cases(groups, max_size, sizes)
+        contract = check_contract(session, model, program)
+    except Exception as exc:  # noqa: BLE001
+        return VerifyResult("error", error=first_line(exc), seconds=time.perf_counter() - start)
+    try:
+        ort_session = _ort_session(session)
+    except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
+        return VerifyResult("error", groups=groups, contract=contract, seconds=time.perf_counter() - start,
+                            error=f"onnxruntime cannot load the model: {first_line(exc)}")
+    output_names = [v.name for v in model.graph.outputs]
+    example_sizes = tuple((g.label, g.example) for g in groups)
+    total = len(plans) + 1
+    cases: list[CaseResult] = []
+    inputs: dict[str, tuple[tuple, dict, list[Any] | None]] = {}
+
+    report(progress, "verify", 0, total, "example inputs")
+    result, expected = _run_case(session, ort_session, "example", example_sizes, session.inputs.args,
+                                 session.inputs.kwargs, output_names, tolerances)
+    cases.append(result)
+    inputs["example"] = (session.inputs.args, dict(session.inputs.kwargs), expected)
+    swept: dict[str, list[int]] = {g.label: [g.example] for g in groups}
+    for i, plan in enumerate(plans, start=1):
+        report(progress, "verify", i, total, f"{plan.name}: {', '.join(f'{k}={v}' for k, v in plan.sizes)}")
+        assignment = dict(plan.sizes)
+        changed = tuple(g.label for g in groups if assignment[g.label] != g.example)
+        outside = tuple(g.label for g in groups if not g.in_obtained_range(assignment[g.label]))
+        try:
+            args, kwargs, shapes = make_case_inputs(session, program, groups, assignment, seed=seed + i)
+            if make_inputs is not None:
+                replacement = make_inputs(InputCase(plan.name, MappingProxyType(assignment), MappingProxyType(shapes), args, MappingProxyType(kwargs)))
+                if replacement is not None:
+                    args, kwargs = tuple(replacement[0]), dict(replacement[1])
+        except Exception as exc:  # noqa: BLE001
+            cases.append(CaseResult(plan.name, plan.sizes, "error", error=f"inputs: {first_line(exc)}", changed=changed, outside_obtained=outside))
+            continue
+        result, expected = _run_case(session, ort_session, plan.name, plan.sizes, args, kwargs, output_names, tolerances)
+        cases.append(replace(result, changed=changed, outside_obtained=outside))
+        inputs[plan.name] = (args, kwargs, expected)
+        for label, size in plan.sizes:
+            if size not in swept[label]:
+                swept[label].append(size)
+    groups = tuple(replace(g, sizes=tuple(swept[g.label])) for g in groups)
+
+    divergence = None
+    if locate:
+        wrong = next((c for c in cases if c.status == "fail"), None)
+        if wrong is not None:
+            report(progress, "verify", total, total, f"locating the first divergent node of {wrong.name}")
+            args, kwargs, expected = inputs[wrong.name]
+            try:
+                divergence = first_divergence(session, wrong.name, args, kwargs, expected or [], tolerances=tolerances)
+            except Exception as exc:  # noqa: BLE001
+                divergence = Divergence(wrong.name, "unknown", f"could not locate: {first_line(exc)}")
+    findings = _findings(cases, groups, contract)
+    training = _training_modules(session.model)
+    if training:
+        findings.insert(0, Finding(
+            "training_mode",
+            f"the module is in training mode and has {', '.join(training)}: their eager results change "
+            "from call to call; call model.eval() before exporting",
+        ))
+    failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok
+    report(progress, "verify", total, total, "done")
+    merged = dict(DEFAULT_TOLERANCES)
+    if isinstance(tolerances, Tolerance):
+        merged = {k: tolerances for k in merged}
+    elif tolerances:
+        merged.update({k: v if isinstance(v, Tolerance) else Tolerance(*v) for k, v in tolerances.items()})
+    return VerifyResult(
+        "failed" if failed else "passed",
+        tuple(cases),
+        groups,
+        contract,
+        tuple(findings),
+        divergence,
+        MappingProxyType(merged),
+        time.perf_counter() - start,
+    )

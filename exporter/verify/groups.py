@@ -1,0 +1,270 @@
+"""Dim groups (input axes that share one size) and the sizes a sweep tries for them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..dims import Dim
+
+
+@dataclass(frozen=True)
+class DimGroup:
+    """Input axes that must keep equal sizes, and what was asked of and obtained for them.
+
+    ``symbol`` is the torch symbol (``s77``) when the program kept the dim dynamic, None when
+    capture specialized it. ``onnx_dims`` holds the ONNX input dim of each axis: a ``dim_param``
+    string, an int ``dim_value``, or None when the input is missing from the ONNX model.
+    """
+
+    label: str
+    axes: tuple[tuple[str, int], ...]
+    requested: str
+    example: int
+    requested_range: tuple[int, int | None]
+    symbol: str | None
+    obtained_range: tuple[int, int | None]
+    onnx_dims: tuple[str | int | None, ...]
+    sizes: tuple[int, ...] = ()
+    causes: tuple[str, ...] = ()
+
+    @property
+    def specialized(self) -> bool:
+        """The program fixed this dim to the example size."""
+        return self.symbol is None
+
+    @property
+    def onnx_accepts_any_size(self) -> bool:
+        return all(isinstance(d, str) for d in self.onnx_dims)
+
+    def in_obtained_range(self, size: int) -> bool:
+        lo, hi = self.obtained_range
+        return size >= lo and (hi is None or size <= hi)
+
+    @property
+    def axes_text(self) -> str:
+        return ", ".join(f"{p}.shape[{a}]" for p, a in self.axes)
+
+    def describe_range(self, which: str = "obtained") -> str:
+        lo, hi = self.obtained_range if which == "obtained" else self.requested_range
+        return f"[{lo}, {'inf' if hi is None else hi}]"
+
+
+def _range_of(value_range: Any) -> tuple[int, int | None]:
+    def as_int(bound: Any) -> int | None:
+        try:
+            return int(bound)
+        except Exception:  # noqa: BLE001 - sympy oo / torch int_oo: unbounded
+            return None
+
+    lo = as_int(getattr(value_range, "lower", 0))
+    return (0 if lo is None else lo, as_int(getattr(value_range, "upper", None)))
+
+
+def onnx_input_dims(model: Any) -> dict[str, tuple[str | int | None, ...]]:
+    """ONNX input dims by input name: dim_param string, dim_value int, or None if unknown."""
+    out: dict[str, tuple[str | int | None, ...]] = {}
+    for value in model.graph.inputs:
+        shape = value.shape
+        if shape is None:
+            continue
+        dims: list[str | int | None] = []
+        for dim in shape:
+            if isinstance(dim, int):
+                dims.append(dim)
+            else:
+                dims.append(getattr(dim, "value", None))
+        out[value.name] = tuple(dims)
+    return out
+
+
+def _optional(session: Any, name: str) -> Any:
+    """``session.<name>`` if another module provides it and it works; else None."""
+    try:
+        return getattr(session, name, None)
+    except Exception:  # noqa: BLE001 - an optional richer source must not break verification
+        return None
+
+
+def _guards(session: Any, program: Any) -> list[tuple[str, str, str | None, tuple | None]]:
+    """Guards as ``(expression, text to match, user source or None, axes or None)``:
+    ``session.guards`` (with the user's line) when the guards module provides it, else the
+    program's guard expressions (no source)."""
+    from .. import _torch_compat as compat
+
+    out: list[tuple[str, str, str | None, tuple | None]] = []
+    try:
+        guards = list(_optional(session, "guards") or ())
+    except TypeError:
+        guards = []
+    for guard in guards:
+        expr = str(getattr(guard, "expression", None) or getattr(guard, "expr", None) or guard)
+        text = " ".join(str(getattr(guard, name, "") or "") for name in ("expression", "expr", "symbolic"))
+        source = getattr(guard, "source", None)
+        axes = getattr(guard, "axes", None)
+        out.append((expr, text, str(source) if source else None, tuple(axes) if axes else None))
+    if not out:
+        try:
+            out = [(code, code, None, None) for code in compat.guards_code(program)]
+        except Exception:  # noqa: BLE001
+            out = []
+    return out
+
+
+def _source_patterns(path: str, axis: int) -> list[str]:
+    """How torch guard text names ``path.shape[axis]``: ``L['x'].size()[0]``, ``x.size()[0]``."""
+    parts = path.split(".")
+    keyed = f"L['{parts[0]}']" + "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts[1:])
+    return [f"{keyed}.size()[{axis}]", f"{path}.size()[{axis}]", f"{path}.shape[{axis}]"]
+
+
+def _group_causes(session: Any, program: Any, axes: Sequence[tuple[str, int]], symbol: str | None) -> tuple[str, ...]:
+    causes: list[str] = []
+    patterns = [p for path, axis in axes for p in _source_patterns(path, axis)]
+    for expr, text, source, guard_axes in _guards(session, program):
+        if guard_axes is not None:
+            mentions = bool(set(guard_axes) & set(axes))
+        else:
+            mentions = any(p in text for p in patterns) or (
+                symbol is not None and re.search(rf"\b{re.escape(symbol)}\b", text) is not None
+            )
+        if mentions:
+            causes.append(f"guard {expr}" + (f" at {source}" if source else ""))
+    return tuple(dict.fromkeys(causes))
+
+
+def policy_text(policy: Any) -> str:
+    return repr(policy)
+
+
+def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None = None) -> tuple[DimGroup, ...]:
+    """The dim groups of a session: every axis the user asked not to be static, grouped by
+    the torch symbol it got (or by user Dim name), with requested and obtained ranges."""
+    from ..translate import symbol_of
+
+    program = program if program is not None else session.exported_program
+    onnx_dims = onnx_input_dims(onnx_model if onnx_model is not None else session.onnx_model)
+    symbols = symbol_of(program, session.inputs)
+    ranges = {str(sym): _range_of(vr) for sym, vr in program.range_constraints.items()}
+
+    groups: dict[Any, list[Any]] = {}
+    for entry in session.spec:
+        symbol = symbols.get((entry.path, entry.axis))
+        if symbol is not None and symbol.isidentifier():
+            key: Any = ("symbol", symbol)
+        elif symbol is not None and not symbol.lstrip("-").isdigit():
+            continue  # a derived expression such as 2*s0: sized from its symbols
+        elif isinstance(entry.policy, Dim):
+            key = ("name", entry.policy.name)
+        else:
+            key = ("axis", entry.path, entry.axis)
+        groups.setdefault(key, []).append(entry)
+
+    out: list[DimGroup] = []
+    for key, entries in groups.items():
+        axes = tuple((e.path, e.axis) for e in entries)
+        named = [e.policy for e in entries if isinstance(e.policy, Dim)]
+        example = session.inputs.leaf(entries[0].path).shape[entries[0].axis]
+        lo = max((d.min for d in named if d.min is not None), default=1)
+        his = [d.max for d in named if d.max is not None]
+        requested_range = (lo, min(his) if his else None)
+        symbol = key[1] if key[0] == "symbol" else None
+        obtained = ranges.get(symbol, (0, None)) if symbol else (example, example)
+        label = named[0].name if named else f"{entries[0].path}.shape[{entries[0].axis}]"
+        requested = ", ".join(dict.fromkeys(policy_text(e.policy) for e in entries))
+        dims = tuple(
+            (onnx_dims[e.path][e.axis] if e.path in onnx_dims and e.axis < len(onnx_dims[e.path]) else None)
+            for e in entries
+        )
+        out.append(
+            DimGroup(
+                label=label,
+                axes=axes,
+                requested=requested,
+                example=example,
+                requested_range=requested_range,
+                symbol=symbol,
+                obtained_range=obtained,
+                onnx_dims=dims,
+                causes=_group_causes(session, program, axes, symbol),
+            )
+        )
+    return tuple(out)
+
+
+_KINDS = ("min", "1", "2", "odd", "larger", "max")
+
+
+def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
+    """Candidate sizes by kind for one group, inside its requested range."""
+    lo, hi = group.requested_range
+    top = hi if hi is not None else max_size
+    example = group.example
+    odd = next((n for n in range(3, top + 1, 2) if n != example and n >= lo), None)
+    larger = max(2 * example, example + 4)
+    if hi is not None and larger > hi:
+        larger = hi if hi > example else None
+    found = {
+        "min": lo,
+        "1": 1,
+        "2": 2,
+        "odd": odd,
+        "larger": larger,
+        "max": hi if hi is not None and hi <= max_size else None,
+    }
+    return {
+        kind: size
+        for kind, size in found.items()
+        if size is not None and size >= lo and (hi is None or size <= hi) and size <= max_size
+    }
+
+
+@dataclass(frozen=True)
+class _Plan:
+    name: str
+    sizes: tuple[tuple[str, int], ...]  # (group label, size)
+
+
+def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[str, Sequence[int]] | None) -> list[_Plan]:
+    plans: list[_Plan] = []
+    seen: set[tuple[tuple[str, int], ...]] = {tuple((g.label, g.example) for g in groups)}
+
+    def add(name: str, assignment: tuple[tuple[str, int], ...]) -> None:
+        if assignment not in seen:
+            seen.add(assignment)
+            plans.append(_Plan(name, assignment))
+
+    if sizes:
+        unknown = [label for label in sizes if label not in {g.label for g in groups}]
+        if unknown:
+            raise ValueError(
+                f"sizes= names unknown dim group(s) {unknown}; groups: {[g.label for g in groups]}"
+            )
+        for label, values in sizes.items():
+            for value in values:
+                add(f"{label}={value}", tuple((g.label, value if g.label == label else g.example) for g in groups))
+        return plans
+
+    # Dynamic groups change together, kind by kind; then each alone to a larger size. A group
+    # capture specialized changes alone (the module often only works at its example size, and
+    # moving it with the others would leave them unchecked).
+    candidates = [_candidates(g, max_size) for g in groups]
+    dynamic = [i for i, g in enumerate(groups) if not g.specialized]
+    for kind in _KINDS:
+        if dynamic:
+            add(kind, tuple((g.label, c.get(kind, g.example) if i in dynamic else g.example)
+                            for i, (g, c) in enumerate(zip(groups, candidates))))
+    if len(dynamic) > 1:
+        for i in dynamic:
+            if "larger" in candidates[i]:
+                label = groups[i].label
+                add(f"{label} larger", tuple((h.label, candidates[i]["larger"] if j == i else h.example) for j, h in enumerate(groups)))
+    for i, (g, c) in enumerate(zip(groups, candidates)):
+        if g.specialized:
+            prefix = "" if len(groups) == 1 else f"{g.label} "
+            for kind in _KINDS:
+                if kind in c:
+                    add(prefix + kind, tuple((h.label, c[kind] if j == i else h.example) for j, h in enumerate(groups)))
+    return plans

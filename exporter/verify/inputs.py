@@ -1,0 +1,133 @@
+"""Generated inputs for one size assignment of the dim groups."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .groups import DimGroup
+
+
+@dataclass(frozen=True)
+class InputCase:
+    """What a ``make_inputs`` hook receives: the case name, the size of each dim group
+    (by label, e.g. ``{"batch": 5}``), the shape of each tensor input (by path), and the
+    generated ``args`` / ``kwargs``. The hook returns ``(args, kwargs)`` to use instead, or
+    None to keep the generated ones."""
+
+    name: str
+    sizes: Mapping[str, int]
+    shapes: Mapping[str, tuple[int, ...]]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+
+def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignment: Mapping[str, int]) -> dict[tuple[str, int], int]:
+    """The size of every input axis for a case: group sizes, derived dims evaluated."""
+    from ..translate import symbol_of
+
+    sizes: dict[tuple[str, int], int] = {}
+    by_symbol: dict[str, int] = {}
+    for group in groups:
+        size = assignment.get(group.label, group.example)
+        for axis in group.axes:
+            sizes[axis] = size
+        if group.symbol:
+            by_symbol[group.symbol] = size
+    for (path, axis), expr in symbol_of(program, session.inputs).items():
+        if (path, axis) in sizes or expr.lstrip("-").isdigit():
+            continue
+        try:
+            import sympy
+
+            value = sympy.sympify(expr).subs({sympy.Symbol(k): v for k, v in by_symbol.items()})
+            sizes[(path, axis)] = int(value)
+        except Exception:  # noqa: BLE001 - unknown expression: keep the example size
+            pass
+    return sizes
+
+
+def _is_mask(example: Any) -> bool:
+    import torch
+
+    if example.dtype == torch.bool:
+        return True
+    if example.dtype.is_floating_point or example.is_complex() or example.numel() == 0:
+        return False
+    return bool(((example == 0) | (example == 1)).all())
+
+
+def _make_mask(example: Any, shape: tuple[int, ...], generator: Any) -> Any:
+    import torch
+
+    ones = torch.ones(shape, dtype=example.dtype)
+    if bool((example != 0).all()) or not shape or shape[-1] <= 1:
+        return ones
+    rows = ones.reshape(-1, shape[-1])
+    pads = torch.randint(0, shape[-1], (rows.shape[0],), generator=generator)
+    for i, pad in enumerate(pads.tolist()):
+        if pad:
+            rows[i, shape[-1] - pad :] = 0
+    return rows.reshape(shape)
+
+
+def _make_tensor(example: Any, shape: tuple[int, ...], generator: Any, index_caps: Sequence[tuple[int, int]]) -> Any:
+    import torch
+
+    if example.dtype.is_floating_point:
+        return torch.randn(shape, generator=generator, dtype=torch.float32).to(example.dtype)
+    if example.is_complex():
+        return torch.randn(shape, generator=generator, dtype=example.dtype)
+    if _is_mask(example):
+        return _make_mask(example, shape, generator)
+    if example.numel() == 0:
+        return torch.zeros(shape, dtype=example.dtype)
+    lo, hi = int(example.min()), int(example.max())
+    for example_size, size in index_caps:  # values that could index a shrunk dim stay valid
+        if hi < example_size and size < example_size:
+            hi = max(lo, min(hi, size - 1))
+    return torch.randint(lo, hi + 1, shape, generator=generator, dtype=torch.int64).to(example.dtype)
+
+
+def make_case_inputs(
+    session: Any,
+    program: Any,
+    groups: Sequence[DimGroup],
+    assignment: Mapping[str, int],
+    *,
+    seed: int = 0,
+) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, tuple[int, ...]]]:
+    """Generated ``(args, kwargs, shapes)`` for one size assignment (group label → size)."""
+    import torch
+
+    from .. import _torch_compat as compat
+
+    bound = session.inputs
+    axis_sizes = _axis_sizes(session, program, groups, assignment)
+    caps = [(g.example, assignment.get(g.label, g.example)) for g in groups]
+    generator = torch.Generator().manual_seed(seed)
+    leaves_by_index = {leaf.index: leaf for leaf in bound.leaves}
+    values = list(bound.args) + list(bound.kwargs.values())
+    rebuilt: list[Any] = []
+    shapes: dict[str, tuple[int, ...]] = {}
+    index = 0
+    for value in values:
+        flat = compat.tree_flatten_with_path(value)
+        new_leaves = []
+        for _, leaf_value in flat:
+            leaf = leaves_by_index.get(index)
+            index += 1
+            if leaf is None or not isinstance(leaf_value, torch.Tensor):
+                new_leaves.append(leaf_value)
+                continue
+            shape = tuple(axis_sizes.get((leaf.path, a), s) for a, s in enumerate(leaf.shape))
+            shapes[leaf.path] = shape
+            if shape == tuple(leaf_value.shape):
+                new_leaves.append(leaf_value)
+            else:
+                new_leaves.append(_make_tensor(leaf_value, shape, generator, caps))
+        rebuilt.append(compat.tree_replace_leaves(value, new_leaves))
+    args = tuple(rebuilt[: len(bound.args)])
+    kwargs = dict(zip(bound.kwargs, rebuilt[len(bound.args) :]))
+    return args, kwargs, shapes

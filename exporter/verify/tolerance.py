@@ -1,0 +1,127 @@
+"""Tolerances per dtype, and comparing one onnxruntime output with the eager one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Element-wise ``|actual - expected| <= atol + rtol * |expected|``."""
+
+    rtol: float
+    atol: float
+
+    def __str__(self) -> str:
+        return f"rtol={self.rtol:g} atol={self.atol:g}"
+
+
+DEFAULT_TOLERANCES: Mapping[str, Tolerance] = MappingProxyType(
+    {
+        "float64": Tolerance(1e-6, 1e-7),
+        "float32": Tolerance(1e-4, 1e-5),
+        "float16": Tolerance(1e-2, 1e-3),
+        "bfloat16": Tolerance(2e-2, 1e-2),
+    }
+)
+_EXACT = Tolerance(0.0, 0.0)
+
+
+def tolerance_for(dtype: str, overrides: Mapping[str, Tolerance] | Tolerance | None = None) -> Tolerance:
+    """The tolerance for a dtype name (``float32``), with user overrides applied."""
+    if isinstance(overrides, Tolerance):
+        return overrides
+    if overrides and dtype in overrides:
+        value = overrides[dtype]
+        return value if isinstance(value, Tolerance) else Tolerance(*value)
+    return DEFAULT_TOLERANCES.get(dtype, _EXACT)
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of one case: ``pass`` / ``fail`` (values differ) / ``shape_mismatch`` /
+    ``dtype_mismatch`` / ``missing``."""
+
+    case: str
+    output: str
+    status: str
+    max_abs: float | None = None
+    max_rel: float | None = None
+    mismatched: int = 0
+    expected_shape: tuple[int, ...] | None = None
+    actual_shape: tuple[int, ...] | None = None
+    dtype: str = ""
+    tolerance: Tolerance | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+    def describe(self) -> str:
+        if self.status == "shape_mismatch":
+            return f"output {self.output!r}: shape {list(self.actual_shape or ())} instead of {list(self.expected_shape or ())}"
+        if self.status == "missing":
+            return f"output {self.output!r} is missing"
+        if self.status == "dtype_mismatch":
+            return f"output {self.output!r}: {self.dtype}"
+        return f"output {self.output!r}: max abs diff {self.max_abs:.3g}, max rel diff {self.max_rel:.3g} ({self.mismatched} elements beyond {self.tolerance})"
+
+
+def _to_numpy(value: Any) -> Any:
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
+        return value.numpy()
+    array = np.asarray(value)
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2:  # bfloat16 from onnxruntime
+        return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16).float().numpy()
+    return array
+
+
+def _dtype_name(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return str(value.dtype).removeprefix("torch.")
+    return str(getattr(value, "dtype", "unknown"))
+
+
+def compare(case: str, name: str, actual: Any, expected: Any, tolerances: Any = None) -> OutputCheck:
+    """Compare one onnxruntime output with the eager one under the dtype's tolerance."""
+    import numpy as np
+
+    dtype = _dtype_name(expected)
+    tol = tolerance_for(dtype, tolerances)
+    want = _to_numpy(expected)
+    got = _to_numpy(actual)
+    if got.shape != want.shape:
+        return OutputCheck(case, name, "shape_mismatch", expected_shape=tuple(want.shape), actual_shape=tuple(got.shape), dtype=dtype, tolerance=tol)
+    if want.dtype.kind in "fc" or got.dtype.kind in "fc":
+        w = want.astype(np.float64)
+        g = got.astype(np.float64)
+    else:
+        w = want.astype(np.int64) if want.dtype != bool else want
+        g = got.astype(np.int64) if got.dtype != bool else got
+        w, g = w.astype(np.float64), g.astype(np.float64)
+    both_nan = np.isnan(w) & np.isnan(g)
+    same_inf = np.isinf(w) & (w == g)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        bad = diff > tol.atol + tol.rtol * np.abs(np.where(np.isfinite(w), w, 0.0))
+        denom = np.abs(w)
+        rel = np.where(denom > 0, diff / np.where(denom > 0, denom, 1.0), np.where(diff > 0, np.inf, 0.0))
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = float(rel.max()) if rel.size else 0.0
+    mismatched = int(bad.sum())
+    return OutputCheck(
+        case, name, "pass" if mismatched == 0 else "fail", max_abs, max_rel, mismatched,
+        tuple(want.shape), tuple(got.shape), dtype, tol,
+    )
