@@ -1,297 +1,20 @@
-"""The dim-policy model: what the user asks of every input axis.
-
-Per input (a leaf path such as ``x`` or ``cache.0.key``) and per axis, one of:
-
-* ``STATIC``  – keep the example size (the default for any axis not mentioned);
-* ``AUTO``    – let torch decide: dynamic unless the model's code pins it;
-* ``DYNAMIC`` – must stay dynamic; export fails (with the reason) if the code pins it;
-* ``Dim(name, min=, max=)`` – a named dynamic dim; axes sharing a name share one symbol and
-  one ONNX ``dim_param``.
-
-:meth:`DimSpec.parse` accepts what users already write:
-
-* torch ``dynamic_shapes``: a dict by input name or a tuple by position, nested like the inputs
-  (dicts, lists, tuples, registered dataclasses as a list, a dict by field name or an instance;
-  ``*args`` as one tuple, ``**kwargs`` as one dict), with ``torch.export.Dim`` objects and
-  ``Dim.AUTO``/``STATIC``/``DYNAMIC`` hints, ``True`` = AUTO and ``None`` = static, per axis or
-  for a whole input;
-* keys that are leaf paths (``{"cache.0.key": {0: "batch"}}``), which refine their container's
-  spec;
-* legacy ``dynamic_axes`` (``{"x": {0: "batch"}}`` or ``{"x": [0]}``; ``None`` entries ignored);
-* plain strings as dim names.
-
-Everything is validated against the example inputs before any export starts: a bad spec
-raises :class:`~exporter.SpecError` naming the input, the axis and the fix.
-"""
+"""Parsing every accepted user form (torch dynamic_shapes, leaf paths, dynamic_axes, names)
+into validated per-axis policies, with errors that name the input, the axis and the fix."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import enum
 import keyword
 import numbers
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from .errors import SpecError
-from .inputs import BoundInputs, Leaf
-
-__all__ = ["AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Policy", "AxisPolicy"]
-
-
-class Policy(enum.Enum):
-    AUTO = "auto"
-    STATIC = "static"
-    DYNAMIC = "dynamic"
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-AUTO = Policy.AUTO
-STATIC = Policy.STATIC
-DYNAMIC = Policy.DYNAMIC
-
-
-@dataclass(frozen=True)
-class Dim:
-    """A named dynamic dim with an optional inclusive range."""
-
-    name: str
-    min: int | None = None
-    max: int | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.isidentifier() or keyword.iskeyword(self.name):
-            raise SpecError(
-                f"dim name {self.name!r} is not a Python identifier",
-                hint="use a name such as 'batch' or 'seq_len' (letters, digits, underscores)",
-            )
-        for bound in ("min", "max"):
-            value = getattr(self, bound)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise SpecError(
-                    f"Dim {self.name!r}: {bound}={value!r} must be a non-negative int or None",
-                    hint=f"Dim({self.name!r}, min=1, max=4096)",
-                )
-        if self.min == 0:  # sizes are never negative: min=0 is no bound (and equals Dim(name))
-            object.__setattr__(self, "min", None)
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise SpecError(
-                f"Dim {self.name!r}: min={self.min} is greater than max={self.max}",
-                hint=f"swap them: Dim({self.name!r}, min={self.max}, max={self.min})",
-            )
-        if self.max is not None and self.max <= (self.min or 0):
-            # torch.export.Dim needs max > min: a range with one size is a static dim.
-            raise SpecError(
-                f"Dim {self.name!r}: min={self.min or 0} and max={self.max} allow a single size, "
-                "which is a static dim, not a dynamic one",
-                hint=f"use STATIC (or the int {self.max}) for that axis, "
-                f"or widen the range: Dim({self.name!r}, min={self.min or 0}, max={(self.min or 0) + 1})"
-                if self.max == (self.min or 0)
-                else f"Dim({self.name!r}, max={self.max})",
-            )
-
-    def contains(self, size: int) -> bool:
-        return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
-
-    def __repr__(self) -> str:
-        bounds = "".join(
-            f", {k}={v}" for k, v in (("min", self.min), ("max", self.max)) if v is not None
-        )
-        return f"Dim({self.name!r}{bounds})"
-
-
-AxisPolicy = Union[Policy, Dim]
-
-
-@dataclass(frozen=True)
-class AxisEntry:
-    path: str
-    axis: int
-    policy: AxisPolicy
-
-
-@dataclass(frozen=True)
-class DimSpec:
-    """Validated per-axis policies. Axes not listed are STATIC. Hashable, immutable."""
-
-    entries: tuple[AxisEntry, ...] = ()
-    _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_index", {(e.path, e.axis): e.policy for e in self.entries})
-
-    # -- queries ---------------------------------------------------------------------------
-    def policy(self, path: str, axis: int) -> AxisPolicy:
-        return self._index.get((path, axis), STATIC)
-
-    def __iter__(self) -> Iterator[AxisEntry]:
-        return iter(self.entries)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def named_dims(self) -> dict[str, Dim]:
-        return {e.policy.name: e.policy for e in self.entries if isinstance(e.policy, Dim)}
-
-    def is_static(self) -> bool:
-        return not self.entries
-
-    # -- edits (each returns a new, validated spec) ----------------------------------------
-    def with_axis(self, bound: BoundInputs, path: str, axis: int, policy: Any) -> DimSpec:
-        """This spec with one axis set to ``policy`` (AUTO, STATIC, DYNAMIC, Dim, str, ...)."""
-        leaf = _find_leaf(bound, path, axis=axis if isinstance(axis, int) else None)
-        value = {(e.path, e.axis): e.policy for e in self.entries}
-        axis = _check_axis(leaf, axis)
-        value[(leaf.path, axis)] = _parse_axis_value(policy, leaf, axis)
-        return _build(bound, value)
-
-    # -- construction ----------------------------------------------------------------------
-    @classmethod
-    def parse(cls, raw: Any, bound: BoundInputs, *, dynamic_axes: Any = None) -> DimSpec:
-        """Parse and validate any accepted spec form against the bound example inputs."""
-        if isinstance(raw, DimSpec):
-            tree = _Tree(bound)
-            value = {}
-            for e in raw.entries:
-                leaf = _find_leaf(bound, e.path, axis=e.axis, tree=tree)
-                axis = _check_axis(leaf, e.axis)
-                value[(leaf.path, axis)] = _parse_axis_value(e.policy, leaf, axis)
-        else:
-            value = _parse_dynamic_shapes(raw, bound)
-        if dynamic_axes is not None:
-            for key, policy in _parse_dynamic_axes(dynamic_axes, bound).items():
-                if key in value and value[key] != policy:
-                    path, axis = key
-                    raise SpecError(
-                        f"dynamic_shapes and dynamic_axes disagree: {value[key]!r} vs {policy!r}",
-                        input=path,
-                        axis=axis,
-                        hint="give each axis in only one of dynamic_shapes= and dynamic_axes=",
-                    )
-                value[key] = policy
-        return _build(bound, value)
-
-    # -- conversions -----------------------------------------------------------------------
-    def to_torch(self, bound: BoundInputs) -> dict[str, Any] | None:
-        """The equivalent ``dynamic_shapes=`` for ``torch.export.export``."""
-        import torch
-
-        torch_dims: dict[str, Any] = {}
-
-        def convert(policy: AxisPolicy) -> Any:
-            if policy is AUTO:
-                return torch.export.Dim.AUTO
-            if policy is DYNAMIC:
-                return torch.export.Dim.DYNAMIC
-            if policy.name not in torch_dims:
-                kwargs = {k: v for k, v in (("min", policy.min), ("max", policy.max)) if v is not None}
-                torch_dims[policy.name] = torch.export.Dim(policy.name, **kwargs)
-            return torch_dims[policy.name]
-
-        if self.is_static():
-            return None
-        return _nest(bound, lambda leaf: self._leaf_axes(leaf, convert))
-
-    def to_code(self, bound: BoundInputs) -> str:
-        """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``."""
-        names = set(self.named_dims())
-        alias = "Dim"
-        while alias in names:  # a dim called "Dim" must not shadow the class
-            alias = "_" + alias
-        header = "from torch.export import Dim" + (f" as {alias}" if alias != "Dim" else "")
-        lines = [header, ""]
-        for dim in self.named_dims().values():
-            args = "".join(
-                f", {k}={v}" for k, v in (("min", dim.min), ("max", dim.max)) if v is not None
-            )
-            lines.append(f"{dim.name} = {alias}({dim.name!r}{args})")
-        if self.named_dims():
-            lines.append("")
-
-        def convert(policy: AxisPolicy) -> _Code:
-            if isinstance(policy, Dim):
-                return _Code(policy.name)
-            return _Code(f"{alias}.{policy.name}")
-
-        if self.is_static():
-            lines.append("dynamic_shapes = None  # every dim static")
-        else:
-            nested = _nest(bound, lambda leaf: self._leaf_axes(leaf, convert), code=True)
-            lines.append(f"dynamic_shapes = {_format_code(nested, force=True)}")
-        return "\n".join(lines)
-
-    def to_dynamic_axes(self) -> dict[str, dict[int, str]]:
-        """Legacy ``dynamic_axes`` form (named dims only keep their names)."""
-        out: dict[str, dict[int, str]] = {}
-        for e in self.entries:
-            name = e.policy.name if isinstance(e.policy, Dim) else f"{e.path.replace('.', '_')}_dim{e.axis}"
-            out.setdefault(e.path, {})[e.axis] = name
-        return out
-
-    def _leaf_axes(self, leaf: Leaf, convert) -> dict[int, Any] | None:
-        axes = {e.axis: convert(e.policy) for e in self.entries if e.path == leaf.path}
-        return axes or None
-
-    def describe(self) -> str:
-        if not self.entries:
-            return "all dims static"
-        return ", ".join(f"{e.path}.{e.axis}={e.policy!r}" for e in self.entries)
-
-    def __repr__(self) -> str:
-        return f"DimSpec({self.describe()})"
-
-
-class _Code(str):
-    """A string rendered without quotes by :func:`_format_code`."""
-
-
-def _format_code(value: Any, indent: int = 0, *, width: int = 88, force: bool = False) -> str:
-    """Python source for a nested spec: on one line when it fits, else one item per line."""
-    flat = _format_flat(value)
-    multi = isinstance(value, (dict, list, tuple, _Call)) and _items(value)
-    if not multi or (not force and indent + len(flat) <= width):
-        return flat
-    pad = " " * (indent + 4)
-    if isinstance(value, dict):
-        lines = [f"{pad}{k!r}: {_format_code(v, indent + 4, width=width)}," for k, v in value.items()]
-        opening, closing = "{", "}"
-    else:
-        lines = [f"{pad}{_format_code(v, indent + 4, width=width)}," for v in _items(value)]
-        opening, closing = (
-            (f"{value.name}(", ")") if isinstance(value, _Call) else ("(", ")") if isinstance(value, tuple) else ("[", "]")
-        )
-    return opening + "\n" + "\n".join(lines) + "\n" + " " * indent + closing
-
-
-def _items(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return list(value.values())
-    if isinstance(value, _Call):
-        return list(value.items)
-    return list(value)
-
-
-def _format_flat(value: Any) -> str:
-    if isinstance(value, _Code):
-        return str(value)
-    if isinstance(value, _Call):
-        return f"{value.name}({', '.join(_format_flat(v) for v in value.items)})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_format_flat(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, tuple):
-        inner = ", ".join(_format_flat(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, list):
-        return "[" + ", ".join(_format_flat(v) for v in value) + "]"
-    return repr(value)
-
-
-# -- parsing -------------------------------------------------------------------------------
+from ..errors import SpecError
+from ..inputs import BoundInputs, Leaf
+from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Policy
+from .tree import Tree
 
 
 def _did_you_mean(name: str, choices: Sequence[str]) -> str:
@@ -301,7 +24,7 @@ def _did_you_mean(name: str, choices: Sequence[str]) -> str:
     return f"{prefix}valid inputs: {valid}"
 
 
-def _unknown_input(path: str, tree: _Tree, choices: Sequence[str] | None = None, axis: int | None = None) -> SpecError:
+def _unknown_input(path: str, tree: Tree, choices: Sequence[str] | None = None, axis: int | None = None) -> SpecError:
     choices = list(dict.fromkeys(choices if choices is not None else tree.names()))
     hint = _did_you_mean(path, choices)
     if not difflib.get_close_matches(path, choices, n=1):
@@ -330,58 +53,9 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-class _Tree:
-    """Every node of the bound example inputs by path: tensor leaves, containers (dicts,
-    lists, tuples, registered dataclasses, ``*args``, ``**kwargs``) and other values."""
-
-    def __init__(self, bound: BoundInputs) -> None:
-        from ._torch_compat import pytree_children
-
-        self.bound = bound
-        self.leaves: dict[str, Leaf] = {leaf.path: leaf for leaf in bound.leaves}
-        self.values: dict[str, Any] = {}
-        self.children: dict[str, list[tuple[str, str]]] = {}
-        self.depth: dict[str, int] = {}
-
-        def visit(value: Any, path: str, depth: int) -> None:
-            self.values[path] = value
-            self.depth[path] = depth
-            if path in self.leaves or value is None:
-                return
-            kids = pytree_children(value)
-            if kids is None:
-                return
-            self.children[path] = [(key, f"{path}.{key}") for key, _ in kids]
-            for key, child in kids:
-                visit(child, f"{path}.{key}", depth + 1)
-
-        self.top = list(bound.by_signature())
-        for name, value in bound.by_signature().items():
-            if name == bound.var_keyword:  # **kwargs: its entries keep their own names
-                self.values[name] = value
-                self.depth[name] = 0
-                self.children[name] = [(key, key) for key in value]
-                for key, child in value.items():
-                    visit(child, key, 1)
-            else:
-                visit(value, name, 0)
-
-    def names(self) -> list[str]:
-        """Every name a user may key a spec by, most likely first."""
-        out = list(dict.fromkeys([*self.top, *self.bound.parameter_names, *self.leaves]))
-        return out
-
-    def tensors_under(self, path: str) -> Iterator[Leaf]:
-        if path in self.leaves:
-            yield self.leaves[path]
-            return
-        for _, child in self.children.get(path, ()):
-            yield from self.tensors_under(child)
-
-
-def _find_leaf(bound: BoundInputs, path: Any, axis: int | None = None, tree: _Tree | None = None) -> Leaf:
+def find_leaf(bound: BoundInputs, path: Any, axis: int | None = None, tree: Tree | None = None) -> Leaf:
     """The tensor leaf at ``path``, or a SpecError saying what ``path`` is instead."""
-    tree = tree or _Tree(bound)
+    tree = tree or Tree(bound)
     if not isinstance(path, str):
         raise SpecError(f"input name {path!r} is not a string", input=str(path), hint=_did_you_mean(str(path), tree.names()))
     if path in tree.leaves:
@@ -393,7 +67,7 @@ def _find_leaf(bound: BoundInputs, path: Any, axis: int | None = None, tree: _Tr
     raise _unknown_input(path, tree, axis=axis)
 
 
-def _not_a_tensor(tree: _Tree, path: str, axis: int | None) -> SpecError:
+def _not_a_tensor(tree: Tree, path: str, axis: int | None) -> SpecError:
     value = tree.values[path]
     tensors = [leaf.path for leaf in tree.tensors_under(path)]
     axis_text = f"axis {axis}" if axis is not None else "axes"
@@ -424,7 +98,7 @@ def _not_given(path: str, axis: int | None) -> SpecError:
     )
 
 
-def _check_axis(leaf: Leaf, axis: Any) -> int:
+def check_axis(leaf: Leaf, axis: Any) -> int:
     if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
         raise SpecError(
             f"axis {axis!r} is not an int",
@@ -451,7 +125,7 @@ def _default_name(path: str, axis: int | None) -> str:
     return name if name.isidentifier() and not keyword.iskeyword(name) else f"d_{name}"
 
 
-def _parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
+def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
     """One axis: AUTO/STATIC/DYNAMIC, Dim, str, True/None, int, or a torch Dim/hint.
     ``axis`` is None when the value applies to every axis of the tensor."""
     if isinstance(value, (Policy, Dim)):
@@ -541,15 +215,15 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
         return
     if _is_whole(raw):
         _clear(leaf, out)
-        policy = _parse_axis_value(raw, leaf, None)
+        policy = parse_axis_value(raw, leaf, None)
         if policy is not STATIC:
             for axis in range(leaf.rank):
                 out[(leaf.path, axis)] = policy
         return
     if isinstance(raw, Mapping):
         for axis, value in raw.items():
-            ax = _check_axis(leaf, axis)
-            out[(leaf.path, ax)] = _parse_axis_value(value, leaf, ax)
+            ax = check_axis(leaf, axis)
+            out[(leaf.path, ax)] = parse_axis_value(value, leaf, ax)
         return
     if isinstance(raw, (list, tuple)):
         if len(raw) != leaf.rank:
@@ -562,7 +236,7 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
             )
         _clear(leaf, out)
         for axis, value in enumerate(raw):
-            out[(leaf.path, axis)] = _parse_axis_value(value, leaf, axis)
+            out[(leaf.path, axis)] = parse_axis_value(value, leaf, axis)
         return
     if isinstance(raw, (str, Dim)) or _from_torch_dim_safe(raw):
         example = repr(raw) if isinstance(raw, (str, Dim)) else "Dim(...)"
@@ -586,7 +260,7 @@ def _from_torch_dim_safe(value: Any) -> bool:
     return isinstance(value, TorchDim)
 
 
-def _walk(tree: _Tree, path: str, spec: Any, out: dict[tuple[str, int], AxisPolicy]) -> None:
+def _walk(tree: Tree, path: str, spec: Any, out: dict[tuple[str, int], AxisPolicy]) -> None:
     """Apply ``spec`` to the node at ``path``, following the example value's structure."""
     if path in tree.leaves:
         _parse_leaf_spec(spec, tree.leaves[path], out)
@@ -635,11 +309,11 @@ def _walk(tree: _Tree, path: str, spec: Any, out: dict[tuple[str, int], AxisPoli
     )
 
 
-def _parse_dynamic_shapes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], AxisPolicy]:
+def parse_dynamic_shapes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], AxisPolicy]:
     out: dict[tuple[str, int], AxisPolicy] = {}
     if raw is None:
         return out
-    tree = _Tree(bound)
+    tree = Tree(bound)
     if isinstance(raw, (list, tuple)):
         top, flat = list(tree.top), list(bound.parameter_names)
         if len(raw) == len(top):
@@ -678,14 +352,14 @@ def _parse_dynamic_shapes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int],
     return out
 
 
-def _parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], AxisPolicy]:
+def parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], AxisPolicy]:
     """Legacy ``dynamic_axes``: ``{"x": {0: "batch"}}`` or ``{"x": [0, 1]}``."""
     if not isinstance(raw, Mapping):
         raise SpecError(
             f"dynamic_axes must be a dict, not {type(raw).__name__}",
             hint='e.g. dynamic_axes={"x": {0: "batch"}}',
         )
-    tree = _Tree(bound)
+    tree = Tree(bound)
     flattened = {path.replace(".", "_"): path for path in tree.leaves}
     out: dict[tuple[str, int], AxisPolicy] = {}
     for name, axes in raw.items():
@@ -693,14 +367,14 @@ def _parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], A
             name = flattened[name]  # legacy flattened name: cache_0_key -> cache.0.key
         if axes is None:
             continue  # torch.onnx.export accepts None (no dynamic axes), for outputs too
-        leaf = _find_leaf(bound, name, axis=_first_axis(axes), tree=tree)
+        leaf = find_leaf(bound, name, axis=_first_axis(axes), tree=tree)
         if isinstance(axes, Mapping):
             for axis, value in axes.items():
-                ax = _check_axis(leaf, axis)
-                out[(leaf.path, ax)] = _parse_axis_value(value, leaf, ax)
+                ax = check_axis(leaf, axis)
+                out[(leaf.path, ax)] = parse_axis_value(value, leaf, ax)
         elif isinstance(axes, (list, tuple)):
             for axis in axes:
-                out[(leaf.path, _check_axis(leaf, axis))] = DYNAMIC
+                out[(leaf.path, check_axis(leaf, axis))] = DYNAMIC
         else:
             raise SpecError(
                 f"dynamic_axes entry {axes!r} is neither a dict nor a list of axes",
@@ -710,7 +384,7 @@ def _parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], A
     return out
 
 
-def _build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSpec:
+def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSpec:
     """Validate cross-axis rules and order the entries by input then axis."""
     named: dict[str, tuple[Dim, str, int, int]] = {}
     for (path, axis), policy in value.items():
@@ -759,37 +433,3 @@ def _build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimS
         if policy is not STATIC
     )
     return DimSpec(entries)
-
-
-class _Call:
-    """``Name(a, b)`` in generated code (a namedtuple of specs)."""
-
-    def __init__(self, name: str, items: list[Any]) -> None:
-        self.name, self.items = name, items
-
-
-def _nest(bound: BoundInputs, leaf_fn, *, code: bool = False) -> dict[str, Any]:
-    """Rebuild the inputs' structure with ``leaf_fn(leaf)`` at tensor leaves and None
-    elsewhere, in the form torch.export's ``dynamic_shapes`` expects: keyed by forward's
-    parameters, ``*args`` as a tuple, ``**kwargs`` as a dict, dataclasses as lists,
-    namedtuples as the same namedtuple."""
-    tree = _Tree(bound)
-
-    def build(path: str) -> Any:
-        if path in tree.leaves:
-            return leaf_fn(tree.leaves[path])
-        children = tree.children.get(path)
-        if children is None:
-            return None
-        value = tree.values[path]
-        if isinstance(value, Mapping):
-            return {key: build(child) for key, child in children}
-        built = [build(child) for _, child in children]
-        if type(value) is tuple:
-            return tuple(built)
-        if isinstance(value, tuple) and hasattr(type(value), "_fields"):
-            return _Call(type(value).__name__, built) if code else type(value)(*built)
-        return built
-
-    return {name: build(name) for name in tree.top}
-

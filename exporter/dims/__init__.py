@@ -1,0 +1,33 @@
+"""The dim-policy model: what the user asks of every input axis.
+
+Per input (a leaf path such as ``x`` or ``cache.0.key``) and per axis, one of:
+
+* ``STATIC``  – keep the example size (the default for any axis not mentioned);
+* ``AUTO``    – let torch decide: dynamic unless the model's code pins it;
+* ``DYNAMIC`` – must stay dynamic; export fails (with the reason) if the code pins it;
+* ``Dim(name, min=, max=)`` – a named dynamic dim; axes sharing a name share one symbol and
+  one ONNX ``dim_param``.
+
+:meth:`DimSpec.parse` accepts what users already write:
+
+* torch ``dynamic_shapes``: a dict by input name or a tuple by position, nested like the inputs
+  (dicts, lists, tuples, registered dataclasses as a list, a dict by field name or an instance;
+  ``*args`` as one tuple, ``**kwargs`` as one dict), with ``torch.export.Dim`` objects and
+  ``Dim.AUTO``/``STATIC``/``DYNAMIC`` hints, ``True`` = AUTO and ``None`` = static, per axis or
+  for a whole input;
+* keys that are leaf paths (``{"cache.0.key": {0: "batch"}}``), which refine their container's
+  spec;
+* legacy ``dynamic_axes`` (``{"x": {0: "batch"}}`` or ``{"x": [0]}``; ``None`` entries ignored);
+* plain strings as dim names.
+
+Everything is validated against the example inputs before any export starts: a bad spec
+raises :class:`~exporter.SpecError` naming the input, the axis and the fix.
+"""
+
+from . import model
+from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Policy
+
+# AxisEntry is importable from here too, as before the split, but was never in __all__.
+AxisEntry = model.AxisEntry
+
+__all__ = ["AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Policy", "AxisPolicy"]

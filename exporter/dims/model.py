@@ -1,0 +1,188 @@
+"""The policy model: Policy (AUTO / STATIC / DYNAMIC), Dim, AxisEntry and DimSpec."""
+
+from __future__ import annotations
+
+import enum
+import keyword
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ..errors import SpecError
+from ..inputs import BoundInputs
+
+
+class Policy(enum.Enum):
+    AUTO = "auto"
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+AUTO = Policy.AUTO
+STATIC = Policy.STATIC
+DYNAMIC = Policy.DYNAMIC
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A named dynamic dim with an optional inclusive range."""
+
+    name: str
+    min: int | None = None
+    max: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier() or keyword.iskeyword(self.name):
+            raise SpecError(
+                f"dim name {self.name!r} is not a Python identifier",
+                hint="use a name such as 'batch' or 'seq_len' (letters, digits, underscores)",
+            )
+        for bound in ("min", "max"):
+            value = getattr(self, bound)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise SpecError(
+                    f"Dim {self.name!r}: {bound}={value!r} must be a non-negative int or None",
+                    hint=f"Dim({self.name!r}, min=1, max=4096)",
+                )
+        if self.min == 0:  # sizes are never negative: min=0 is no bound (and equals Dim(name))
+            object.__setattr__(self, "min", None)
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise SpecError(
+                f"Dim {self.name!r}: min={self.min} is greater than max={self.max}",
+                hint=f"swap them: Dim({self.name!r}, min={self.max}, max={self.min})",
+            )
+        if self.max is not None and self.max <= (self.min or 0):
+            # torch.export.Dim needs max > min: a range with one size is a static dim.
+            raise SpecError(
+                f"Dim {self.name!r}: min={self.min or 0} and max={self.max} allow a single size, "
+                "which is a static dim, not a dynamic one",
+                hint=f"use STATIC (or the int {self.max}) for that axis, "
+                f"or widen the range: Dim({self.name!r}, min={self.min or 0}, max={(self.min or 0) + 1})"
+                if self.max == (self.min or 0)
+                else f"Dim({self.name!r}, max={self.max})",
+            )
+
+    def contains(self, size: int) -> bool:
+        return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
+
+    def __repr__(self) -> str:
+        bounds = "".join(
+            f", {k}={v}" for k, v in (("min", self.min), ("max", self.max)) if v is not None
+        )
+        return f"Dim({self.name!r}{bounds})"
+
+
+AxisPolicy = Union[Policy, Dim]
+
+
+@dataclass(frozen=True)
+class AxisEntry:
+    path: str
+    axis: int
+    policy: AxisPolicy
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """Validated per-axis policies. Axes not listed are STATIC. Hashable, immutable."""
+
+    entries: tuple[AxisEntry, ...] = ()
+    _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {(e.path, e.axis): e.policy for e in self.entries})
+
+    # -- queries ---------------------------------------------------------------------------
+    def policy(self, path: str, axis: int) -> AxisPolicy:
+        return self._index.get((path, axis), STATIC)
+
+    def __iter__(self) -> Iterator[AxisEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def named_dims(self) -> dict[str, Dim]:
+        return {e.policy.name: e.policy for e in self.entries if isinstance(e.policy, Dim)}
+
+    def is_static(self) -> bool:
+        return not self.entries
+
+    # -- edits (each returns a new, validated spec) ----------------------------------------
+    def with_axis(self, bound: BoundInputs, path: str, axis: int, policy: Any) -> DimSpec:
+        """This spec with one axis set to ``policy`` (AUTO, STATIC, DYNAMIC, Dim, str, ...)."""
+        from .parse import build, check_axis, find_leaf, parse_axis_value
+
+        leaf = find_leaf(bound, path, axis=axis if isinstance(axis, int) else None)
+        value = {(e.path, e.axis): e.policy for e in self.entries}
+        axis = check_axis(leaf, axis)
+        value[(leaf.path, axis)] = parse_axis_value(policy, leaf, axis)
+        return build(bound, value)
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def parse(cls, raw: Any, bound: BoundInputs, *, dynamic_axes: Any = None) -> DimSpec:
+        """Parse and validate any accepted spec form against the bound example inputs."""
+        from .parse import (
+            build,
+            check_axis,
+            find_leaf,
+            parse_axis_value,
+            parse_dynamic_axes,
+            parse_dynamic_shapes,
+        )
+        from .tree import Tree
+
+        if isinstance(raw, DimSpec):
+            tree = Tree(bound)
+            value = {}
+            for e in raw.entries:
+                leaf = find_leaf(bound, e.path, axis=e.axis, tree=tree)
+                axis = check_axis(leaf, e.axis)
+                value[(leaf.path, axis)] = parse_axis_value(e.policy, leaf, axis)
+        else:
+            value = parse_dynamic_shapes(raw, bound)
+        if dynamic_axes is not None:
+            for key, policy in parse_dynamic_axes(dynamic_axes, bound).items():
+                if key in value and value[key] != policy:
+                    path, axis = key
+                    raise SpecError(
+                        f"dynamic_shapes and dynamic_axes disagree: {value[key]!r} vs {policy!r}",
+                        input=path,
+                        axis=axis,
+                        hint="give each axis in only one of dynamic_shapes= and dynamic_axes=",
+                    )
+                value[key] = policy
+        return build(bound, value)
+
+    # -- conversions -----------------------------------------------------------------------
+    def to_torch(self, bound: BoundInputs) -> dict[str, Any] | None:
+        """The equivalent ``dynamic_shapes=`` for ``torch.export.export``."""
+        from .render import to_torch
+
+        return to_torch(self, bound)
+
+    def to_code(self, bound: BoundInputs) -> str:
+        """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``."""
+        from .render import to_code
+
+        return to_code(self, bound)
+
+    def to_dynamic_axes(self) -> dict[str, dict[int, str]]:
+        """Legacy ``dynamic_axes`` form (named dims only keep their names)."""
+        out: dict[str, dict[int, str]] = {}
+        for e in self.entries:
+            name = e.policy.name if isinstance(e.policy, Dim) else f"{e.path.replace('.', '_')}_dim{e.axis}"
+            out.setdefault(e.path, {})[e.axis] = name
+        return out
+
+    def describe(self) -> str:
+        if not self.entries:
+            return "all dims static"
+        return ", ".join(f"{e.path}.{e.axis}={e.policy!r}" for e in self.entries)
+
+    def __repr__(self) -> str:
+        return f"DimSpec({self.describe()})"

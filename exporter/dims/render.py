@@ -1,0 +1,144 @@
+"""Rendering a DimSpec: the ``dynamic_shapes=`` torch.export takes, and the Python source for it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..inputs import BoundInputs, Leaf
+from .model import AUTO, DYNAMIC, AxisPolicy, Dim, DimSpec
+from .tree import Tree
+
+
+def to_torch(spec: DimSpec, bound: BoundInputs) -> dict[str, Any] | None:
+    """The equivalent ``dynamic_shapes=`` for ``torch.export.export``."""
+    import torch
+
+    torch_dims: dict[str, Any] = {}
+
+    def convert(policy: AxisPolicy) -> Any:
+        if policy is AUTO:
+            return torch.export.Dim.AUTO
+        if policy is DYNAMIC:
+            return torch.export.Dim.DYNAMIC
+        if policy.name not in torch_dims:
+            kwargs = {k: v for k, v in (("min", policy.min), ("max", policy.max)) if v is not None}
+            torch_dims[policy.name] = torch.export.Dim(policy.name, **kwargs)
+        return torch_dims[policy.name]
+
+    if spec.is_static():
+        return None
+    return _nest(bound, lambda leaf: _leaf_axes(spec, leaf, convert))
+
+
+def to_code(spec: DimSpec, bound: BoundInputs) -> str:
+    """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``."""
+    names = set(spec.named_dims())
+    alias = "Dim"
+    while alias in names:  # a dim called "Dim" must not shadow the class
+        alias = "_" + alias
+    header = "from torch.export import Dim" + (f" as {alias}" if alias != "Dim" else "")
+    lines = [header, ""]
+    for dim in spec.named_dims().values():
+        args = "".join(
+            f", {k}={v}" for k, v in (("min", dim.min), ("max", dim.max)) if v is not None
+        )
+        lines.append(f"{dim.name} = {alias}({dim.name!r}{args})")
+    if spec.named_dims():
+        lines.append("")
+
+    def convert(policy: AxisPolicy) -> _Code:
+        if isinstance(policy, Dim):
+            return _Code(policy.name)
+        return _Code(f"{alias}.{policy.name}")
+
+    if spec.is_static():
+        lines.append("dynamic_shapes = None  # every dim static")
+    else:
+        nested = _nest(bound, lambda leaf: _leaf_axes(spec, leaf, convert), code=True)
+        lines.append(f"dynamic_shapes = {_format_code(nested, force=True)}")
+    return "\n".join(lines)
+
+
+def _leaf_axes(spec: DimSpec, leaf: Leaf, convert) -> dict[int, Any] | None:
+    axes = {e.axis: convert(e.policy) for e in spec.entries if e.path == leaf.path}
+    return axes or None
+
+
+class _Code(str):
+    """A string rendered without quotes by :func:`_format_code`."""
+
+
+def _format_code(value: Any, indent: int = 0, *, width: int = 88, force: bool = False) -> str:
+    """Python source for a nested spec: on one line when it fits, else one item per line."""
+    flat = _format_flat(value)
+    multi = isinstance(value, (dict, list, tuple, _Call)) and _items(value)
+    if not multi or (not force and indent + len(flat) <= width):
+        return flat
+    pad = " " * (indent + 4)
+    if isinstance(value, dict):
+        lines = [f"{pad}{k!r}: {_format_code(v, indent + 4, width=width)}," for k, v in value.items()]
+        opening, closing = "{", "}"
+    else:
+        lines = [f"{pad}{_format_code(v, indent + 4, width=width)}," for v in _items(value)]
+        opening, closing = (
+            (f"{value.name}(", ")") if isinstance(value, _Call) else ("(", ")") if isinstance(value, tuple) else ("[", "]")
+        )
+    return opening + "\n" + "\n".join(lines) + "\n" + " " * indent + closing
+
+
+def _items(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return list(value.values())
+    if isinstance(value, _Call):
+        return list(value.items)
+    return list(value)
+
+
+def _format_flat(value: Any) -> str:
+    if isinstance(value, _Code):
+        return str(value)
+    if isinstance(value, _Call):
+        return f"{value.name}({', '.join(_format_flat(v) for v in value.items)})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_format_flat(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        inner = ", ".join(_format_flat(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_format_flat(v) for v in value) + "]"
+    return repr(value)
+
+
+class _Call:
+    """``Name(a, b)`` in generated code (a namedtuple of specs)."""
+
+    def __init__(self, name: str, items: list[Any]) -> None:
+        self.name, self.items = name, items
+
+
+def _nest(bound: BoundInputs, leaf_fn, *, code: bool = False) -> dict[str, Any]:
+    """Rebuild the inputs' structure with ``leaf_fn(leaf)`` at tensor leaves and None
+    elsewhere, in the form torch.export's ``dynamic_shapes`` expects: keyed by forward's
+    parameters, ``*args`` as a tuple, ``**kwargs`` as a dict, dataclasses as lists,
+    namedtuples as the same namedtuple."""
+    tree = Tree(bound)
+
+    def build(path: str) -> Any:
+        if path in tree.leaves:
+            return leaf_fn(tree.leaves[path])
+        children = tree.children.get(path)
+        if children is None:
+            return None
+        value = tree.values[path]
+        if isinstance(value, Mapping):
+            return {key: build(child) for key, child in children}
+        built = [build(child) for _, child in children]
+        if type(value) is tuple:
+            return tuple(built)
+        if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+            return _Call(type(value).__name__, built) if code else type(value)(*built)
+        return built
+
+    return {name: build(name) for name in tree.top}
+

@@ -1,0 +1,317 @@
+"""torch's suggested fixes for a rejected spec, mapped onto the dim-policy model and applied."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
+from ..errors import SpecError
+from ..guards import EQUALITY, Guards, axis_of_source, reported_attempt
+from .common import axis_name, label, spec_from
+
+if TYPE_CHECKING:
+    from ..inputs import BoundInputs
+    from ..session import Session
+
+
+_DIM_FIX = re.compile(r"^Dim\(\s*['\"](\w+)['\"]\s*(?:,\s*min\s*=\s*(\d+))?\s*(?:,\s*max\s*=\s*(\d+))?\s*\)$")
+_MARKED_STATIC = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
+_ZERO_ONE = re.compile(r"0/1 specialized due to hint of (\d+) for dimension (\S+?)\.?$")
+_NOT_ALL_VALUES = re.compile(r"Not all values of (\S+) = .* satisfy the generated guard (.*)$")
+
+
+def is_size_one_broadcast(text: str) -> bool:
+    return "must match the size of tensor" in text
+
+
+@dataclass(frozen=True)
+class DimFix:
+    """One of torch's suggested fixes in dim-policy terms.
+
+    ``kind``: ``range`` (``dx = Dim('dx', min=3, max=6)``), ``equal`` (``dy = dx``: the same
+    dim), ``static`` (``d = 32``), ``derived`` (``dy = dx + 1``: not expressible here, the axes
+    become AUTO so torch finds the relation), ``static-broadcast`` (the exporter's own fix for
+    a size-1 example that must broadcast). ``axes`` are the axes it changes, ``policy`` the
+    policy they get."""
+
+    text: str
+    name: str
+    kind: str
+    axes: tuple[tuple[str, int], ...]
+    policy: AxisPolicy | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fix": self.text,
+            "name": self.name,
+            "kind": self.kind,
+            "axes": ", ".join(axis_name(*a) for a in self.axes),
+            "policy": repr(self.policy) if self.policy is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class SuggestedFixes:
+    """torch's suggested fixes for a rejected spec, mapped onto the spec.
+
+    ``before`` is the user's spec, ``after`` the spec with the fixes applied, ``diff`` a
+    unified diff of their ``dynamic_shapes`` code, ``unapplied`` the lines that named no
+    known dim, ``error`` why ``after`` could not be built (then ``after == before``)."""
+
+    fixes: tuple[DimFix, ...]
+    before: DimSpec
+    after: DimSpec
+    diff: str = ""
+    unapplied: tuple[str, ...] = ()
+    error: str | None = None
+    before_code: str = ""
+    after_code: str = ""
+
+    def __bool__(self) -> bool:
+        return self.after != self.before
+
+    def __iter__(self) -> Iterator[DimFix]:
+        return iter(self.fixes)
+
+    def __len__(self) -> int:
+        return len(self.fixes)
+
+    def changes(self) -> list[tuple[str, int, str, str]]:
+        """``(input, axis, before, after)`` for every axis whose policy changes."""
+        keys = {(e.path, e.axis) for e in self.before} | {(e.path, e.axis) for e in self.after}
+        out = []
+        for path, axis in keys:
+            old, new = self.before.policy(path, axis), self.after.policy(path, axis)
+            if old != new:
+                out.append((path, axis, repr(old), repr(new)))
+        order = [(e.path, e.axis) for e in self.before] + [(e.path, e.axis) for e in self.after]
+        return sorted(out, key=lambda row: order.index((row[0], row[1])))
+
+    def to_frame(self) -> Any:
+        """One row per changed axis: input, axis, before, after, fix (torch's line)."""
+        import pandas as pd
+
+        by_axis = {a: f.text for f in self.fixes for a in f.axes}
+        rows = [
+            {"input": p, "axis": a, "before": old, "after": new, "fix": by_axis.get((p, a), "")}
+            for p, a, old, new in self.changes()
+        ]
+        return pd.DataFrame(rows, columns=["input", "axis", "before", "after", "fix"])
+
+    def to_code(self) -> str:
+        return self.after_code
+
+    def summary(self) -> str:
+        if not self.fixes and not self.unapplied:
+            return "no suggested fixes"
+        lines = ["suggested fixes:"]
+        lines.extend(f"  {f.text}" for f in self.fixes)
+        lines.extend(f"  {u}  (not applied: names no dim of this spec)" for u in self.unapplied)
+        if self.error:
+            lines.append(f"  could not apply: {self.error}")
+        if self.diff:
+            lines.extend(["", self.diff])
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())
+
+
+def parse_fix_line(line: str) -> tuple[str, str, Any]:
+    """``"dx = Dim('dx', min=3, max=6)"`` → ``("dx", "range", Dim("dx", min=3, max=6))``;
+    ``"_x0 = dx"`` → ``("_x0", "equal", "dx")``; ``"d = 32"`` → ``("d", "static", 32)``;
+    anything else (``"dy = dx + 1"``) → ``(name, "derived", "dx + 1")``."""
+    name, _, rhs = (part.strip() for part in line.partition("="))
+    rhs = rhs.split("#", 1)[0].strip()
+    match = _DIM_FIX.match(rhs)
+    if match:
+        lo, hi = match.group(2), match.group(3)
+        return name, "range", Dim(name, min=int(lo) if lo else None, max=int(hi) if hi else None)
+    if rhs.lstrip("-").isdigit():
+        return name, "static", int(rhs)
+    if rhs.isidentifier():
+        return name, "equal", rhs
+    return name, "derived", rhs
+
+
+def _axes_of_name(name: str, spec: DimSpec, bound: BoundInputs) -> tuple[tuple[str, int], ...]:
+    axes = tuple((e.path, e.axis) for e in spec if isinstance(e.policy, Dim) and e.policy.name == name)
+    if axes:
+        return axes
+    found = axis_of_source(name, bound)
+    return (found,) if found is not None else ()
+
+
+def _torch_fix_lines(error: BaseException | None) -> tuple[str, ...]:
+    from ..capture import suggested_fixes
+
+    return suggested_fixes(error) if error is not None else ()
+
+
+def suggested_fixes_of(session: Session) -> SuggestedFixes:
+    """torch's suggested fixes for the session's failed capture (empty when it succeeded)."""
+    capture = session.result("capture")
+    bound, spec = session.inputs, session.spec
+    attempt = None if capture.status == "ok" else reported_attempt(capture.attempts)
+    error = attempt.error if attempt is not None else None
+    return build_fixes(error, spec, bound, session.guards if error is not None else None)
+
+
+def _equal_groups(guards: Guards | None) -> list[set[tuple[str, int]]]:
+    """Sets of input axes the guards equate (transitively)."""
+    groups: list[set[tuple[str, int]]] = []
+    for guard in guards or ():
+        if guard.kind != EQUALITY:
+            continue
+        merged = set(guard.axes)
+        for group in [g for g in groups if g & merged]:
+            merged |= group
+            groups.remove(group)
+        groups.append(merged)
+    return groups
+
+
+def _range_fixes_from_violations(
+    text: str, spec: DimSpec, bound: BoundInputs, guards: Guards | None
+) -> list[tuple[str, str, str, Any]]:
+    """torch reports "Not all values of L['x'].size()[0] ... satisfy the generated guard
+    5 <= L['x'].size()[0] and L['x'].size()[0] <= 6" without a fix when the axis is AUTO but
+    equal to a named Dim: the fix is that Dim's range narrowed to the guard's."""
+    out = []
+    groups = _equal_groups(guards)
+    for line in text.splitlines():
+        match = _NOT_ALL_VALUES.search(line.strip())
+        if not match:
+            continue
+        name, guard_text = match.group(1), match.group(2)
+        axes = _axes_of_name(name, spec, bound)
+        if not axes:
+            continue
+        lows = [int(v) for v in re.findall(r"(?:^|\s)(\d+) <= ", guard_text)]
+        highs = [int(v) for v in re.findall(r" <= (\d+)(?:\s|$)", guard_text)]
+        group = set(axes).union(*[g for g in groups if g & set(axes)])
+        dims = {spec.policy(*a) for a in group if isinstance(spec.policy(*a), Dim)}
+        for dim in sorted(dims, key=lambda d: d.name):
+            lo = max(lows) if lows else dim.min
+            hi = min(highs) if highs else dim.max
+            fixed = Dim(dim.name, min=lo or None, max=hi)
+            reason = f"  # {', '.join(label(*a) for a in sorted(axes))} is equal to it and guarded by {guard_text}"
+            out.append((f"{dim.name} = {fixed!r}{reason}", dim.name, "range", fixed))
+    return out
+
+
+def build_fixes(
+    error: BaseException | None, spec: DimSpec, bound: BoundInputs, guards: Guards | None = None
+) -> SuggestedFixes:
+    """Map a torch error's suggested fixes (and the exporter's own, for violations torch
+    reports without one) onto ``spec``. ``guards`` (of the failed attempt) let an AUTO axis's
+    violation be traced to the named Dim it was found equal to."""
+    text = str(error) if error is not None else ""
+    parsed: list[tuple[str, str, str, Any]] = []  # (line, name, kind, value)
+    for line in _torch_fix_lines(error):
+        try:
+            parsed.append((line, *parse_fix_line(line)))
+        except SpecError:
+            parsed.append((line, line.partition("=")[0].strip(), "derived", None))
+    named = {name for _, name, _, _ in parsed}
+    # Violations torch states without a fix: a DYNAMIC axis the code pins to a constant, a
+    # DYNAMIC axis 0/1-specialized (no size-oblivious capture).
+    for name, value in _MARKED_STATIC.findall(text):
+        if name not in named:
+            parsed.append((f"{name} = {value}", name, "static", int(value)))
+            named.add(name)
+    for line in text.splitlines():
+        match = _ZERO_ONE.search(line.strip())
+        if match and match.group(2) not in named:
+            parsed.append((f"{match.group(2)} = {match.group(1)}", match.group(2), "static", int(match.group(1))))
+            named.add(match.group(2))
+    for line, name, kind, fix_value in _range_fixes_from_violations(text, spec, bound, guards):
+        if name not in named:
+            parsed.append((line, name, kind, fix_value))
+            named.add(name)
+
+    ranges = {name: value for _, name, kind, value in parsed if kind == "range"}
+    equal = {name: value for _, name, kind, value in parsed if kind == "equal"}
+    existing = spec.named_dims()
+
+    def target_policy(name: str) -> AxisPolicy:
+        seen = set()
+        while name in equal and name not in seen:
+            seen.add(name)
+            name = equal[name]
+        if name in ranges:
+            return ranges[name]
+        return existing.get(name) or Dim(name)
+
+    value: dict[tuple[str, int], AxisPolicy] = {(e.path, e.axis): e.policy for e in spec}
+    fixes: list[DimFix] = []
+    unapplied: list[str] = []
+    for line, name, kind, fix_value in parsed:
+        axes = _axes_of_name(name, spec, bound)
+        if not axes:
+            if not (kind == "range" and any(name == v for v in equal.values())):
+                unapplied.append(line)  # a root only other fixes refer to is fine
+            continue
+        if kind == "static":
+            policy: AxisPolicy | None = STATIC
+        elif kind in ("range", "equal"):
+            policy = target_policy(name)
+        else:
+            policy = AUTO
+        for axis in axes:
+            value[axis] = policy
+        if axis_of_source(name, bound) is not None:  # torch named the axis by its source
+            line = f"{label(*axes[0])} = {fix_value}" if kind == "static" else line
+        fixes.append(DimFix(line, name, kind, axes, policy))
+
+    if is_size_one_broadcast(text):
+        for leaf in bound.leaves:
+            for axis, size in enumerate(leaf.shape):
+                key = (leaf.path, axis)
+                if size in (0, 1) and value.get(key, STATIC) is not STATIC:
+                    value[key] = STATIC
+                    fixes.append(
+                        DimFix(
+                            f"{label(*key)} = STATIC  # size-{size} example that broadcasts",
+                            axis_name(*key), "static-broadcast", (key,), STATIC,
+                        )
+                    )
+
+    after, problem = spec, None
+    try:
+        after = spec_from(value, bound)
+    except SpecError as exc:
+        problem = exc.reason
+    before_code = spec.to_code(bound)
+    after_code = after.to_code(bound)
+    diff = "\n".join(
+        difflib.unified_diff(
+            before_code.splitlines(), after_code.splitlines(), "your dynamic_shapes", "with the fixes", lineterm=""
+        )
+    )
+    return SuggestedFixes(tuple(fixes), spec, after, diff, tuple(unapplied), problem, before_code, after_code)
+
+
+def apply_suggested_fixes(session: Session, max_rounds: int = 5) -> tuple[Session, tuple[SuggestedFixes, ...]]:
+    """Re-export with the suggested fixes until capture succeeds, no new fix comes, or
+    ``max_rounds`` rounds ran. Returns the last session and the fixes applied per round."""
+    current = session
+    history: list[SuggestedFixes] = []
+    seen = {current.spec}
+    for _ in range(max_rounds):
+        if current.run("capture").status == "ok":
+            break
+        fixes = current.suggested_fixes
+        if not fixes or fixes.after in seen:
+            break
+        seen.add(fixes.after)
+        history.append(fixes)
+        current = current.with_dims(fixes.after)
+    return current, tuple(history)

@@ -1,0 +1,411 @@
+"""Per-dim outcomes: why each input dim came out dynamic, static or failed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
+from ..errors import first_line
+from ..guards import (
+    EQUALITY,
+    GUARD,
+    RUNTIME_ASSERT,
+    SPECIALIZATION,
+    Guard,
+    Guards,
+    axis_of_source,
+    reported_attempt,
+)
+from .common import axis_name, label, spec_from
+from .fixes import is_size_one_broadcast, suggested_fixes_of
+
+if TYPE_CHECKING:
+    from ..inputs import BoundInputs
+    from ..session import Session
+
+
+DYNAMIC_RESULT, STATIC_RESULT, FAILED_RESULT = "dynamic", "static", "failed"
+FRAME_COLUMNS = [
+    "input", "axis", "example", "requested", "obtained", "min", "max", "symbol", "dim",
+    "equal_to", "reason", "source", "note", "differs",
+]
+
+
+def _range_text(lo: int | None, hi: int | None) -> str:
+    return f"[{0 if lo is None else lo}, {'inf' if hi is None else hi}]"
+
+
+def _requested_range(policy: AxisPolicy, example: int) -> tuple[int, int | None]:
+    if policy is STATIC:
+        return example, example
+    if isinstance(policy, Dim):
+        return policy.min or 0, policy.max
+    return 0, None
+
+
+@dataclass(frozen=True)
+class DimOutcome:
+    """What became of one input axis.
+
+    ``obtained`` is ``"dynamic"`` (with ``symbol``, the range ``[min, max]``, ``max`` None
+    when unbounded, and ``dim``, the name shared by every axis torch found equal to it, also
+    the ONNX ``dim_param``), ``"static"`` (``min == max ==`` the size) or ``"failed"``
+    (capture failed). ``reason`` says why the result differs from ``requested`` (``differs``),
+    citing guards; ``source`` is the user line of the first guard cited; ``note`` holds what
+    is worth knowing even when nothing differs (size-oblivious capture of a 0/1 example, the
+    equality that merged this dim with others).
+    """
+
+    input: str
+    axis: int
+    example: int
+    policy: AxisPolicy
+    obtained: str
+    min: int | None = None
+    max: int | None = None
+    symbol: str | None = None
+    dim: str | None = None
+    equal_to: tuple[str, ...] = ()
+    reason: str = ""
+    source: str | None = None
+    note: str = ""
+    differs: bool = False
+    guards: tuple[Guard, ...] = ()
+
+    @property
+    def requested(self) -> str:
+        return repr(self.policy)
+
+    @property
+    def name(self) -> str:
+        return axis_name(self.input, self.axis)
+
+    @property
+    def dynamic(self) -> bool:
+        return self.obtained == DYNAMIC_RESULT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "axis": self.axis,
+            "example": self.example,
+            "requested": self.requested,
+            "obtained": self.obtained,
+            "min": self.min,
+            "max": self.max,
+            "symbol": self.symbol,
+            "dim": self.dim,
+            "equal_to": ", ".join(self.equal_to),
+            "reason": self.reason,
+            "source": self.source,
+            "note": self.note,
+            "differs": self.differs,
+        }
+
+
+@dataclass(frozen=True)
+class DimOutcomes:
+    """Every input axis's :class:`DimOutcome`, in input then axis order."""
+
+    outcomes: tuple[DimOutcome, ...]
+    spec: DimSpec
+    bound: Any = None  # BoundInputs (for code generation)
+    strategy: str | None = None
+    error: str | None = None  # the capture error's first line, when capture failed
+
+    def __iter__(self) -> Iterator[DimOutcome]:
+        return iter(self.outcomes)
+
+    def __len__(self) -> int:
+        return len(self.outcomes)
+
+    def __getitem__(self, key: Any) -> DimOutcome:
+        """``dims["x", 0]`` or ``dims["x.0"]`` or ``dims[3]``."""
+        if isinstance(key, int):
+            return self.outcomes[key]
+        if isinstance(key, str):
+            path, _, axis = key.rpartition(".")
+            key = (path, int(axis))
+        for outcome in self.outcomes:
+            if (outcome.input, outcome.axis) == tuple(key):
+                return outcome
+        raise KeyError(key)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def differing(self) -> tuple[DimOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.differs)
+
+    def groups(self) -> dict[str, tuple[str, ...]]:
+        """Dynamic dim name → the axes (``input.axis``) that share it."""
+        out: dict[str, list[str]] = {}
+        for o in self.outcomes:
+            if o.dynamic and o.dim:
+                out.setdefault(o.dim, []).append(o.name)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([o.to_dict() for o in self.outcomes], columns=FRAME_COLUMNS)
+
+    def obtained_spec(self) -> DimSpec | None:
+        """The spec that reproduces the obtained result: a named Dim (with the obtained range)
+        per group of equal dynamic dims, everything else static. None if capture failed."""
+        if not self.ok or self.bound is None:
+            return None
+        value: dict[tuple[str, int], AxisPolicy] = {}
+        for o in self.outcomes:
+            if o.obtained != DYNAMIC_RESULT:
+                continue
+            if o.dim and o.dim.isidentifier():
+                value[(o.input, o.axis)] = Dim(o.dim, min=o.min or None, max=o.max)
+            else:  # a derived dim (2*s0): let torch find the relation again
+                value[(o.input, o.axis)] = AUTO
+        return spec_from(value, self.bound)
+
+    def to_code(self) -> str:
+        """The exact ``dynamic_shapes=`` code that reproduces the obtained result."""
+        spec = self.obtained_spec()
+        if spec is None:
+            head = f"# capture failed ({self.error}); this is the requested spec, not an obtained one\n"
+            return head + (self.spec.to_code(self.bound) if self.bound is not None else "")
+        return spec.to_code(self.bound)
+
+    def summary(self) -> str:
+        lines = []
+        for o in self.outcomes:
+            if o.obtained == DYNAMIC_RESULT:
+                got = f"dynamic {o.dim or o.symbol} {_range_text(o.min, o.max)}"
+            elif o.obtained == STATIC_RESULT:
+                got = f"static {o.min}"
+            else:
+                got = "failed"
+            why = f"  <- {o.reason}" if o.reason else ""
+            lines.append(f"  {o.name:<24} {o.requested:<28} {got}{why}")
+        head = "dims" + (f" (capture failed: {self.error})" if self.error else f" ({self.strategy})")
+        return "\n".join([head, *lines])
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())
+
+
+def _cite(guard: Guard) -> str:
+    where = f" at {guard.location}" if guard.location else ""
+    code = f" (`{guard.code}`)" if guard.code else ""
+    return f"{guard.expression}{where}{code}"
+
+
+def _related_static(guard: Guard, path: str, axis: int, static_axes: dict[tuple[str, int], int]) -> list[str]:
+    """Static axes of the guard's constant that the guard's user line mentions."""
+    if guard.value is None or not guard.code:
+        return []
+    out = []
+    for (other_path, other_axis), size in static_axes.items():
+        if (other_path, other_axis) == (path, axis) or size != guard.value:
+            continue
+        top = other_path.split(".")[0]
+        if re.search(rf"(?<![\w.]){re.escape(top)}\b", guard.code):
+            out.append(label(other_path, other_axis))
+    return out
+
+
+def dim_outcomes(session: Session) -> DimOutcomes:
+    """The :class:`DimOutcomes` of a session (runs capture if needed)."""
+    capture = session.result("capture")
+    bound, spec = session.inputs, session.spec
+    guards = session.guards
+    if capture.status != "ok":
+        return _failed_outcomes(session, capture, guards)
+
+    from .._torch_compat import program_ranges
+    from ..translate import dim_names, symbol_of
+
+    program = capture.output
+    symbols = symbol_of(program, bound)
+    ranges = program_ranges(program)
+    names = dim_names(program, bound, spec)
+    groups: dict[str, list[tuple[str, int]]] = {}
+    static_axes: dict[tuple[str, int], int] = {}
+    for key, symbol in symbols.items():
+        if symbol.lstrip("-").isdigit():
+            static_axes[key] = int(symbol)
+        else:
+            groups.setdefault(symbol, []).append(key)
+
+    outcomes = []
+    for leaf in bound.leaves:
+        for axis, example in enumerate(leaf.shape):
+            key = (leaf.path, axis)
+            policy = spec.policy(*key)
+            symbol = symbols.get(key)
+            if symbol is None or key in static_axes:
+                value = static_axes.get(key, example)
+                outcomes.append(_static_outcome(leaf.path, axis, example, policy, value, guards, static_axes))
+            else:
+                lo, hi = ranges.get(symbol, (0, None))
+                members = groups.get(symbol, [key])
+                outcomes.append(
+                    _dynamic_outcome(
+                        leaf.path, axis, example, policy, symbol, names.get(symbol, symbol), lo, hi,
+                        members, guards, spec,
+                    )
+                )
+    return DimOutcomes(tuple(outcomes), spec, bound, capture.detail.removeprefix("strategy ") or None)
+
+
+def _static_outcome(
+    path: str, axis: int, example: int, policy: AxisPolicy, value: int, guards: Guards,
+    static_axes: dict[tuple[str, int], int],
+) -> DimOutcome:
+    relevant = guards.for_axis(path, axis)
+    if policy is STATIC:
+        return DimOutcome(path, axis, example, policy, STATIC_RESULT, value, value, guards=relevant)
+    reason, source = "", None
+    specializations = [g for g in relevant if g.kind == SPECIALIZATION]
+    if specializations:
+        guard = specializations[0]
+        related = _related_static(guard, path, axis, static_axes)
+        if related:
+            reason = (
+                f"specialized to {value}: equal to {', '.join(related)}, which is static, "
+                f"by {_cite(guard)}"
+            )
+        else:
+            reason = f"specialized to {value} by {_cite(guard)}"
+        source = guard.source
+    elif example in (0, 1):
+        reason = (
+            f"0/1 specialization: the example size is {example} and this capture could not keep "
+            "it dynamic; pass an example with size >= 2"
+        )
+    else:
+        reason = (
+            f"torch kept it static at {value} without a guard from the user's code "
+            "(a dim it depends on is static, or torch's own code pinned it)"
+        )
+    return DimOutcome(
+        path, axis, example, policy, STATIC_RESULT, value, value,
+        reason=reason, source=source, differs=True, guards=relevant,
+    )
+
+
+def _dynamic_outcome(
+    path: str, axis: int, example: int, policy: AxisPolicy, symbol: str, name: str,
+    lo: int, hi: int | None, members: list[tuple[str, int]], guards: Guards, spec: DimSpec,
+) -> DimOutcome:
+    relevant = guards.for_axes(members)
+    others = [m for m in members if m != (path, axis)]
+    notes: list[str] = []
+    source: str | None = None
+    if others:
+        equalities = [g for g in relevant if g.kind == EQUALITY and g.involves(path, axis)] or [
+            g for g in relevant if g.kind == EQUALITY
+        ]
+        text = f"equal to {', '.join(label(*m) for m in others)}"
+        if equalities:
+            text += f" by {_cite(equalities[0])}"
+            source = equalities[0].source
+        notes.append(text)
+    if example in (0, 1):
+        notes.append(
+            f"example size {example} kept dynamic by size-oblivious capture "
+            f"(plain torch.export would specialize it to {example})"
+        )
+
+    rlo, rhi = _requested_range(policy, example)
+    narrowed = lo > rlo or (hi is not None and (rhi is None or hi < rhi))
+    reason = ""
+    if narrowed:
+        causes: list[str] = []
+        cited: list[Guard] = []
+        for guard in relevant:
+            if guard.kind in (GUARD, RUNTIME_ASSERT):
+                causes.append(_cite(guard))
+                cited.append(guard)
+        for other in others:
+            other_policy = spec.policy(*other)
+            if isinstance(other_policy, Dim) and _requested_range(other_policy, example) == (lo, hi):
+                link = next((g for g in relevant if g.kind == EQUALITY and g.involves(*other)), None)
+                causes.append(
+                    f"equal to {label(*other)}, a {other_policy!r}" + (f", by {_cite(link)}" if link else "")
+                )
+                if link is not None:
+                    cited.append(link)
+        reason = f"narrowed from {_range_text(rlo, rhi)} to {_range_text(lo, hi)}: " + (
+            "; ".join(causes) if causes else "no guard from the user's code was recorded"
+        )
+        if cited:
+            source = cited[0].source
+    return DimOutcome(
+        path, axis, example, policy, DYNAMIC_RESULT, lo, hi,
+        symbol=symbol,
+        dim=name,
+        equal_to=tuple(axis_name(*m) for m in others),
+        reason=reason,
+        source=source,
+        note="; ".join(notes),
+        differs=narrowed,
+        guards=relevant,
+    )
+
+
+_MESSAGE_SOURCE = re.compile(r"(?:L|inputs)(?:\[[^\]\s]*\])+\.(?:size\(\)|shape)\[\d+\]")
+
+
+def _axes_named_in(line: str, bound: BoundInputs, spec: DimSpec) -> set[tuple[str, int]]:
+    """Input axes a torch message line mentions, by source or by the user's Dim name."""
+    found: set[tuple[str, int]] = set()
+    for source in _MESSAGE_SOURCE.findall(line):
+        axis = axis_of_source(source, bound)
+        if axis is not None:
+            found.add(axis)
+    for entry in spec:
+        if isinstance(entry.policy, Dim) and re.search(rf"(?<![\w'\"]){re.escape(entry.policy.name)}\b", line):
+            found.add((entry.path, entry.axis))
+    return found
+
+
+def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutcomes:
+    bound, spec = session.inputs, session.spec
+    attempt = reported_attempt(capture.attempts)
+    error = attempt.error if attempt is not None else capture.error
+    text = str(error) if error is not None else ""
+    details = [ln.strip()[2:] for ln in text.splitlines() if ln.strip().startswith("- ")]
+    fixes = suggested_fixes_of(session)
+    fix_by_axis = {(row[0], row[1]): row for row in fixes.changes()}
+    broadcast = is_size_one_broadcast(text)
+    outcomes = []
+    for leaf in bound.leaves:
+        for axis, example in enumerate(leaf.shape):
+            key = (leaf.path, axis)
+            policy = spec.policy(*key)
+            relevant = guards.for_axis(*key)
+            reasons = [d for d in details if key in _axes_named_in(d, bound, spec)]
+            if not reasons and broadcast and policy is not STATIC and example in (0, 1):
+                reasons.append(
+                    f"a size-{example} example kept dynamic cannot broadcast against another size "
+                    f"({first_line(error)}); make this axis STATIC or pass an example with size >= 2"
+                )
+            if key in fix_by_axis:
+                reasons.append(f"fix: {fix_by_axis[key][3]}")
+            source = next((g.source for g in relevant if g.source), None)
+            outcomes.append(
+                DimOutcome(
+                    leaf.path, axis, example, policy, FAILED_RESULT,
+                    reason="; ".join(reasons), source=source, differs=bool(reasons), guards=relevant,
+                )
+            )
+    return DimOutcomes(
+        tuple(outcomes), spec, bound, attempt.strategy if attempt else None,
+        error=first_line(error) if error is not None else "capture failed",
+    )
