@@ -185,7 +185,7 @@ def tree_replace_leaves(value: Any, leaves: list[Any]) -> Any:
     return _pytree.tree_unflatten(list(leaves), spec)
 
 
-# -- shapes: guards with provenance, dim ranges (exporter/guards.py, exporter/shapes.py) ----
+# -- shapes: guards with provenance, dim ranges (exporter/guards.py, exporter/shapes/) ----
 #
 # torch emits every shape guard through ``ShapeEnv._log_guard``; with
 # ``torch._logging._internal.GET_DTRACE_STRUCTURED`` set it also lands on the structured-trace

@@ -85,7 +85,7 @@ def test_ort_runner_preallocates_outputs_so_the_timed_call_reuses_them(session):
 
 def test_benchmark_times_both_engines_under_the_same_thread_count_and_records_it(session):
     threads_before = torch.get_num_threads()
-    result = session.benchmark(budget=0.05, min_runs=20, threads=1)
+    result = session.benchmark(budget=0.3, min_runs=20, threads=1)  # room for a loaded CI machine
     assert result.ok, result.summary()
     for timing in (result.ort, result.eager):
         stats = timing.stats
