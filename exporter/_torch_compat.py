@@ -30,6 +30,26 @@ def pytree_children(value: Any) -> list[tuple[str, Any]] | None:
     return [(key_path_to_str("", path)[1:], child) for path, child in flat]
 
 
+def torch_dim_kind(value: Any) -> str | None:
+    """What a ``torch.export`` dim object is: ``"hint"`` (``Dim.AUTO``/``STATIC``/``DYNAMIC``,
+    class ``_DimHint``), ``"derived"`` (``2 * dx``, ``_DerivedDim``), ``"dim"`` (a named
+    ``Dim``), or None for anything else."""
+    from torch.export import dynamic_shapes
+
+    if isinstance(value, dynamic_shapes._DimHint):
+        return "hint"
+    if isinstance(value, dynamic_shapes._DerivedDim):
+        return "derived"
+    if isinstance(value, dynamic_shapes.Dim):
+        return "dim"
+    return None
+
+
+def dim_hint_policy(value: Any) -> tuple[str, Any, Any]:
+    """A ``Dim.AUTO``-style hint as ``(policy name, min, max)``."""
+    return value.type.name, getattr(value, "min", None), getattr(value, "max", None)
+
+
 @contextlib.contextmanager
 def size_oblivious_capture() -> Iterator[None]:
     """Capture so that a size-0/1 example does not specialize its dim (what torch.onnx does)."""

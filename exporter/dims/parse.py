@@ -168,25 +168,24 @@ def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
 
 
 def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | None:
-    try:
-        from torch.export.dynamic_shapes import Dim as TorchDim, _DerivedDim, _DimHint
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return None
-    if isinstance(value, _DimHint):
-        lo, hi = getattr(value, "min", None), getattr(value, "max", None)
+    from .._torch_compat import dim_hint_policy, torch_dim_kind
+
+    kind = torch_dim_kind(value)
+    if kind == "hint":
+        name, lo, hi = dim_hint_policy(value)
         if lo is not None or hi is not None:
             bounds = "".join(f", {k}={v}" for k, v in (("min", lo), ("max", hi)) if v is not None)
             raise SpecError(
                 f"{value!r} carries bounds, which the dim-policy model keeps only on named dims",
                 hint=f"name the dim: exporter.Dim({_default_name(leaf.path, axis)!r}{bounds})",
             )
-        return Policy[value.type.name]
-    if isinstance(value, _DerivedDim):
+        return Policy[name]
+    if kind == "derived":
         raise SpecError(
             f"derived dim {value.__name__!r} is not supported yet",
             hint="give that axis its own Dim, or AUTO, and let torch find the relation",
         )
-    if isinstance(value, TorchDim):
+    if kind == "dim":
         lo = value.min if isinstance(value.min, int) and value.min > 0 else None
         hi = value.max if isinstance(value.max, int) and not isinstance(value.max, bool) else None
         return Dim(value.__name__, min=lo, max=hi)
@@ -194,7 +193,9 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
 
 
 def _is_dim_hint(value: Any) -> bool:
-    return type(value).__name__ == "_DimHint"
+    from .._torch_compat import torch_dim_kind
+
+    return torch_dim_kind(value) == "hint"
 
 
 def _is_whole(spec: Any) -> bool:
@@ -238,7 +239,7 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
         for axis, value in enumerate(raw):
             out[(leaf.path, axis)] = parse_axis_value(value, leaf, axis)
         return
-    if isinstance(raw, (str, Dim)) or _from_torch_dim_safe(raw):
+    if isinstance(raw, (str, Dim)) or _is_torch_dim(raw):
         example = repr(raw) if isinstance(raw, (str, Dim)) else "Dim(...)"
         raise SpecError(
             f"{raw!r} names one dim but {leaf.path!r} is a tensor of shape {list(leaf.shape)}",
@@ -252,12 +253,10 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
     )
 
 
-def _from_torch_dim_safe(value: Any) -> bool:
-    try:
-        from torch.export.dynamic_shapes import Dim as TorchDim
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(value, TorchDim)
+def _is_torch_dim(value: Any) -> bool:
+    from .._torch_compat import torch_dim_kind
+
+    return torch_dim_kind(value) == "dim"
 
 
 def _walk(tree: Tree, path: str, spec: Any, out: dict[tuple[str, int], AxisPolicy]) -> None:

@@ -143,3 +143,13 @@ def test_building_a_registry_does_not_log_torch_warnings_about_missing_torchvisi
         registry = compat.onnx_registry.__wrapped__(21)
     assert registry.opset_version == 21
     assert not [r for r in caplog.records if "torchvision" in r.getMessage()]
+
+
+def test_torch_dim_kinds_are_told_apart():
+    dx = torch.export.Dim("dx", min=2)
+    assert compat.torch_dim_kind(torch.export.Dim.AUTO) == "hint"
+    assert compat.torch_dim_kind(2 * dx) == "derived"
+    assert compat.torch_dim_kind(dx) == "dim"
+    assert compat.torch_dim_kind("dx") is None and compat.torch_dim_kind(3) is None
+    assert compat.dim_hint_policy(torch.export.Dim.DYNAMIC(min=3)) == ("DYNAMIC", 3, None)
+    assert compat.dim_hint_policy(torch.export.Dim.STATIC)[0] == "STATIC"
