@@ -24,8 +24,6 @@ from .runner import BenchConfig, OrtRunner
 from .stats import LatencyStats
 from .timing import time_calls
 
-# Progress and parse_profile are importable from here too, as before the split, but were
-# never in __all__.
 __all__ = [
     "BenchConfig",
     "BenchmarkResult",
@@ -34,9 +32,11 @@ __all__ = [
     "NodeTime",
     "OrtRunner",
     "ProfileResult",
+    "Progress",
     "SweepResult",
     "benchmark",
     "benchmark_sweep",
+    "parse_profile",
     "profile",
     "time_calls",
 ]

@@ -37,8 +37,6 @@ from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 
-# compare, run_program, source_of_stack and tolerance_for are public too (importable from here,
-# as before the split) but were never in __all__.
 __all__ = [
     "DEFAULT_TOLERANCES",
     "CaseResult",
@@ -53,8 +51,12 @@ __all__ = [
     "Tolerance",
     "VerifyResult",
     "check_contract",
+    "compare",
     "dim_groups",
     "first_divergence",
     "make_case_inputs",
+    "run_program",
+    "source_of_stack",
+    "tolerance_for",
     "verify",
 ]

@@ -179,7 +179,7 @@ def first_divergence(
         if not check.ok:
             return Divergence(
                 case, "capture",
-                f"the captured program already differs from eager PyTorch here ("
+                "the captured program already differs from eager PyTorch here ("
                 + (f"output {check.output!r}, max abs diff {check.max_abs:.3g}" if check.max_abs is not None else check.describe())
                 + "): torch.export baked in "
                 "behaviour of the example size (a Python branch or a specialized dim); the ONNX "
