@@ -93,12 +93,26 @@ def _name_outputs(model: Any, program: Any) -> None:
     if len(tensor_names) != len(model.graph.outputs):
         return
     taken = {value.name for value in model.graph.inputs}
-    for value, name in zip(model.graph.outputs, tensor_names):
-        # A value that is also a graph input or an earlier output keeps its name.
-        if value.name in taken or value.is_graph_input():
-            continue
+    used: set[int] = set()
+    for index, (value, name) in enumerate(zip(list(model.graph.outputs), tensor_names)):
+        if value.is_graph_input() or id(value) in used or name in taken:
+            # An input returned as is, or one tensor returned twice: give this output its own
+            # value (an Identity) so every output keeps its name and no input is renamed.
+            value = _identity_of(model, value, index)
+        used.add(id(value))
         value.name = name
         taken.add(name)
+
+
+def _identity_of(model: Any, value: Any, index: int) -> Any:
+    import onnx_ir as ir
+
+    node = ir.Node("", "Identity", inputs=[value], num_outputs=1, name=f"output_identity_{index}")
+    model.graph.append(node)
+    copy = node.outputs[0]
+    copy.shape, copy.type = value.shape, value.type
+    model.graph.outputs[index] = copy
+    return copy
 
 
 def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:

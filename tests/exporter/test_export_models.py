@@ -159,3 +159,34 @@ def test_tuple_output_gets_indexed_names_and_dict_output_its_keys():
 
     assert [o.name for o in export(Two(), torch.randn(2)).model_proto.graph.output] == ["output.0", "output.1"]
     assert [o.name for o in export(Named(), torch.randn(2)).model_proto.graph.output] == ["logits", "probs"]
+
+
+class PassThrough(torch.nn.Module):
+    def forward(self, inp, y):
+        return inp, y * 2
+
+
+class SameTensorTwice(torch.nn.Module):
+    def forward(self, x):
+        y = x + 1
+        return {"a": y, "b": y}
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_an_input_returned_as_is_keeps_its_input_name_and_gets_its_output_name(optimize, assert_matches_eager):
+    batch = Dim("batch")
+    session = export(
+        PassThrough(), torch.randn(2, 3), torch.randn(2, 3),
+        options=ExportOptions(optimize=optimize, dynamic_shapes={"inp": {0: batch}, "y": {0: batch}}),
+    )
+    assert [i.name for i in session.model_proto.graph.input] == ["inp", "y"]
+    assert [o.name for o in session.model_proto.graph.output] == ["output.0", "output.1"]
+    assert session.model_proto.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert_matches_eager(session, torch.randn(5, 3), torch.randn(5, 3))
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_one_tensor_returned_twice_gives_two_named_outputs(optimize, assert_matches_eager):
+    session = export(SameTensorTwice(), torch.randn(3), options=ExportOptions(optimize=optimize))
+    assert [o.name for o in session.model_proto.graph.output] == ["a", "b"]
+    assert_matches_eager(session, torch.randn(3))
