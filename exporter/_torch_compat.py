@@ -50,6 +50,20 @@ def dim_hint_policy(value: Any) -> tuple[str, Any, Any]:
     return value.type.name, getattr(value, "min", None), getattr(value, "max", None)
 
 
+def module_state(model: Any) -> tuple:
+    """A cheap fingerprint of what a capture of ``model`` depends on besides its code: the
+    train/eval mode of every submodule and the identity and in-place version counter
+    (``Tensor._version``) of every parameter and buffer. ``model.eval()``, swapping a
+    submodule or ``load_state_dict`` all change it."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return ()
+    modes = tuple(module.training for module in model.modules())
+    tensors = [*model.parameters(), *model.buffers()]
+    return modes, tuple((id(t), t._version) for t in tensors)
+
+
 @contextlib.contextmanager
 def size_oblivious_capture() -> Iterator[None]:
     """Capture so that a size-0/1 example does not specialize its dim (what torch.onnx does)."""

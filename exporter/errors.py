@@ -7,6 +7,7 @@ those fields so it reads the same in a terminal, a log and a notebook.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import traceback
@@ -77,8 +78,14 @@ class ExportError(Exception):
         return "\n".join(lines)
 
     def with_session(self, session: Any) -> ExportError:
-        self.session = session
-        return self
+        """A copy of this error that carries ``session``: a stage's error is cached and shared
+        by derived sessions, so raising it must not change (or lengthen the traceback of) the
+        stored one."""
+        clone = copy.copy(self)
+        clone.session = session
+        clone.__cause__ = self.__cause__
+        clone.__traceback__ = None
+        return clone
 
 
 class SpecError(ExportError, ValueError):
@@ -127,7 +134,7 @@ def _is_library_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path == _EXAMPLES_FILE:
         return False
-    return bool(_LIBRARY.search(filename)) or path.startswith(_PACKAGE_DIR)
+    return bool(_LIBRARY.search(filename)) or path.startswith(_PACKAGE_DIR + os.sep)
 
 
 def user_source_line(exc: BaseException) -> str | None:
@@ -138,7 +145,7 @@ def user_source_line(exc: BaseException) -> str | None:
     onnx and this package is used.
     """
     text = str(exc)
-    matches = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.*)', text)
+    matches = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', text)
     for filename, line, func, code in reversed(matches):
         if not _is_library_file(filename):
             return f"{filename}:{line} in {func}: {code.strip()}"

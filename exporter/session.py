@@ -127,17 +127,20 @@ class Session:
 
     # -- running ----------------------------------------------------------------------------
     def _key(self, stage: str) -> tuple:
-        """What a stage's result depends on. Decompositions depend on the opset too: the
-        torchlib registry of an opset decides which operators stay whole."""
-        from .translate import resolve_opset
+        """What a stage's result depends on. Capture depends on the model's state (train/eval,
+        its tensors) too, and decompositions on the opset's torchlib registry, which decides
+        which operators stay whole (every opset below torchlib's own shares one)."""
+        from ._torch_compat import module_state
+        from .translate import registry_opset, resolve_opset
 
-        capture = (self.spec, self.options.strategy, self.options.runtime_asserts)
+        capture = (self.spec, self.options.strategy, self.options.runtime_asserts, module_state(self.model))
         if stage == "capture":
             return capture
-        decompose = capture + (resolve_opset(self.options.opset_version),)
-        if stage in ("decompose", "translate"):
-            return decompose
-        return decompose + (self.options.optimize,)
+        opset = resolve_opset(self.options.opset_version)
+        if stage == "decompose":
+            return capture + (registry_opset(opset),)
+        translate = capture + (opset,)
+        return translate if stage == "translate" else translate + (self.options.optimize,)
 
     def run(self, until: str = "optimize") -> StageResult:
         """Run every stage up to ``until`` (reusing cached ones); return ``until``'s result,

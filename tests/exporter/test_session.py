@@ -148,3 +148,60 @@ def test_every_export_error_subclass_names_its_stage():
     error = CaptureError("x", input="a", axis=1, source="m.py:3", hint="do y")
     assert isinstance(error, ExportError)
     assert str(error).splitlines() == ["[capture] x", "  input: a.shape[1]", "  at: m.py:3", "  fix: do y"]
+
+
+def test_a_cached_stage_error_is_raised_as_a_fresh_copy_per_session():
+    session = Session(Raises(), (torch.randn(2),))
+    session.run()
+    derived = session.with_options(optimize=False)
+    raised = []
+    for s in (session, session, derived):
+        with pytest.raises(CaptureError) as info:
+            s.exported_program
+        raised.append(info.value)
+    assert raised[0] is not raised[1] and raised[0].session is session and raised[2].session is derived
+    assert session.failed_stage.error.session is None  # the stored error is left as it was
+    assert str(raised[0]) == str(raised[2]) and raised[0].source == raised[2].source
+    assert raised[0].__cause__ is session.failed_stage.error.__cause__
+
+
+def test_switching_the_model_to_eval_invalidates_the_cached_capture():
+    class WithDropout(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(x) + 1
+
+    model = WithDropout().train()
+    session = Session(model, (torch.randn(2, 3),))
+    session.run("capture")
+    model.eval()
+    again = session.with_options(optimize=False)
+    again.run("capture")
+    assert not again.result("capture").cached
+    (dropout,) = [n for n in again.exported_program.graph.nodes if "dropout" in str(n.target)]
+    assert dropout.args[2] is False  # train=False: captured in eval mode
+
+
+def test_editing_weights_in_place_invalidates_the_cached_capture():
+    model = Scale().eval()
+    session = Session(model, (torch.randn(3, 4),))
+    session.run()
+    with torch.no_grad():
+        model.linear.weight.fill_(1.0)
+    again = session.with_options(optimize=False)
+    x = torch.randn(3, 4)
+    assert not again.result("capture").cached
+    torch.testing.assert_close(torch.from_numpy(again.run_onnx(x)[0]), model(x).detach())
+
+
+def test_opsets_below_torchlibs_share_one_decomposition():
+    session = make_session(opset_version=18)
+    session.run()
+    lower = session.with_options(opset_version=17)
+    lower.run()
+    assert [(r.name, r.cached) for r in lower.stages] == [
+        ("capture", True), ("decompose", True), ("translate", False), ("optimize", False)
+    ]

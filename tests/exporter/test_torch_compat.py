@@ -153,3 +153,16 @@ def test_torch_dim_kinds_are_told_apart():
     assert compat.torch_dim_kind("dx") is None and compat.torch_dim_kind(3) is None
     assert compat.dim_hint_policy(torch.export.Dim.DYNAMIC(min=3)) == ("DYNAMIC", 3, None)
     assert compat.dim_hint_policy(torch.export.Dim.STATIC)[0] == "STATIC"
+
+
+def test_module_state_changes_with_mode_and_in_place_weight_edits():
+    model = Linear()
+    before = compat.module_state(model)
+    assert compat.module_state(model) == before
+    model.eval()
+    after_eval = compat.module_state(model)
+    assert after_eval != before
+    with torch.no_grad():
+        model.linear.weight.add_(1.0)
+    assert compat.module_state(model) != after_eval
+    assert compat.module_state(lambda x: x) == ()
