@@ -155,6 +155,8 @@ def _time_ort(runner: OrtRunner, feeds: Mapping[str, Any], **timing: Any) -> Eng
 def _time_eager(model: Any, args: tuple, kwargs: Mapping[str, Any], threads: int, **timing: Any) -> EngineTiming:
     import torch
 
+    from ..eager import preserved_buffers
+
     start = time.perf_counter()
     previous = torch.get_num_threads()
     kwargs = dict(kwargs)
@@ -164,7 +166,7 @@ def _time_eager(model: Any, args: tuple, kwargs: Mapping[str, Any], threads: int
 
     try:
         torch.set_num_threads(threads)
-        with torch.inference_mode():
+        with preserved_buffers(model), torch.inference_mode():
             result = time_calls(call, None, task="eager", **timing)
     except Exception as exc:  # noqa: BLE001
         return EngineTiming("eager", error=first_line(exc), seconds=time.perf_counter() - start)

@@ -32,6 +32,7 @@ def _run_case(
     import torch
 
     from .._torch_compat import tree_flatten_with_path
+    from ..eager import preserved_buffers
 
     start = time.perf_counter()
     feeds: dict[str, Any] | None = None
@@ -42,7 +43,7 @@ def _run_case(
         feeds_error = exc
     try:
         eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
-        with torch.inference_mode():
+        with preserved_buffers(session.model), torch.inference_mode():
             eager = session.model(*eager_args, **eager_kwargs)
         expected = [leaf for _, leaf in tree_flatten_with_path(eager) if isinstance(leaf, torch.Tensor)]
     except Exception as exc:  # noqa: BLE001

@@ -319,3 +319,24 @@ def test_compat_tree_replace_leaves_keeps_the_structure():
     value = {"a": [torch.ones(1), 3], "b": None}
     assert compat.tree_replace_leaves(value, [10, 20, 30]) == {"a": [10, 20], "b": 30}
     assert [leaf for _, leaf in compat.tree_flatten_with_path(value)][1:] == [3, None]
+
+
+class CountsCalls(torch.nn.Module):
+    """Updates a buffer in place on every call, like running statistics do."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        self.count += 1
+        return x + self.count
+
+
+def test_verify_and_benchmark_leave_the_users_buffers_as_they_were():
+    model = CountsCalls()
+    s = session(model, torch.randn(3, 4), dims={"x": {0: Dim("batch")}})
+    first, second = s.verify(), s.verify()
+    assert first.ok and second.ok, second.summary()  # the second compares against the same model
+    s.benchmark(budget=0.02, min_runs=5, threads=1)
+    assert model.count.item() == 0.0  # capture runs on fake tensors; verify and benchmark restore it
