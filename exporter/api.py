@@ -55,7 +55,8 @@ class ExportOptions:
         ):
             raise SpecError(
                 f"opset_version={self.opset_version!r} is not a supported ONNX opset",
-                hint="use None (the exporter default) or an int from 18 to 23",
+                hint="use None (the exporter default) or an int from 7 to 25; torchlib translates "
+                "at opset 18 or above and converts lower opsets down",
             )
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from .capture import strategy_names
 from .dims import AUTO, DYNAMIC, STATIC, Dim
-from .errors import ExportError, SpecError, first_line, user_source_line
+from .errors import ExportError, SerializeError, SpecError, first_line, user_source_line
 
 __all__ = ["main"]
 
@@ -324,15 +324,22 @@ def dim_spec_by_leaf_path(model: Any, args: tuple, kwargs: dict, factory_dims: A
         return factory_dims
     spec: dict[str, dict[int, Any]] = {}
     if factory_dims is not None:
-        from .api import ExportOptions
-        from .session import Session
+        from .dims import DimSpec
+        from .inputs import bind_inputs
 
-        parsed = Session(model, args, kwargs, ExportOptions(dynamic_shapes=factory_dims)).spec
-        for entry in parsed:
+        for entry in DimSpec.parse(factory_dims, bind_inputs(model, args, kwargs)):
             spec.setdefault(entry.path, {})[entry.axis] = entry.policy
     for request in axes:
         spec.setdefault(request.path, {})[request.axis] = request.policy
     return spec
+
+
+def make_directory(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SerializeError(f"cannot create the directory {str(path)!r}: {exc.strerror or exc}",
+                             hint="choose an output path in a writable directory") from exc
 
 
 # -- describing a session ------------------------------------------------------------------
@@ -456,7 +463,7 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
 
     model, args, kwargs, dims = demo_block()
     session = export(model, *args, options=ExportOptions(dynamic_shapes=dims, logger=logger), **kwargs)
-    options.outdir.mkdir(parents=True, exist_ok=True)
+    make_directory(options.outdir)
     model_path = session.save(options.outdir / "model.onnx")
     logger.info("saved %s", model_path)
     verification = session.verify()
@@ -488,7 +495,7 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
         logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,
     )
     session = export(model, *args, options=export_options, **kwargs)
-    options.output.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(options.output.parent)
     path = session.save(options.output)
     logger.info("saved %s", path)
     print_ports(Path(path), session.model_proto)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,16 +40,48 @@ def _initializer_bytes(model: Any) -> int:
     return total
 
 
+def _write_atomically(target: Path, write: Callable[[Path], None]) -> Path:
+    """``write(directory)`` fills a fresh temporary directory beside ``target`` with files
+    named like the final ones; each is then moved into place, the target itself last."""
+    if not target.parent.is_dir():
+        raise SerializeError(
+            f"directory {str(target.parent)!r} does not exist",
+            hint=f"create it first: Path({str(target.parent)!r}).mkdir(parents=True)",
+        )
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        write(tmpdir)
+        for written in sorted(tmpdir.iterdir(), key=lambda p: p.name == target.name):
+            os.replace(written, target.parent / written.name)
+    except SerializeError:
+        raise
+    except Exception as exc:
+        raise SerializeError(f"could not write {str(target)!r}: {exc}", hint="check the path and free disk space") from exc
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return target
+
+
+def _write_to_file_object(destination: Any, write: Callable[[Any], None]) -> Any:
+    try:
+        write(destination)
+    except Exception as exc:
+        raise SerializeError(
+            f"could not write to {destination!r}: {exc}",
+            hint="pass a path, or a file object opened in binary mode ('wb')",
+        ) from exc
+    return destination
+
+
 @dataclass(frozen=True)
 class OnnxSerializer:
     """ONNX protobuf. ``external_data=None`` stores weights beside the model (in
-    ``<name>.data``) only when they reach 2 GiB; True / False force either way."""
+    ``<name>.data``) only when they reach 2 GiB; True / False force either way. Without
+    external data the bytes written are ``session.model_bytes``, whatever the destination."""
 
     external_data: bool | None = None
 
     def serialize(self, session: Any, destination: Any) -> Any:
-        import onnx_ir as ir
-
         model = session.onnx_model
         external = self.external_data
         if external is None:
@@ -59,29 +92,19 @@ class OnnxSerializer:
                     "external data needs a file path, not a file object",
                     hint="save to a path such as 'model.onnx'",
                 )
-            destination.write(session.model_proto.SerializeToString())
-            return destination
+            return _write_to_file_object(destination, lambda f: f.write(session.model_bytes))
         target = Path(destination)
-        if not target.parent.is_dir():
-            raise SerializeError(
-                f"directory {str(target.parent)!r} does not exist",
-                hint=f"create it first: Path({str(target.parent)!r}).mkdir(parents=True)",
-            )
-        data_name = target.name + ".data"
-        tmpdir = tempfile.mkdtemp(prefix=".onnx-save-", dir=target.parent)
-        try:
-            tmp_model = Path(tmpdir) / target.name
-            ir.save(model, tmp_model, external_data=data_name if external else None)
-            if external:
-                os.replace(Path(tmpdir) / data_name, target.parent / data_name)
-            os.replace(tmp_model, target)
-        except SerializeError:
-            raise
-        except Exception as exc:
-            raise SerializeError(f"could not write {str(target)!r}: {exc}", hint="check the path and free disk space") from exc
-        finally:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-        return target
+        if external:
+            import onnx_ir as ir
+
+            def write(directory: Path) -> None:
+                ir.save(model, directory / target.name, external_data=target.name + ".data")
+        else:
+
+            def write(directory: Path) -> None:
+                (directory / target.name).write_bytes(session.model_bytes)
+
+        return _write_atomically(target, write)
 
 
 @dataclass(frozen=True)
@@ -93,17 +116,6 @@ class Pt2Serializer:
 
         program = session.exported_program
         if not _is_path(destination):
-            torch.export.save(program, destination)
-            return destination
+            return _write_to_file_object(destination, lambda f: torch.export.save(program, f))
         target = Path(destination)
-        fd, tmp = tempfile.mkstemp(prefix=".pt2-save-", suffix=".pt2", dir=target.parent if target.parent.is_dir() else None)
-        os.close(fd)
-        try:
-            torch.export.save(program, tmp)
-            os.replace(tmp, target)
-        except Exception as exc:
-            raise SerializeError(f"could not write {str(target)!r}: {exc}", hint="check the path and free disk space") from exc
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return target
+        return _write_atomically(target, lambda directory: torch.export.save(program, directory / target.name))

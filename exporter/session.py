@@ -110,6 +110,8 @@ class Session:
         self._cache = _cache or _StageCache()
         self._results: dict[str, StageResult] = {}
         self._proto: Any = None
+        self._bytes: bytes | None = None
+        self._ort: Any = None
 
     # -- deriving sessions ------------------------------------------------------------------
     def with_options(self, **changes: Any) -> Session:
@@ -331,6 +333,24 @@ class Session:
             self._proto = ir.to_proto(self.onnx_model)
         return self._proto
 
+    @property
+    def model_bytes(self) -> bytes:
+        """The final model serialized (what onnxruntime loads and ``save`` writes)."""
+        if self._bytes is None:
+            self._bytes = self.model_proto.SerializeToString()
+        return self._bytes
+
+    @property
+    def ort_session(self) -> Any:
+        """An onnxruntime CPU ``InferenceSession`` of the final model, built once."""
+        if self._ort is None:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            self._ort = ort.InferenceSession(self.model_bytes, options, providers=["CPUExecutionProvider"])
+        return self._ort
+
     def raise_for_status(self) -> Session:
         failed = self.failed_stage
         if failed is not None:
@@ -360,15 +380,7 @@ class Session:
 
     def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:
         """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward."""
-        import onnxruntime as ort
-
-        if getattr(self, "_ort", None) is None:
-            options = ort.SessionOptions()
-            options.log_severity_level = 3
-            self._ort = ort.InferenceSession(
-                self.model_proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-            )
-        return self._ort.run(None, self.feeds(*args, **kwargs))
+        return self.ort_session.run(None, self.feeds(*args, **kwargs))
 
     # -- display -----------------------------------------------------------------------------
     def to_frame(self) -> Any:

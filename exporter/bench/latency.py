@@ -213,7 +213,7 @@ def benchmark(
     timing = dict(budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup, precision=precision, progress=progress)
     try:
         args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)
-        runner = runner or OrtRunner(session.model_proto.SerializeToString(), threads=threads, provider=provider,
+        runner = runner or OrtRunner(session.model_bytes, threads=threads, provider=provider,
                                      optimization_level=optimization_level)
         feeds = session.feeds(*args, **kwargs)
         shapes = tuple((name, tuple(int(d) for d in array.shape)) for name, array in feeds.items())
@@ -262,7 +262,7 @@ def benchmark_sweep(
     threads = default_threads(threads)
     try:
         label = _resolve_dim(session, dim)
-        runner = OrtRunner(session.model_proto.SerializeToString(), threads=threads, provider=provider,
+        runner = OrtRunner(session.model_bytes, threads=threads, provider=provider,
                            optimization_level=optimization_level)
     except Exception as exc:  # noqa: BLE001
         return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))

@@ -106,14 +106,6 @@ def _ort_error_text(exc: BaseException, session: Any) -> str:
     return text
 
 
-def _ort_session(session: Any) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    return ort.InferenceSession(session.model_proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
 def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
     parts: list[str] = []
     for group in groups:
@@ -221,7 +213,7 @@ def verify(
     except Exception as exc:  # noqa: BLE001
         return VerifyResult("error", error=first_line(exc), seconds=time.perf_counter() - start)
     try:
-        ort_session = _ort_session(session)
+        ort_session = session.ort_session
     except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
         return VerifyResult("error", groups=groups, contract=contract, seconds=time.perf_counter() - start,
                             error=f"onnxruntime cannot load the model: {first_line(exc)}")

@@ -200,3 +200,11 @@ def test_installed_console_script_prints_help():
     done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "demo" in done.stdout and "export" in done.stdout
+
+
+def test_an_output_directory_that_cannot_be_created_exits_1_without_a_traceback(factory_file, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, _, stderr = run_cli("export", f"{factory_file}:make", "-o", str(blocker / "sub" / "m.onnx"))
+    assert code == 1
+    assert "[save] cannot create the directory" in stderr and "Traceback" not in stderr

@@ -53,21 +53,27 @@ def test_pt2_suffix_saves_the_exported_program(session, tmp_path):
     torch.testing.assert_close(program.module()(x), session.model(x))
 
 
-def test_failed_save_leaves_no_partial_file_and_keeps_the_old_one(session, tmp_path, monkeypatch):
+@pytest.mark.parametrize("external_data", [False, True])
+def test_failed_save_leaves_no_partial_file_and_keeps_the_old_one(session, tmp_path, monkeypatch, external_data):
+    import pathlib
+
     import onnx_ir
 
     target = tmp_path / "model.onnx"
     session.save(target)
     before = target.read_bytes()
 
-    def write_half_then_fail(model, path, **kwargs):  # a disk that fills up mid-write
-        with open(path, "wb") as f:
+    def write_half_then_fail(path, *args, **kwargs):  # a disk that fills up mid-write
+        with open(path if isinstance(path, (str, pathlib.Path)) else args[0], "wb") as f:
             f.write(b"partial")
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(onnx_ir, "save", write_half_then_fail)
+    if external_data:
+        monkeypatch.setattr(onnx_ir, "save", lambda model, path, **kw: write_half_then_fail(path))
+    else:
+        monkeypatch.setattr(pathlib.Path, "write_bytes", write_half_then_fail)
     with pytest.raises(SerializeError, match="No space left on device"):
-        session.save(target)
+        session.save(target, serializer=OnnxSerializer(external_data=external_data))
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
 
@@ -87,3 +93,21 @@ def test_save_into_a_missing_directory_says_how_to_fix_it(session, tmp_path):
     with pytest.raises(SerializeError, match="does not exist") as info:
         session.save(tmp_path / "nope" / "model.onnx")
     assert "mkdir" in info.value.hint
+
+
+def test_path_and_file_object_get_the_same_bytes(session, tmp_path):
+    buffer = io.BytesIO()
+    session.save(buffer)
+    assert session.save(tmp_path / "model.onnx").read_bytes() == buffer.getvalue() == session.model_bytes
+
+
+def test_a_text_mode_file_object_is_a_serialize_error_that_says_binary(session, tmp_path):
+    with open(tmp_path / "model.onnx", "w") as text_file, pytest.raises(SerializeError) as info:
+        session.save(text_file)
+    assert "'wb'" in info.value.hint
+
+
+def test_pt2_into_a_missing_directory_names_that_directory(session, tmp_path):
+    with pytest.raises(SerializeError, match="does not exist") as info:
+        session.save(tmp_path / "nope" / "program.pt2")
+    assert str(tmp_path / "nope") in str(info.value)
