@@ -47,6 +47,7 @@ class BoundInputs:
     var_positional: str | None = None  # the ``*args`` parameter, if it received values
     var_keyword: str | None = None  # the ``**kwargs`` parameter, if it received values
     unbound: tuple[str, ...] = ()  # forward's parameters left to their defaults
+    values: tuple[Any, ...] = ()  # every pytree leaf value, in order: ``Leaf.index`` indexes it
 
     def leaf(self, path: str) -> Leaf:
         for leaf in self.leaves:
@@ -159,17 +160,16 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
 
     leaves: list[Leaf] = []
     others: list[str] = []
-    values = list(positional) + list(keyword.values())
-    index = 0
-    for name, value in zip(names, values):
+    flat: list[Any] = []
+    for name, value in zip(names, list(positional) + list(keyword.values())):
         for key_path, leaf in tree_flatten_with_path(value):
             path = key_path_to_str(name, key_path)
             if isinstance(leaf, torch.Tensor):
                 shape = tuple(int(d) for d in leaf.shape)
-                leaves.append(Leaf(path, shape, str(leaf.dtype).removeprefix("torch."), index))
+                leaves.append(Leaf(path, shape, str(leaf.dtype).removeprefix("torch."), len(flat)))
             else:
                 others.append(path)
-            index += 1
+            flat.append(leaf)
     return BoundInputs(
         tuple(positional),
         keyword,
@@ -184,4 +184,5 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
             if name not in bound.arguments
             and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
         ),
+        values=tuple(flat),
     )

@@ -367,13 +367,10 @@ class Session:
     # -- running the ONNX model ------------------------------------------------------------
     def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """ONNX input feeds (name → numpy array) for inputs given like the model's forward."""
-        from ._torch_compat import tree_flatten_with_path
-
         bound = bind_inputs(self.model, args, kwargs)
         names = {value.name for value in self.onnx_model.graph.inputs}
-        values = [leaf for value in bound.by_parameter().values() for _, leaf in tree_flatten_with_path(value)]
         return {
-            leaf.path: values[leaf.index].detach().cpu().numpy()
+            leaf.path: bound.values[leaf.index].detach().cpu().numpy()
             for leaf in bound.leaves
             if leaf.path in names
         }

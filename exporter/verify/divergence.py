@@ -92,11 +92,9 @@ def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, An
     model's forward. Returns its user outputs and the value of every FX node by name."""
     import torch
 
-    from .. import _torch_compat as compat
     from ..inputs import bind_inputs
 
-    bound = bind_inputs(session.model, args, dict(kwargs))
-    leaves = [leaf for value in bound.by_parameter().values() for _, leaf in compat.tree_flatten_with_path(value)]
+    leaves = bind_inputs(session.model, args, dict(kwargs)).values
     signature = program.graph_signature
     state = program.state_dict
     constants = getattr(program, "constants", {}) or {}
