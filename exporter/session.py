@@ -256,15 +256,22 @@ class Session:
         )
 
     def _run_translate(self) -> StageResult:
-        from .translate import resolve_opset, translate
+        from .translate import constant_outputs, resolve_opset, translate
 
         program = self._previous_output("translate")
         opset = resolve_opset(self.options.opset_version)
+        constants = constant_outputs(program)
+        hint = (
+            f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
+            "output: return tensors (torch.tensor(value)), or drop them from the outputs"
+            if constants
+            else "an operator has no ONNX translation at this opset: try a newer opset_version, "
+            "or register a translation with torch.onnx's custom_translation_table"
+        )
         return self._run_guarded(
             "translate",
             TranslateError,
-            "an operator has no ONNX translation at this opset: try a newer opset_version, "
-            "or register a translation with torch.onnx's custom_translation_table",
+            hint,
             lambda: translate(program, opset_version=opset, bound=self.inputs, spec=self.spec),
         )
 

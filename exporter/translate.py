@@ -104,6 +104,19 @@ def _name_outputs(model: Any, program: Any) -> None:
         taken.add(name)
 
 
+def constant_outputs(program: Any) -> list[str]:
+    """Outputs of ``forward`` that are Python numbers or strings, by output name (``None``
+    outputs are fine: they are simply not ONNX outputs)."""
+    from torch.export.graph_signature import ConstantArgument, OutputKind
+
+    specs = [s for s in program.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    return [
+        f"{name} = {spec.arg.value!r}"
+        for name, spec in zip(compat.output_paths(program), specs)
+        if isinstance(spec.arg, ConstantArgument) and spec.arg.value is not None
+    ]
+
+
 def _identity_of(model: Any, value: Any, index: int) -> Any:
     import onnx_ir as ir
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from exporter import Dim, ExportOptions, export
+from exporter import Dim, ExportOptions, TranslateError, export
 
 
 class MLP(torch.nn.Module):
@@ -190,3 +190,13 @@ def test_one_tensor_returned_twice_gives_two_named_outputs(optimize, assert_matc
     session = export(SameTensorTwice(), torch.randn(3), options=ExportOptions(optimize=optimize))
     assert [o.name for o in session.model_proto.graph.output] == ["a", "b"]
     assert_matches_eager(session, torch.randn(3))
+
+
+def test_a_python_number_among_the_outputs_fails_translation_with_a_hint_that_names_it():
+    class ReturnsNumber(torch.nn.Module):
+        def forward(self, x):
+            return x + 1, 3
+
+    with pytest.raises(TranslateError) as info:
+        export(ReturnsNumber(), torch.randn(2))
+    assert "output.1 = 3" in info.value.hint and "torch.tensor" in info.value.hint
