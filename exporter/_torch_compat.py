@@ -252,36 +252,57 @@ class ShapeGuardEvent:
     frames: tuple[tuple[str, int, str, str], ...]
 
 
-_GUARD_LOCK = threading.Lock()
-_GUARD_SINKS: dict[int, list[list[ShapeGuardEvent]]] = {}
-_GUARD_ORIGINAL: list[Any] = []  # [the unpatched ShapeEnv._log_guard] while installed
+_GUARD_LOCK = threading.Lock()  # installing the recorder only; recording needs no lock
+_GUARD_LOCAL = threading.local()  # .sinks: this thread's open record_shape_guards lists
+_GUARD_MARK = "_exporter_records_shape_guards"  # set on the installed recorder
 
 
 @functools.lru_cache(maxsize=1)
-def _stack_dirs() -> tuple[tuple[str, ...], str]:
-    """(directories whose frames are not the user's: torch, sympy, stdlib, this package;
-    torch.export's directory, where the traced code's stack ends)."""
+def _stack_dirs() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str]:
+    """(directories whose frames are never the user's: torch, sympy, this package; the
+    standard library's; the installed packages' (site-packages, which pyenv and system
+    Pythons put inside the standard library's directory); torch.export's directory, where
+    the traced code's stack ends)."""
+    import site
     import sysconfig
 
     import sympy
     import torch
 
+    def dirs(paths: Any) -> tuple[str, ...]:
+        return tuple(sorted({os.path.join(os.path.abspath(p), "") for p in paths if p}))
+
     torch_dir = os.path.dirname(torch.__file__)
-    dirs = {torch_dir, os.path.dirname(sympy.__file__), os.path.dirname(os.path.abspath(__file__))}
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            dirs.add(path)
-    return tuple(os.path.join(d, "") for d in sorted(dirs)), os.path.join(torch_dir, "export", "")
+    library = dirs([torch_dir, os.path.dirname(sympy.__file__), os.path.dirname(os.path.abspath(__file__))])
+    paths = sysconfig.get_paths()
+    stdlib = dirs([paths.get("stdlib"), paths.get("platstdlib")])
+    installed = [paths.get("purelib"), paths.get("platlib")]
+    try:
+        installed += [*site.getsitepackages(), site.getusersitepackages()]
+    except AttributeError:  # pragma: no cover - an old virtualenv's site module
+        pass
+    return library, stdlib, dirs(installed), os.path.join(torch_dir, "export", "")
 
 
 def _is_user_file(filename: str) -> bool:
-    if not filename or filename.startswith("<"):
+    """Whether a frame's file is the user's code: anything but torch, sympy, this package and
+    the standard library. Installed packages (a model from transformers) are user code, and so
+    is an IPython cell (``<ipython-input-3-...>``) whose lines linecache holds."""
+    if not filename:
         return False
+    if filename.startswith("<"):
+        if not filename.startswith("<ipython-input-"):
+            return False
+        import linecache
+
+        return bool(linecache.getlines(filename))
     path = os.path.abspath(filename)
     if path == _EXAMPLES_FILE:  # the built-in example models are user code, not the exporter's
         return True
-    return not path.startswith(_stack_dirs()[0])
+    library, stdlib, installed, _ = _stack_dirs()
+    if path.startswith(library):
+        return False
+    return path.startswith(installed) or not path.startswith(stdlib)
 
 
 _EXAMPLES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples.py")
@@ -300,7 +321,7 @@ def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:
     # Non-strict: the Python stack, from the guard outward to torch.export's entry (frames
     # beyond it belong to whoever called the export, not to the traced code).
     frames: list[tuple[str, int, str, str]] = []
-    boundary = _stack_dirs()[1]
+    boundary = _stack_dirs()[3]
     frame = sys._getframe(2)
     while frame is not None and len(frames) < limit:
         code = frame.f_code
@@ -343,47 +364,82 @@ def _guard_event(shape_env: Any, prefix: str, expr: Any) -> ShapeGuardEvent:
     )
 
 
-def _log_guard_recording(self: Any, prefix: str, g: Any, *args: Any, **kwargs: Any) -> Any:
-    sinks = _GUARD_SINKS.get(threading.get_ident())
-    if sinks and "suppressed" not in prefix:
-        try:
-            event = _guard_event(self, prefix, g)
-        except Exception:  # noqa: BLE001 - provenance is best effort, never breaks an export
-            event = None
-        if event is not None:
-            for sink in sinks:
-                sink.append(event)
-    return _GUARD_ORIGINAL[0](self, prefix, g, *args, **kwargs)
+def _is_recorder(method: Any) -> bool:
+    """Whether ``method`` is the recorder, or wraps it (``functools.wraps`` keeps the mark)."""
+    for _ in range(64):
+        if method is None:
+            return False
+        if getattr(method, _GUARD_MARK, False):
+            return True
+        method = getattr(method, "__wrapped__", None)
+    return False
+
+
+def _install_guard_recorder() -> None:
+    """Wrap ``ShapeEnv._log_guard`` once for the life of the process (never unwrapped, so a
+    plain export in another thread never sees a half-removed patch). The wrapped method is
+    held in the closure; the wrapper records only in threads inside ``record_shape_guards``
+    and otherwise just calls it. Installing again is a no-op while the recorder is in place,
+    even under another library's wrapper."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with _GUARD_LOCK:
+        current = ShapeEnv.__dict__.get("_log_guard", ShapeEnv._log_guard)
+        if _is_recorder(current):
+            return
+        original = current
+
+        @functools.wraps(original)
+        def _log_guard(self: Any, prefix: str, g: Any, *args: Any, **kwargs: Any) -> Any:
+            sinks = getattr(_GUARD_LOCAL, "sinks", None)
+            if sinks and "suppressed" not in prefix:
+                # Recorded once even when another wrapper sits between two recorders.
+                if getattr(_GUARD_LOCAL, "current", None) != (id(self), prefix, id(g)):
+                    try:
+                        event = _guard_event(self, prefix, g)
+                    except Exception:  # noqa: BLE001 - provenance is best effort, never breaks an export
+                        event = None
+                    if event is not None:
+                        for sink in sinks:
+                            sink.append(event)
+                outer = getattr(_GUARD_LOCAL, "current", None)
+                _GUARD_LOCAL.current = (id(self), prefix, id(g))
+                try:
+                    return original(self, prefix, g, *args, **kwargs)
+                finally:
+                    _GUARD_LOCAL.current = outer
+            return original(self, prefix, g, *args, **kwargs)
+
+        setattr(_log_guard, _GUARD_MARK, True)
+        ShapeEnv._log_guard = _log_guard
 
 
 @contextlib.contextmanager
 def record_shape_guards() -> Iterator[list[ShapeGuardEvent]]:
     """Collect, in a list, every shape guard and runtime assert torch adds in this thread
-    while the block runs (strict, non-strict, draft export; nested blocks all receive them)."""
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
+    while the block runs (strict, non-strict, draft export; nested blocks all receive them).
+    Other threads, recording or not, are unaffected."""
+    _install_guard_recorder()
     sink: list[ShapeGuardEvent] = []
-    thread = threading.get_ident()
-    with _GUARD_LOCK:
-        if not _GUARD_ORIGINAL:
-            _GUARD_ORIGINAL.append(ShapeEnv._log_guard)
-            ShapeEnv._log_guard = _log_guard_recording
-        _GUARD_SINKS.setdefault(thread, []).append(sink)
+    sinks = getattr(_GUARD_LOCAL, "sinks", None)
+    if sinks is None:
+        sinks = _GUARD_LOCAL.sinks = []
+    sinks.append(sink)
     try:
         yield sink
     finally:
-        with _GUARD_LOCK:
-            sinks = _GUARD_SINKS.get(thread, [])
-            for i, other in enumerate(sinks):
-                if other is sink:
-                    del sinks[i]
-                    break
-            if not sinks:
-                _GUARD_SINKS.pop(thread, None)
-            if not _GUARD_SINKS and _GUARD_ORIGINAL:
-                if ShapeEnv.__dict__.get("_log_guard") is _log_guard_recording:
-                    ShapeEnv._log_guard = _GUARD_ORIGINAL[0]
-                _GUARD_ORIGINAL.clear()
+        for i, other in enumerate(sinks):
+            if other is sink:
+                del sinks[i]
+                break
+
+
+def pytree_keystr(key_path: tuple[Any, ...]) -> str:
+    """``torch.utils._pytree.keystr``: how torch writes a key path in an input's source,
+    ``[0]['key']`` for sequences and dicts, ``.b`` for namedtuple and dataclass fields."""
+    from torch.utils import _pytree
+
+    return _pytree.keystr(key_path)
 
 
 def program_ranges(program: Any) -> dict[str, tuple[int, int | None]]:

@@ -31,9 +31,11 @@ __all__ = [
     "SPECIALIZATION",
     "Guard",
     "Guards",
+    "axes_in_text",
     "axis_of_source",
     "guards_from_events",
     "guards_of",
+    "input_sources",
 ]
 
 GUARD = "guard"  # a condition on sizes (x.shape[0] > 2, a divisibility, x.shape[0] != 1)
@@ -150,37 +152,59 @@ class Guards:
 
 # -- sources --------------------------------------------------------------------------------
 
-_SOURCE = re.compile(r"^(?:L|inputs)((?:\[[^\]]*\])+)\.(?:size\(\)|shape)\[(\d+)\]$")
-_KEY = re.compile(r"\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|(-?\d+))\]")
+_SIZE = re.compile(r"\.(?:size\(\)|shape)\[(\d+)\]")  # after an input source
+_SIZE_AT_END = re.compile(_SIZE.pattern + "$")
 
 
-def _keys(chain: str) -> list[str | int]:
-    keys: list[str | int] = []
-    for single, double, number in _KEY.findall(chain):
-        keys.append(int(number) if number else (single or double))
-    return keys
+def input_sources(bound: BoundInputs) -> dict[str, str]:
+    """Every way torch names a tensor input in a source, mapped to its leaf path: in
+    non-strict mode ``L['<parameter>']`` followed by the pytree key path (``L['x']``,
+    ``L['cache'][0]['key']``, ``L['nt'].b``, ``L['args'][0]`` for ``*args``, ``L['kw']['y']``
+    for ``**kw``), the same under ``inputs`` (torch's dynamic_shapes messages), and in strict
+    mode ``L['flat_args'][i]`` by pytree leaf position."""
+    from ._torch_compat import pytree_keystr, tree_flatten_with_path
+    from .inputs import key_path_to_str
+
+    paths = set(bound.paths)
+    out: dict[str, str] = {}
+    for name, value in bound.by_signature().items():
+        for key_path, _ in tree_flatten_with_path(value):
+            path = key_path_to_str(name, key_path)
+            if name == bound.var_keyword:  # **kw: its entries are inputs of their own name
+                path = path[len(name) + 1 :]
+            if path in paths:
+                keys = pytree_keystr(key_path)
+                out[f"L[{name!r}]{keys}"] = out[f"inputs[{name!r}]{keys}"] = path
+    for leaf in bound.leaves:
+        out[f"L['flat_args'][{leaf.index}]"] = leaf.path
+    return out
 
 
-def axis_of_source(source: str, bound: BoundInputs) -> tuple[str, int] | None:
-    """The ``(input, axis)`` a torch source names: ``L['x'].size()[0]`` (non-strict),
-    ``L['flat_args'][3].size()[1]`` (strict: by pytree leaf position), ``L['cache'][0]['key']
-    .size()[2]``, ``inputs['x'].shape[0]``. None for anything else (strides, unbacked values)."""
-    match = _SOURCE.match(source.strip())
-    if not match:
+def axis_of_source(source: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> tuple[str, int] | None:
+    """The ``(input, axis)`` a torch source names: ``<input source>.size()[i]`` or
+    ``<input source>.shape[i]``, the input source being one of :func:`input_sources`
+    (pass ``sources`` to reuse them). None for anything else (strides, unbacked values)."""
+    source = source.strip()
+    match = _SIZE_AT_END.search(source)
+    if match is None:
         return None
-    keys, axis = _keys(match.group(1)), int(match.group(2))
-    if not keys:
-        return None
-    if keys[0] == "flat_args" and len(keys) == 2 and isinstance(keys[1], int):
-        leaf = next((leaf for leaf in bound.leaves if leaf.index == keys[1]), None)
-        return (leaf.path, axis) if leaf is not None else None
-    if keys[0] == "args" and len(keys) > 1 and isinstance(keys[1], int) and "args" not in bound.parameter_names:
-        if keys[1] < len(bound.parameter_names):
-            keys = [bound.parameter_names[keys[1]], *keys[2:]]
-    elif keys[0] == "kwargs" and "kwargs" not in bound.parameter_names and len(keys) > 1:
-        keys = keys[1:]
-    path = ".".join(str(k) for k in keys)
-    return (path, axis) if path in bound.paths else None
+    sources = input_sources(bound) if sources is None else sources
+    path = sources.get(source[: match.start()])
+    return (path, int(match.group(1))) if path is not None else None
+
+
+def axes_in_text(text: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> list[tuple[str, int]]:
+    """Every ``(input, axis)`` a torch message names by source, in order of appearance."""
+    sources = input_sources(bound) if sources is None else sources
+    if not sources:
+        return []
+    prefixes = "|".join(re.escape(s) for s in sorted(sources, key=len, reverse=True))
+    found: list[tuple[str, int]] = []
+    for match in re.finditer(rf"(?<![\w\].])({prefixes}){_SIZE.pattern}", text):
+        axis = (sources[match.group(1)], int(match.group(2)))
+        if axis not in found:
+            found.append(axis)
+    return found
 
 
 # -- events → records -----------------------------------------------------------------------
@@ -234,7 +258,7 @@ def _label(path: str, axis: int) -> str:
     return f"{path}.shape[{axis}]"
 
 
-def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any) -> Guard:
+def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any, inputs: dict[str, str]) -> Guard:
     kind, value = _classify(event.prefix, event.expr)
     symbolic = printer.doprint(event.expr)
     frames = tuple(event.frames)
@@ -244,7 +268,7 @@ def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any) -> Guar
     for symbol, sources in event.sources:
         candidates: list[tuple[str, int]] = []
         for source in sources:
-            found = axis_of_source(source, bound)
+            found = axis_of_source(source, bound, inputs)
             if found is not None and found not in candidates:
                 candidates.append(found)
         if not candidates:
@@ -278,10 +302,11 @@ def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any) -> Guar
 def guards_from_events(events: Iterable[Any], bound: BoundInputs, strategy: str = "") -> Guards:
     """:class:`Guards` from ``ShapeGuardEvent``s, deduplicated, in the order torch added them."""
     printer = _printer()
+    inputs = input_sources(bound)
     seen: set[tuple] = set()
     records = []
     for event in events:
-        guard = _record(event, bound, strategy, printer)
+        guard = _record(event, bound, strategy, printer, inputs)
         key = (guard.kind, guard.symbolic, guard.file, guard.line)
         if key in seen:
             continue

@@ -10,6 +10,7 @@ from the cache. A stage never raises: success or failure it returns a :class:`St
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import warnings
@@ -439,7 +440,9 @@ class Session:
         return profile(self, **options)
 
     # -- shapes (guards, dim outcomes, fixes) --
-    @property
+    # guards, dims and suggested_fixes depend only on the spec, the inputs and the capture
+    # result, none of which changes within a session: each is computed once.
+    @functools.cached_property
     def guards(self) -> Any:
         """Every shape guard and runtime assert torch added while capturing (the attempt that
         succeeded, else the failed one), with the user's file, line and code: a
@@ -448,7 +451,7 @@ class Session:
 
         return guards_of(self.attempts, self.inputs)
 
-    @property
+    @functools.cached_property
     def dims(self) -> Any:
         """Per input axis: requested policy, obtained result and why they differ: a
         :class:`~exporter.shapes.DimOutcomes`. Runs capture if needed."""
@@ -463,7 +466,7 @@ class Session:
 
         return dim_warnings(self.spec, self.inputs)
 
-    @property
+    @functools.cached_property
     def suggested_fixes(self) -> Any:
         """torch's suggested fixes for a rejected spec, as a new spec and a diff: a
         :class:`~exporter.shapes.SuggestedFixes` (empty when capture succeeded)."""

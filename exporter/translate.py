@@ -143,9 +143,14 @@ def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:
     return out
 
 
-def dim_names(program: Any, bound: BoundInputs, spec: DimSpec) -> dict[str, str]:
-    """Map torch symbols to ONNX dim names: the user's Dim name, else ``<input>_dim<axis>``."""
-    symbols = symbol_of(program, bound)
+def dim_names(
+    program: Any, bound: BoundInputs, spec: DimSpec, symbols: dict[tuple[str, int], str] | None = None
+) -> dict[str, str]:
+    """Map torch symbols to ONNX dim names: the user's Dim name, else ``<input>_dim<axis>``
+    (``dims.model.default_dim_name``). ``symbols``: ``symbol_of(program, bound)`` if known."""
+    from .dims.model import default_dim_name
+
+    symbols = symbol_of(program, bound) if symbols is None else symbols
     mapping: dict[str, str] = {}
     named = [e for e in spec if isinstance(e.policy, Dim)]
     unnamed_axes = [key for key in symbols if not any((e.path, e.axis) == key for e in named)]
@@ -156,5 +161,5 @@ def dim_names(program: Any, bound: BoundInputs, spec: DimSpec) -> dict[str, str]
     for path, axis in unnamed_axes:
         symbol = symbols[(path, axis)]
         if symbol.isidentifier() and symbol not in mapping:
-            mapping[symbol] = f"{path.replace('.', '_')}_dim{axis}"
+            mapping[symbol] = default_dim_name(path, axis)
     return mapping

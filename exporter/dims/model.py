@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import keyword
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -76,6 +77,14 @@ class Dim:
 
 
 AxisPolicy = Union[Policy, Dim]
+
+
+def default_dim_name(path: str, axis: int | None = None) -> str:
+    """The name of an input axis's dim when the user gave none: ``x_dim0``,
+    ``cache_0_key_dim2`` (``<input>_dim`` for a whole input). Always a valid identifier; the
+    same for the spec, the inferred specs and the ONNX ``dim_param``."""
+    name = re.sub(r"\W", "_", path) + (f"_dim{axis}" if axis is not None else "_dim")
+    return name if name.isidentifier() and not keyword.iskeyword(name) else f"d_{name}"
 
 
 @dataclass(frozen=True)
@@ -175,7 +184,7 @@ class DimSpec:
         """Legacy ``dynamic_axes`` form (named dims only keep their names)."""
         out: dict[str, dict[int, str]] = {}
         for e in self.entries:
-            name = e.policy.name if isinstance(e.policy, Dim) else f"{e.path.replace('.', '_')}_dim{e.axis}"
+            name = e.policy.name if isinstance(e.policy, Dim) else default_dim_name(e.path, e.axis)
             out.setdefault(e.path, {})[e.axis] = name
         return out
 

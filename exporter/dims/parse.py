@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import keyword
 import numbers
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SpecError
 from ..inputs import BoundInputs, Leaf
-from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Policy
+from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Policy, default_dim_name
 from .tree import Tree
 
 
@@ -120,11 +118,6 @@ def check_axis(leaf: Leaf, axis: Any) -> int:
     return axis % leaf.rank
 
 
-def _default_name(path: str, axis: int | None) -> str:
-    name = re.sub(r"\W", "_", path) + (f"_dim{axis}" if axis is not None else "_dim")
-    return name if name.isidentifier() and not keyword.iskeyword(name) else f"d_{name}"
-
-
 def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
     """One axis: AUTO/STATIC/DYNAMIC, Dim, str, True/None, int, or a torch Dim/hint.
     ``axis`` is None when the value applies to every axis of the tensor."""
@@ -177,7 +170,7 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
             bounds = "".join(f", {k}={v}" for k, v in (("min", lo), ("max", hi)) if v is not None)
             raise SpecError(
                 f"{value!r} carries bounds, which the dim-policy model keeps only on named dims",
-                hint=f"name the dim: exporter.Dim({_default_name(leaf.path, axis)!r}{bounds})",
+                hint=f"name the dim: exporter.Dim({default_dim_name(leaf.path, axis)!r}{bounds})",
             )
         return Policy[name]
     if kind == "derived":

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..dims import STATIC, AxisEntry, AxisPolicy, DimSpec
+from ..dims import AxisPolicy, DimSpec
+from ..dims.parse import build
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -20,10 +21,5 @@ def label(path: str, axis: int) -> str:
 
 
 def spec_from(value: dict[tuple[str, int], AxisPolicy], bound: BoundInputs) -> DimSpec:
-    order = {leaf.path: leaf.index for leaf in bound.leaves}
-    entries = tuple(
-        AxisEntry(path, axis, policy)
-        for (path, axis), policy in sorted(value.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))
-        if policy is not STATIC
-    )
-    return DimSpec.parse(DimSpec(entries), bound)
+    """A validated spec from per-axis policies (``dims.parse.build``)."""
+    return build(bound, value)

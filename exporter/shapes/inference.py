@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..dims import AxisPolicy, Dim, DimSpec
+from ..dims.model import default_dim_name
 from ..errors import SpecError
 from .common import spec_from
 
@@ -43,9 +43,15 @@ def _examples(more_inputs: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
 
 def infer_dim_spec(model: Any, bound: BoundInputs, more_inputs: Any, *, spec: DimSpec | None = None) -> DimSpec:
     """A spec from ``bound`` plus more example input sets: an axis whose size varies becomes a
-    named Dim over the observed ``[min, max]``, every other axis static. Axes whose sizes vary
-    identically across all sets share one Dim (torch requires equal named dims to share a
-    name); the name is the user's Dim name for that axis if ``spec`` has one."""
+    named Dim over the observed ``[min, max]``, every other axis static.
+
+    Each varying axis gets a Dim of its own (``x_dim0``, ``x_dim1``, ...; the user's Dim name
+    for that axis if ``spec`` has one): sizes that merely vary alike, such as ``(4, 4)`` then
+    ``(8, 8)``, say nothing about the model, and one shared Dim would make the program reject
+    ``(5, 6)``. Axes the user gave one name share it (while their sizes agree). When the model
+    really needs two axes equal (``input_ids * attention_mask``), capture rejects the spec
+    with torch's fix ``attention_mask_dim0 = input_ids_dim0``:
+    ``session.with_dims(spec).apply_suggested_fixes()`` applies it and merges them."""
     from ..inputs import bind_inputs
 
     sets = [bound]
@@ -66,24 +72,27 @@ def infer_dim_spec(model: Any, bound: BoundInputs, more_inputs: Any, *, spec: Di
                     hint="only sizes may vary between input sets, not ranks",
                 )
         sets.append(other)
-    observed: dict[tuple[int, ...], list[tuple[str, int]]] = {}
+    varying: list[tuple[tuple[str, int], tuple[int, ...]]] = []
     for leaf in bound.leaves:
         for axis in range(leaf.rank):
             sizes = tuple(s.leaf(leaf.path).shape[axis] for s in sets)
             if len(set(sizes)) > 1:
-                observed.setdefault(sizes, []).append((leaf.path, axis))
+                varying.append(((leaf.path, axis), sizes))
     user_names = {(e.path, e.axis): e.policy.name for e in (spec or DimSpec()) if isinstance(e.policy, Dim)}
+    named: dict[str, tuple[int, ...]] = {}  # user name -> the sizes of the axes sharing it
+    for key, sizes in varying:
+        name = user_names.get(key)
+        if name is not None:
+            named.setdefault(name, sizes)
+    taken = set(named)
     value: dict[tuple[str, int], AxisPolicy] = {}
-    taken: set[str] = set()
-    for sizes, axes in observed.items():
-        name = next((user_names[a] for a in axes if a in user_names), None)
-        if name is None or name in taken:
-            path, axis = axes[0]
-            name = re.sub(r"\W", "_", path) + f"_dim{axis}"
-            if not name.isidentifier():
-                name = f"d_{name}"
-        taken.add(name)
-        dim = Dim(name, min=min(sizes) or None, max=max(sizes))
-        for a in axes:
-            value[a] = dim
+    for key, sizes in varying:
+        name = user_names.get(key)
+        if name is None or named[name] != sizes:  # no name, or sizes that contradict it
+            name = base = default_dim_name(*key)
+            suffix = 2
+            while name in taken:
+                name, suffix = f"{base}_{suffix}", suffix + 1
+            taken.add(name)
+        value[key] = Dim(name, min=min(sizes) or None, max=max(sizes))
     return spec_from(value, bound)

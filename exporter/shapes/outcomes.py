@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
@@ -16,7 +16,8 @@ from ..guards import (
     SPECIALIZATION,
     Guard,
     Guards,
-    axis_of_source,
+    axes_in_text,
+    input_sources,
     reported_attempt,
 )
 from .common import axis_name, label, spec_from
@@ -112,7 +113,7 @@ class DimOutcomes:
 
     outcomes: tuple[DimOutcome, ...]
     spec: DimSpec
-    bound: Any = None  # BoundInputs (for code generation)
+    bound: Any = field(default=None, compare=False, hash=False)  # BoundInputs (for code generation)
     strategy: str | None = None
     error: str | None = None  # the capture error's first line, when capture failed
 
@@ -124,13 +125,14 @@ class DimOutcomes:
 
     def __getitem__(self, key: Any) -> DimOutcome:
         """``dims["x", 0]`` or ``dims["x.0"]`` or ``dims[3]``."""
-        if isinstance(key, int):
+        if isinstance(key, int) and not isinstance(key, bool):
             return self.outcomes[key]
+        wanted: Any = tuple(key) if isinstance(key, list) else key
         if isinstance(key, str):
             path, _, axis = key.rpartition(".")
-            key = (path, int(axis))
+            wanted = (path, int(axis)) if axis.lstrip("-").isdigit() else None
         for outcome in self.outcomes:
-            if (outcome.input, outcome.axis) == tuple(key):
+            if (outcome.input, outcome.axis) == wanted:
                 return outcome
         raise KeyError(key)
 
@@ -233,7 +235,7 @@ def dim_outcomes(session: Session) -> DimOutcomes:
     program = capture.output
     symbols = symbol_of(program, bound)
     ranges = program_ranges(program)
-    names = dim_names(program, bound, spec)
+    names = dim_names(program, bound, spec, symbols)  # symbol_of runs once
     groups: dict[str, list[tuple[str, int]]] = {}
     static_axes: dict[tuple[str, int], int] = {}
     for key, symbol in symbols.items():
@@ -359,16 +361,11 @@ def _dynamic_outcome(
     )
 
 
-_MESSAGE_SOURCE = re.compile(r"(?:L|inputs)(?:\[[^\]\s]*\])+\.(?:size\(\)|shape)\[\d+\]")
-
-
-def _axes_named_in(line: str, bound: BoundInputs, spec: DimSpec) -> set[tuple[str, int]]:
+def _axes_named_in(
+    line: str, bound: BoundInputs, spec: DimSpec, sources: dict[str, str] | None = None
+) -> set[tuple[str, int]]:
     """Input axes a torch message line mentions, by source or by the user's Dim name."""
-    found: set[tuple[str, int]] = set()
-    for source in _MESSAGE_SOURCE.findall(line):
-        axis = axis_of_source(source, bound)
-        if axis is not None:
-            found.add(axis)
+    found = set(axes_in_text(line, bound, sources))
     for entry in spec:
         if isinstance(entry.policy, Dim) and re.search(rf"(?<![\w'\"]){re.escape(entry.policy.name)}\b", line):
             found.add((entry.path, entry.axis))
@@ -384,13 +381,14 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
     fixes = suggested_fixes_of(session)
     fix_by_axis = {(row[0], row[1]): row for row in fixes.changes()}
     broadcast = is_size_one_broadcast(text)
+    sources = input_sources(bound)
     outcomes = []
     for leaf in bound.leaves:
         for axis, example in enumerate(leaf.shape):
             key = (leaf.path, axis)
             policy = spec.policy(*key)
             relevant = guards.for_axis(*key)
-            reasons = [d for d in details if key in _axes_named_in(d, bound, spec)]
+            reasons = [d for d in details if key in _axes_named_in(d, bound, spec, sources)]
             if not reasons and broadcast and policy is not STATIC and example in (0, 1):
                 reasons.append(
                     f"a size-{example} example kept dynamic cannot broadcast against another size "

@@ -113,16 +113,20 @@ def _guards(session: Any, program: Any) -> list[tuple[str, str, str | None, tupl
     return out
 
 
-def _source_patterns(path: str, axis: int) -> list[str]:
-    """How torch guard text names ``path.shape[axis]``: ``L['x'].size()[0]``, ``x.size()[0]``."""
-    parts = path.split(".")
-    keyed = f"L['{parts[0]}']" + "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts[1:])
-    return [f"{keyed}.size()[{axis}]", f"{path}.size()[{axis}]", f"{path}.shape[{axis}]"]
+def _source_patterns(sources: Mapping[str, str], path: str, axis: int) -> list[str]:
+    """How torch guard text names ``path.shape[axis]``: by each of its torch sources
+    (``L['x'].size()[0]``, ``L['flat_args'][0].size()[0]``, ``guards.input_sources``), and by
+    path (``x.size()[0]``, ``x.shape[0]``)."""
+    keyed = [source for source, leaf in sources.items() if leaf == path]
+    return [f"{source}.size()[{axis}]" for source in keyed] + [f"{path}.size()[{axis}]", f"{path}.shape[{axis}]"]
 
 
 def _group_causes(session: Any, program: Any, axes: Sequence[tuple[str, int]], symbol: str | None) -> tuple[str, ...]:
+    from ..guards import input_sources
+
     causes: list[str] = []
-    patterns = [p for path, axis in axes for p in _source_patterns(path, axis)]
+    sources = input_sources(session.inputs)
+    patterns = [p for path, axis in axes for p in _source_patterns(sources, path, axis)]
     for expr, text, source, guard_axes in _guards(session, program):
         if guard_axes is not None:
             mentions = bool(set(guard_axes) & set(axes))

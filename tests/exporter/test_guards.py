@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from exporter import AUTO, Dim, ExportOptions, Guards, Session
-from exporter.guards import EQUALITY, GUARD, RUNTIME_ASSERT, SPECIALIZATION, axis_of_source
+from exporter.guards import EQUALITY, GUARD, RUNTIME_ASSERT, SPECIALIZATION, axes_in_text, axis_of_source
 from exporter.inputs import bind_inputs
 
 STRATEGIES = ["nonstrict", "strict"]
@@ -131,3 +131,83 @@ def test_axis_of_source_maps_nonstrict_strict_and_nested_sources():
     assert axis_of_source("inputs['x'].shape[0]", bound) == ("x", 0)
     assert axis_of_source("L['x'].stride()[0]", bound) is None
     assert axis_of_source("L['nope'].size()[0]", bound) is None
+
+
+class VarPositional(torch.nn.Module):
+    def forward(self, x, *args):
+        if args[0].shape[0] > 2:
+            return x * 2
+        return x
+
+
+Pair = __import__("collections").namedtuple("Pair", "a b")
+
+
+class TakesPair(torch.nn.Module):
+    def forward(self, nt):
+        if nt.b.shape[0] > 2:
+            return nt.a * 2
+        return nt.a
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_guard_on_a_var_positional_input_names_that_input(strategy):
+    exported = Session(
+        VarPositional(), (torch.randn(3, 2), torch.randn(5, 2)),
+        options=ExportOptions(strategy=strategy, dynamic_shapes={"args": ({0: AUTO},)}),
+    )
+    (guard,) = exported.guards
+    assert (guard.expression, guard.axes) == ("args.0.shape[0] > 2", (("args.0", 0),))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_guard_on_a_namedtuple_field_names_the_field(strategy):
+    exported = Session(
+        TakesPair(), (Pair(torch.randn(3), torch.randn(5)),),
+        options=ExportOptions(strategy=strategy, dynamic_shapes={"nt.b": {0: AUTO}}),
+    )
+    (guard,) = exported.guards
+    assert (guard.expression, guard.axes) == ("nt.b.shape[0] > 2", (("nt.b", 0),))
+
+
+def test_input_sources_map_every_torch_source_form_to_its_input():
+    from exporter.guards import input_sources
+
+    class Everything(torch.nn.Module):
+        def forward(self, x, nt, *args, **kw):
+            return x
+
+    bound = bind_inputs(
+        Everything(),
+        (torch.ones(2), Pair(torch.ones(3), [torch.ones(4)]), torch.ones(5), {"k": torch.ones(6)}),
+        {"y": torch.ones(7), "z": 3},
+    )
+    assert bound.paths == ("x", "nt.a", "nt.b.0", "args.0", "args.1.k", "y")
+    sources = input_sources(bound)
+    for source, path in {
+        "L['x']": "x", "L['nt'].a": "nt.a", "L['nt'].b[0]": "nt.b.0", "L['args'][0]": "args.0",
+        "L['args'][1]['k']": "args.1.k", "L['kw']['y']": "y", "inputs['kw']['y']": "y",
+        "L['flat_args'][5]": "y", "L['flat_args'][2]": "nt.b.0",
+    }.items():
+        assert sources[source] == path, source
+    assert axis_of_source("L['args'][0].size()[0]", bound) == ("args.0", 0)
+    assert axis_of_source("L['kw']['y'].shape[0]", bound) == ("y", 0)
+    assert axis_of_source("L['nt'].b[0].size()[0]", bound) == ("nt.b.0", 0)
+    assert axis_of_source("L['kw']['z'].size()[0]", bound) is None  # not a tensor
+    assert axes_in_text("Not all values of L['nt'].b[0].size()[0] = ... L['kw']['y'].shape[0]", bound) == [
+        ("nt.b.0", 0), ("y", 0)
+    ]
+
+
+def test_verify_matches_guard_text_by_the_same_sources():
+    from exporter.guards import input_sources
+    from exporter.verify.groups import _source_patterns
+
+    class TakesArgs(torch.nn.Module):
+        def forward(self, x, *args):
+            return x
+
+    bound = bind_inputs(TakesArgs(), (torch.ones(2), torch.ones(3)), {})
+    patterns = _source_patterns(input_sources(bound), "args.0", 0)
+    assert "L['args'][0].size()[0]" in patterns and "L['flat_args'][1].size()[0]" in patterns
+    assert not any(p.startswith("L['x']") for p in _source_patterns(input_sources(bound), "args.0", 0))

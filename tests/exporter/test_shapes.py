@@ -187,9 +187,35 @@ def test_infer_dims_from_three_input_sets_makes_varying_axes_dynamic_over_the_ob
     more.add((torch.ones(3, 8), torch.ones(3, 8)))
     more.add((), {"input_ids": torch.ones(5, 8), "attention_mask": torch.ones(5, 8)})
     spec = start.infer_dims(more)
-    batch = Dim("input_ids_dim0", min=2, max=5)
-    assert spec == DimSpec.parse({"input_ids": {0: batch}, "attention_mask": {0: batch}}, start.inputs)
+    assert spec == DimSpec.parse(
+        {"input_ids": {0: Dim("input_ids_dim0", min=2, max=5)}, "attention_mask": {0: Dim("attention_mask_dim0", min=2, max=5)}},
+        start.inputs,
+    )
     assert start.infer_dims([(torch.ones(3, 8), torch.ones(3, 8)), {"input_ids": torch.ones(5, 8), "attention_mask": torch.ones(5, 8)}]) == spec
+    # torch finds the two batch dims equal and says so; the suggested fix merges them.
+    exported = start.with_dims(spec).apply_suggested_fixes()
+    assert exported.run("capture").status == "ok"
+    assert exported.dims.groups() == {"input_ids_dim0": ("input_ids.0", "attention_mask.0")}
+
+
+def test_infer_dims_gives_axes_that_merely_vary_alike_their_own_dims(assert_matches_eager):
+    class Square(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    start = session(Square(), torch.ones(4, 4))
+    spec = start.infer_dims([(torch.ones(8, 8),)])
+    assert spec == DimSpec.parse({"x": {0: Dim("x_dim0", min=4, max=8), 1: Dim("x_dim1", min=4, max=8)}}, start.inputs)
+    exported = start.with_dims(spec)
+    assert exported.run().status == "ok"
+    assert_matches_eager(exported, torch.randn(5, 6))
+
+
+def test_infer_dims_keeps_the_users_dim_names():
+    start = session(Masked(), torch.ones(2, 8), torch.ones(2, 8), input_ids={0: Dim("batch")}, attention_mask={0: Dim("batch")})
+    spec = start.infer_dims([(torch.ones(5, 8), torch.ones(5, 8))])
+    batch = Dim("batch", min=2, max=5)
+    assert spec == DimSpec.parse({"input_ids": {0: batch}, "attention_mask": {0: batch}}, start.inputs)
     assert start.with_dims(spec).run("capture").status == "ok"
 
 
@@ -224,3 +250,59 @@ def test_a_named_dim_torch_cannot_keep_dynamic_warns_before_export():
         warnings.simplefilter("always")
         start.run("capture")
     assert any(issubclass(w.category, DimPolicyWarning) and "x.shape[0]" in str(w.message) for w in caught)
+
+
+def test_dims_lookup_with_a_malformed_key_raises_key_error():
+    dims = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO}).dims
+    for key in ["x", "x.first", "nope.0", ("x",), ("x", 7), 3.5]:
+        with pytest.raises(KeyError):
+            dims[key]
+    assert dims["x.0"] is dims["x", 0] is dims[0]
+
+
+def test_dim_outcomes_are_hashable_and_compare_without_the_inputs():
+    first = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO}).dims
+    second = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO}).dims
+    assert hash(first) == hash(second) and first == second
+    assert len({first, second}) == 1
+
+
+def test_unnamed_dims_get_one_default_name_everywhere():
+    from exporter.dims.model import default_dim_name
+
+    class OddKey(torch.nn.Module):
+        def forward(self, inputs):
+            return inputs["a-b"] * 2
+
+    start = Session(OddKey(), ({"a-b": torch.ones(2, 3)},), options=ExportOptions(dynamic_shapes={"inputs.a-b": {0: AUTO}}))
+    name = default_dim_name("inputs.a-b", 0)
+    assert name == "inputs_a_b_dim0" and name.isidentifier()
+    assert start.spec.to_dynamic_axes() == {"inputs.a-b": {0: name}}  # legacy form
+    assert start.dims["inputs.a-b", 0].dim == name  # the ONNX dim_param
+    assert onnx_dims(start) == {"inputs.a-b": [name, 3]}
+    inferred = start.infer_dims([({"a-b": torch.ones(4, 3)},)])
+    assert inferred.policy("inputs.a-b", 0) == Dim(name, min=2, max=4)
+    with pytest.raises(Exception, match=name):  # the hint for a bounded torch hint names it too
+        start.with_dims({"inputs": {"a-b": {0: torch.export.Dim.DYNAMIC(min=2)}}})
+
+
+def test_guards_dims_and_fixes_are_computed_once_per_session(monkeypatch):
+    import exporter.guards
+    import exporter.shapes
+    import exporter.translate
+
+    calls = {"guards_of": 0, "symbol_of": 0}
+    for module, name in [(exporter.guards, "guards_of"), (exporter.translate, "symbol_of")]:
+        original = getattr(module, name)
+
+        def counting(*args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counting)
+    exported = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO})
+    assert exported.dims is exported.dims and exported.guards is exported.guards
+    assert exported.suggested_fixes is exported.suggested_fixes
+    assert calls == {"guards_of": 1, "symbol_of": 1}
+    rejected = session(BranchOnBatch(), torch.randn(5, 3), x={0: Dim("n", max=10)})
+    assert rejected.dims is rejected.dims and rejected.suggested_fixes is rejected.suggested_fixes

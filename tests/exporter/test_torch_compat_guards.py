@@ -1,8 +1,8 @@
 """One test per private torch API the shapes work uses through exporter._torch_compat:
 ``ShapeEnv._log_guard`` (wrapped to record guards), ``ShapeEnv.source_to_var`` /
 ``replacements``, ``torch._guards.TracingContext.extract_stack`` (strict-mode user frames),
-``ExportedProgram.range_constraints`` value ranges, ``fx_config.backed_size_oblivious`` and
-``AdditionalInputs._examples``. When torch changes one of them, the failing test names it."""
+``ExportedProgram.range_constraints`` value ranges, ``fx_config.backed_size_oblivious``,
+``AdditionalInputs._examples`` and ``torch.utils._pytree.keystr``. When torch changes one of them, the failing test names it."""
 
 from __future__ import annotations
 
@@ -69,17 +69,23 @@ def test_replaced_symbols_keep_every_equal_source():
     assert set(sources) == {"L['x'].size()[0]", "L['y'].size()[0]"}
 
 
-def test_record_shape_guards_restores_shape_env_and_nests():
+def test_record_shape_guards_wraps_log_guard_once_for_good_and_nests():
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    original = ShapeEnv._log_guard
     with compat.record_shape_guards() as outer:
-        assert ShapeEnv._log_guard is not original
+        installed = ShapeEnv._log_guard
+        assert getattr(installed, compat._GUARD_MARK)
         with compat.record_shape_guards() as inner:
             export(False)
-        assert ShapeEnv._log_guard is not original
-    assert ShapeEnv._log_guard is original
+        assert ShapeEnv._log_guard is installed  # not wrapped twice
+    assert ShapeEnv._log_guard is installed  # never uninstalled: no race with other threads
+    with compat.record_shape_guards():
+        assert ShapeEnv._log_guard is installed
     assert inner and [str(e.expr) for e in outer] == [str(e.expr) for e in inner]
+    with compat.record_shape_guards() as after:
+        pass
+    export(False)  # outside any block: nothing recorded
+    assert after == []
 
 
 def test_program_ranges_reads_range_constraints_with_open_max():
@@ -128,3 +134,123 @@ def test_clear_dim_marks_undoes_what_a_failed_export_leaves_on_the_inputs():
     assert not hasattr(args[0], "_dynamo_weak_dynamic_indices")
     with compat.size_oblivious_capture():
         torch.export.export(Add(), args)  # would fail with the stale mark
+
+
+def _in_thread_while_recorders_come_and_go(work) -> list[BaseException]:
+    """Run ``work`` in another thread while this one enters and leaves record_shape_guards
+    as fast as it can (threads switching as often as possible); return what ``work`` raised."""
+    import sys
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    worker.start()
+    try:
+        while worker.is_alive():
+            with compat.record_shape_guards() as mine:
+                pass
+            assert mine == []  # the other thread's guards never land here
+    finally:
+        worker.join()
+        sys.setswitchinterval(interval)
+    return errors
+
+
+def test_plain_guards_in_another_thread_survive_recorders_coming_and_going():
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env, expr = ShapeEnv(), sympy.Symbol("s0", integer=True, positive=True) > 2
+
+    def plain_guards():  # what a plain torch.export in this thread runs for each guard
+        for _ in range(20000):
+            env._log_guard("eval", expr, forcing_spec=False)
+
+    errors = _in_thread_while_recorders_come_and_go(plain_guards)
+    assert not errors, repr(errors[0]) if errors else None
+    with compat.record_shape_guards() as events:
+        export(False)
+    assert any("> 2" in str(e.expr) for e in events)
+
+
+def test_a_thread_records_its_own_export_while_another_enters_and_leaves_recording():
+    recorded = []
+
+    def recorded_exports():
+        for _ in range(2):
+            export(True)  # plain
+            with compat.record_shape_guards() as events:
+                export(False)
+            recorded.append([str(e.expr) for e in events if "> 2" in str(e.expr)])
+
+    errors = _in_thread_while_recorders_come_and_go(recorded_exports)
+    assert not errors, repr(errors[0]) if errors else None
+    assert len(recorded) == 2 and all(len(r) == 1 for r in recorded)
+
+
+def test_a_third_party_wrapping_log_guard_meanwhile_neither_recurses_nor_loses_guards():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    before = ShapeEnv.__dict__["_log_guard"]
+    calls = []
+    try:
+        with compat.record_shape_guards():
+            wrapped = ShapeEnv._log_guard
+
+            def third_party(self, prefix, g, *args, **kwargs):  # no functools.wraps
+                calls.append(prefix)
+                return wrapped(self, prefix, g, *args, **kwargs)
+
+            ShapeEnv._log_guard = third_party
+        with compat.record_shape_guards() as events:
+            export(False)
+        assert calls
+        branch = [e for e in events if "> 2" in str(e.expr)]
+        assert len(branch) == 1  # recorded once, not once per wrapper
+    finally:
+        ShapeEnv._log_guard = before
+
+
+def test_installed_package_code_is_user_code_but_stdlib_torch_and_the_exporter_are_not():
+    import os
+    import sysconfig
+
+    import exporter
+
+    for key in ("purelib", "platlib"):
+        assert compat._is_user_file(os.path.join(sysconfig.get_paths()[key], "somepkg", "m.py"))
+    assert not compat._is_user_file(os.__file__)
+    assert not compat._is_user_file(torch.__file__)
+    assert not compat._is_user_file(compat.__file__)
+    assert compat._is_user_file(os.path.join(os.path.dirname(exporter.__file__), "examples.py"))
+    assert compat._is_user_file(__file__)
+
+
+def test_an_ipython_cell_is_user_code_when_linecache_has_its_lines():
+    import linecache
+
+    cell = "<ipython-input-3-0123456789ab>"
+    assert not compat._is_user_file(cell)
+    linecache.cache[cell] = (10, None, ["x = 1\n"], cell)
+    try:
+        assert compat._is_user_file(cell)
+        assert not compat._is_user_file("<string>")
+    finally:
+        del linecache.cache[cell]
+
+
+def test_pytree_keystr_writes_key_paths_as_torch_sources_do():
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+    paths = [path for path, _ in compat.tree_flatten_with_path({"k": [Pair(torch.ones(1), torch.ones(1))]})]
+    assert [compat.pytree_keystr(p) for p in paths] == ["['k'][0].a", "['k'][0].b"]
