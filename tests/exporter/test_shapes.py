@@ -11,21 +11,7 @@ import torch
 
 from exporter import AUTO, DYNAMIC, STATIC, Dim, DimPolicyWarning, DimSpec, ExportOptions, Session
 from exporter.shapes import parse_fix_line
-
-STRATEGIES = ["nonstrict", "strict"]
-
-
-def line_of(obj, text: str) -> int:
-    lines, start = inspect.getsourcelines(obj)
-    return start + next(i for i, line in enumerate(lines) if text in line)
-
-
-class BranchOnBatch(torch.nn.Module):
-    def forward(self, x):
-        if x.shape[0] > 2:
-            return x * 2
-        return x
-
+from shape_models import STRATEGIES, BranchOnBatch, PinnedWidth, line_of
 
 class Add(torch.nn.Module):
     def forward(self, x, y):
@@ -37,13 +23,6 @@ class GuardedAdd(torch.nn.Module):
         if x.shape[0] > 4:
             x = x * 2
         return x + y
-
-
-class PinnedWidth(torch.nn.Module):
-    def forward(self, x):
-        if x.shape[1] == 4:
-            return x * 2
-        return x
 
 
 class ScaledLinear(torch.nn.Module):
@@ -74,7 +53,7 @@ def test_branch_narrows_an_auto_dim_and_the_reason_cites_the_guard_line():
     row = dims["x", 0]
     assert (row.obtained, row.min, row.max, row.example, row.requested) == ("dynamic", 3, None, 5, "AUTO")
     assert row.differs and "narrowed from [0, inf] to [3, inf]" in row.reason and "x.shape[0] > 2" in row.reason
-    assert row.source == f"{__file__}:{line_of(BranchOnBatch, 'if x.shape[0] > 2:')}: if x.shape[0] > 2:"
+    assert row.source == f"{inspect.getsourcefile(BranchOnBatch)}:{line_of(BranchOnBatch, 'if x.shape[0] > 2:')}: if x.shape[0] > 2:"
     assert not dims["x", 1].differs and dims["x", 1].obtained == "static"
 
 
