@@ -80,37 +80,16 @@ def onnx_input_dims(model: Any) -> dict[str, tuple[str | int | None, ...]]:
     return out
 
 
-def _optional(session: Any, name: str) -> Any:
-    """``session.<name>`` if another module provides it and it works; else None."""
-    try:
-        return getattr(session, name, None)
-    except Exception:  # noqa: BLE001 - an optional richer source must not break verification
-        return None
-
-
 def _guards(session: Any, program: Any) -> list[tuple[str, str, str | None, tuple | None]]:
-    """Guards as ``(expression, text to match, user source or None, axes or None)``:
-    ``session.guards`` (with the user's line) when the guards module provides it, else the
-    program's guard expressions (no source)."""
+    """Guards as ``(expression, text to match, user source or None, axes or None)``: the
+    session's guards (with the user's line), else the program's guard expressions."""
     from .. import _torch_compat as compat
 
-    out: list[tuple[str, str, str | None, tuple | None]] = []
-    try:
-        guards = list(_optional(session, "guards") or ())
-    except TypeError:
-        guards = []
-    for guard in guards:
-        expr = str(getattr(guard, "expression", None) or getattr(guard, "expr", None) or guard)
-        text = " ".join(str(getattr(guard, name, "") or "") for name in ("expression", "expr", "symbolic"))
-        source = getattr(guard, "source", None)
-        axes = getattr(guard, "axes", None)
-        out.append((expr, text, str(source) if source else None, tuple(axes) if axes else None))
-    if not out:
-        try:
-            out = [(code, code, None, None) for code in compat.guards_code(program)]
-        except Exception:  # noqa: BLE001
-            out = []
-    return out
+    out = [
+        (guard.expression, f"{guard.expression} {guard.symbolic}", guard.source, guard.axes or None)
+        for guard in session.guards
+    ]
+    return out or [(code, code, None, None) for code in compat.guards_code(program)]
 
 
 def _source_patterns(sources: Mapping[str, str], path: str, axis: int) -> list[str]:
