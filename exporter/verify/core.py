@@ -16,7 +16,7 @@ from .divergence import Divergence, first_divergence, fx_name_of, source_of_stac
 from .groups import DimGroup, dim_groups, plan_cases
 from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
-from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare
+from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 
 
 def _run_case(
@@ -271,11 +271,8 @@ def verify(
         ))
     failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok
     report(progress, "verify", total, total, "done")
-    merged = dict(DEFAULT_TOLERANCES)
-    if isinstance(tolerances, Tolerance):
-        merged = {k: tolerances for k in merged}
-    elif tolerances:
-        merged.update({k: v if isinstance(v, Tolerance) else Tolerance(*v) for k, v in tolerances.items()})
+    overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})
+    merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}
     return VerifyResult(
         "failed" if failed else "passed",
         tuple(cases),
