@@ -64,6 +64,21 @@ def module_state(model: Any) -> tuple:
     return modes, tuple((id(t), t._version) for t in tensors)
 
 
+def size_expression(size: Any) -> str:
+    """A dim of a traced tensor as text: its sympy expression (``s77``, ``2*s77``) when it is
+    a ``SymInt``, else the int."""
+    node = getattr(size, "node", None)
+    return str(node.expr) if node is not None else str(int(size))
+
+
+def train_mode_dependent_modules() -> tuple[type, ...]:
+    """Module classes whose output depends on train/eval mode (every dropout and batch norm
+    variant, through their private base classes)."""
+    import torch
+
+    return (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+
+
 @contextlib.contextmanager
 def size_oblivious_capture() -> Iterator[None]:
     """Capture so that a size-0/1 example does not specialize its dim (what torch.onnx does)."""

@@ -139,7 +139,7 @@ def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:
         if value is None:
             continue
         for axis, size in enumerate(value.shape):
-            out[(leaf.path, axis)] = str(size.node.expr) if hasattr(size, "node") else str(int(size))
+            out[(leaf.path, axis)] = compat.size_expression(size)
     return out
 
 

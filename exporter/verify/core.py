@@ -69,9 +69,9 @@ def _run_case(
 
 def _training_modules(model: Any) -> list[str]:
     """Dropout / batch-norm submodules left in training mode (names, at most three)."""
-    import torch
+    from .._torch_compat import train_mode_dependent_modules
 
-    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    kinds = train_mode_dependent_modules()
     modules = getattr(model, "named_modules", None)
     if modules is None:
         return []

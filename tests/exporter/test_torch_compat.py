@@ -166,3 +166,17 @@ def test_module_state_changes_with_mode_and_in_place_weight_edits():
         model.linear.weight.add_(1.0)
     assert compat.module_state(model) != after_eval
     assert compat.module_state(lambda x: x) == ()
+
+
+def test_size_expression_names_symbols_and_static_sizes(program):
+    placeholder = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == "x")
+    rows, width = placeholder.meta["val"].shape
+    assert compat.size_expression(rows).isidentifier()  # a symbol such as s77
+    assert compat.size_expression(width) == "4"
+
+
+def test_train_mode_dependent_modules_cover_dropout_and_batch_norm_variants():
+    kinds = compat.train_mode_dependent_modules()
+    for module in (torch.nn.Dropout(), torch.nn.Dropout2d(), torch.nn.BatchNorm1d(3), torch.nn.BatchNorm2d(3)):
+        assert isinstance(module, kinds)
+    assert not isinstance(torch.nn.Linear(2, 2), kinds)
