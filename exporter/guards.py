@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .inputs import axis_label
+
 if TYPE_CHECKING:
     from .capture import CaptureAttempt
     from .inputs import BoundInputs
@@ -254,10 +256,6 @@ def _word_in(name: str, code: str | None) -> bool:
     return bool(code) and re.search(rf"(?<![\w.]){re.escape(name)}\b", code or "") is not None
 
 
-def _label(path: str, axis: int) -> str:
-    return f"{path}.shape[{axis}]"
-
-
 def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any, inputs: dict[str, str]) -> Guard:
     kind, value = _classify(event.prefix, event.expr)
     symbolic = printer.doprint(event.expr)
@@ -275,7 +273,7 @@ def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any, inputs:
             continue
         # Name the symbol after the input the user's line mentions, when it mentions one.
         named = next((c for c in candidates if _word_in(c[0].split(".")[0], code)), candidates[0])
-        labels[symbol] = _label(*named)
+        labels[symbol] = axis_label(*named)
         axes.extend(c for c in candidates if c not in axes)
     expression = symbolic
     if labels:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import SpecError
 
-__all__ = ["BoundInputs", "Leaf", "bind_inputs", "key_path_to_str"]
+__all__ = ["BoundInputs", "Leaf", "axis_label", "bind_inputs", "key_path_to_str"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,11 @@ class BoundInputs:
             else:
                 out[name] = values[name]
         return out
+
+
+def axis_label(path: str, axis: int) -> str:
+    """How messages and tables name an input axis: ``x.shape[0]``."""
+    return f"{path}.shape[{axis}]"
 
 
 def key_path_to_str(prefix: str, key_path: tuple[Any, ...]) -> str:

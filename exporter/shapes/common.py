@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..dims import AxisPolicy, DimSpec
 from ..dims.parse import build
+from ..inputs import axis_label
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -16,8 +17,7 @@ def axis_name(path: str, axis: int) -> str:
     return f"{path}.{axis}"
 
 
-def label(path: str, axis: int) -> str:
-    return f"{path}.shape[{axis}]"
+label = axis_label  # x.shape[0]
 
 
 def spec_from(value: dict[tuple[str, int], AxisPolicy], bound: BoundInputs) -> DimSpec:
