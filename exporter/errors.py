@@ -8,9 +8,11 @@ those fields so it reads the same in a terminal, a log and a notebook.
 from __future__ import annotations
 
 import copy
+import enum
 import os
 import re
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -21,9 +23,24 @@ __all__ = [
     "TranslateError",
     "OptimizeError",
     "SerializeError",
+    "Failure",
+    "Status",
     "user_source_line",
     "first_line",
 ]
+
+
+class Status(str, enum.Enum):
+    """How a stage, a verification, a case or a benchmark ended. A ``str`` (``status == "ok"``
+    works, and tables show the plain word)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class ExportError(Exception):
@@ -82,6 +99,7 @@ class ExportError(Exception):
         by derived sessions, so raising it must not change (or lengthen the traceback of) the
         stored one."""
         clone = copy.copy(self)
+        clone.args = self.args  # copy.copy rebuilds from args, which would format the message twice
         clone.session = session
         clone.__cause__ = self.__cause__
         clone.__traceback__ = None
@@ -159,3 +177,54 @@ def user_source_line(exc: BaseException) -> str | None:
             code = (frame.line or "").strip()
             return f"{frame.filename}:{frame.lineno} in {frame.name}: {code}"
     return None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why something failed, as data: the one record every result uses (stages, verify and its
+    cases, benchmark, profile).
+
+    Attributes:
+        stage: where it failed (``capture``, ``verify``, ``benchmark``...).
+        type: the exception's class name (``TorchRuntimeError``, ``InvalidArgument``).
+        message: the exception's message (the reason alone for an :class:`ExportError`).
+        hint: what to do next, when known.
+        source: the user's ``file:line in func: code`` that caused it, when known.
+        traceback: the formatted traceback, cause chain included ("" when not kept).
+    """
+
+    stage: str
+    type: str
+    message: str
+    hint: str | None = None
+    source: str | None = None
+    traceback: str = ""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, stage: str | None = None, *, hint: str | None = None) -> Failure:
+        if isinstance(exc, ExportError):
+            return cls(
+                stage or exc.stage, type(exc).__name__, exc.reason, hint or exc.hint, exc.source,
+                "".join(traceback.format_exception(exc)),
+            )
+        return cls(
+            stage or "export", type(exc).__name__, str(exc).strip(), hint, user_source_line(exc),
+            "".join(traceback.format_exception(exc)),
+        )
+
+    @property
+    def first_line(self) -> str:
+        """``Type: first line of the message``: what a table cell shows."""
+        line = next((ln.strip() for ln in self.message.splitlines() if ln.strip()), "")
+        return f"{self.type}: {line}" if line else self.type
+
+    def __str__(self) -> str:
+        lines = [f"[{self.stage}] {self.first_line if self.type not in _OWN_ERRORS else self.message}"]
+        if self.source:
+            lines.append(f"  at: {self.source}")
+        if self.hint:
+            lines.append("  fix: " + self.hint.replace("\n", "\n       "))
+        return "\n".join(lines)
+
+
+_OWN_ERRORS = {"ExportError", "SpecError", "CaptureError", "DecomposeError", "TranslateError", "OptimizeError", "SerializeError"}

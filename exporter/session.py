@@ -5,79 +5,136 @@ stage depends on, in a cache shared by every session derived from it with
 :meth:`Session.with_options` / :meth:`Session.with_dims`. A new dim spec re-runs capture and
 everything after it; a new opset re-runs translation onward; a spec seen before is served
 from the cache. A stage never raises: success or failure it returns a :class:`StageResult`.
+
+The session is also a UI's model. Long work reports each step to an
+:class:`~exporter.events.Observer` and stops at the next step once its
+:class:`~exporter.events.CancelToken` is set; :meth:`Session.submit` runs it on the export
+worker thread and returns a ``Future``. Two threads asking for the same stage get one
+computation, and what a session hands out (ONNX models, protos) is a copy, so changing it
+changes no session.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
+import threading
 import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .capture import STRATEGIES, CaptureAttempt, capture_error, get_strategy, is_constraint_violation
 from .dims import DimSpec
-from .errors import CaptureError, DecomposeError, ExportError, OptimizeError, TranslateError, first_line, user_source_line
+from .errors import (
+    CaptureError,
+    DecomposeError,
+    ExportError,
+    Failure,
+    OptimizeError,
+    Status,
+    TranslateError,
+    first_line,
+    user_source_line,
+)
+from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .inputs import BoundInputs, bind_inputs
+from .worker import submit_work
 
 if TYPE_CHECKING:
-    from .api import ExportOptions
+    from .options import ExportOptions
 
-__all__ = ["STAGES", "Session", "StageResult"]
+__all__ = ["ANALYSES", "STAGES", "Session", "StageResult"]
 
 STAGES = ("capture", "decompose", "translate", "optimize")
+ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile")
 
 
 @dataclass(frozen=True)
 class StageResult:
-    """What one stage produced: status ``ok`` / ``failed`` / ``skipped``, timing, output, error."""
+    """What one stage produced: its :class:`~exporter.errors.Status` (``ok``, ``failed``,
+    ``skipped``, ``cancelled``), timing, output, and on failure the error to raise and its
+    :class:`~exporter.errors.Failure` record. ``strategy`` is the capture strategy that
+    produced a capture result."""
 
     name: str
-    status: str
+    status: Status
     seconds: float
     output: Any = None
     error: ExportError | None = None
     attempts: tuple[CaptureAttempt, ...] = ()
     cached: bool = False
     detail: str = ""
+    strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
 
     @property
     def ok(self) -> bool:
-        return self.status != "failed"
+        return self.status in (Status.OK, Status.SKIPPED)
+
+    @functools.cached_property
+    def failure(self) -> Failure | None:
+        return Failure.from_exception(self.error, self.name) if self.error is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "stage": self.name,
-            "status": self.status,
+            "status": self.status.value,
             "seconds": round(self.seconds, 4),
             "cached": self.cached,
-            "detail": self.detail or (first_line(self.error) if self.error else ""),
+            "strategy": self.strategy,
+            "detail": self.detail or (self.failure.first_line if self.failure else ""),
         }
 
 
 class _StageCache:
-    """Stage results keyed by (stage, dependency key); bounded so old specs are dropped."""
+    """Stage results keyed by (stage, dependency key), bounded so old specs are dropped.
+
+    Thread-safe: when two threads ask for one key, the first computes and the other waits for
+    its result. A cancelled result is handed to the thread that computed it and not stored."""
 
     def __init__(self, max_entries_per_stage: int = 8) -> None:
         self._max = max_entries_per_stage
         self._data: dict[str, OrderedDict[Any, StageResult]] = {s: OrderedDict() for s in STAGES}
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, Any], threading.Event] = {}
 
-    def get(self, stage: str, key: Any) -> StageResult | None:
-        results = self._data[stage]
-        if key in results:
-            results.move_to_end(key)
-            return results[key]
-        return None
+    def get_or_compute(self, stage: str, key: Any, compute: Callable[[], StageResult]) -> tuple[StageResult, bool]:
+        """``(result, cached)``: the stored result, or ``compute()``'s (stored unless cancelled)."""
+        while True:
+            with self._lock:
+                results = self._data[stage]
+                if key in results:
+                    results.move_to_end(key)
+                    return results[key], True
+                running = self._running.get((stage, key))
+                if running is None:
+                    running = self._running[(stage, key)] = threading.Event()
+                    break
+            running.wait()  # another thread computes it: take its result (or compute if it was cancelled)
+        try:
+            result = compute()
+            if result.status != Status.CANCELLED:
+                with self._lock:
+                    results = self._data[stage]
+                    results[key] = result
+                    while len(results) > self._max:
+                        results.popitem(last=False)
+            return result, False
+        finally:
+            with self._lock:
+                del self._running[(stage, key)]
+            running.set()
 
-    def put(self, stage: str, key: Any, result: StageResult) -> None:
-        results = self._data[stage]
-        results[key] = result
-        while len(results) > self._max:
-            results.popitem(last=False)
+
+# torch.export, its fake-tensor mode and the guard recorder are not safe to run concurrently:
+# every stage computation in the process takes this lock.
+_TORCH_LOCK = threading.RLock()
 
 
 class Session:
@@ -85,7 +142,9 @@ class Session:
 
     ``Session(model, args, kwargs, options)`` validates the inputs and the dim spec at once
     (raising :class:`~exporter.SpecError`) and runs nothing else until asked:
-    ``session.run(until="capture")``, or any property that needs a stage.
+    ``session.run(until="capture")``, ``session.submit(...)``, or any property that needs a
+    stage. Its fields are read-only: derive a new session with :meth:`with_options`,
+    :meth:`with_dims` or :meth:`with_axis`.
     """
 
     def __init__(
@@ -98,27 +157,57 @@ class Session:
         _cache: _StageCache | None = None,
         _inputs: BoundInputs | None = None,
     ) -> None:
-        from .api import ExportOptions
+        from .options import ExportOptions
 
-        self.model = model
-        self.options = options if options is not None else ExportOptions()
-        self.args = tuple(args)
-        self.kwargs = dict(kwargs or {})
-        self.inputs: BoundInputs = _inputs or bind_inputs(model, self.args, self.kwargs)
-        self.spec: DimSpec = DimSpec.parse(
-            self.options.dynamic_shapes, self.inputs, dynamic_axes=self.options.dynamic_axes
+        self._model = model
+        self._options = options if options is not None else ExportOptions()
+        self._args = tuple(args)
+        self._kwargs = dict(kwargs or {})
+        self._inputs: BoundInputs = _inputs or bind_inputs(model, self._args, self._kwargs)
+        self._spec: DimSpec = DimSpec.parse(
+            self._options.dynamic_shapes, self._inputs, dynamic_axes=self._options.dynamic_axes
         )
         self._cache = _cache or _StageCache()
         self._results: dict[str, StageResult] = {}
+        self._lock = threading.RLock()
         self._proto: Any = None
         self._bytes: bytes | None = None
         self._ort: Any = None
+        self._applied_fixes: tuple[Any, ...] = ()
+
+    # -- read-only fields ---------------------------------------------------------------------
+    @property
+    def model(self) -> Any:
+        """The user's module (never changed by the session)."""
+        return self._model
+
+    @property
+    def options(self) -> ExportOptions:
+        return self._options
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return self._args
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self._kwargs)
+
+    @property
+    def inputs(self) -> BoundInputs:
+        """The example inputs bound to ``forward``'s signature, with their leaf paths."""
+        return self._inputs
+
+    @property
+    def spec(self) -> DimSpec:
+        """The dim spec, parsed and validated against the example inputs."""
+        return self._spec
 
     # -- deriving sessions ------------------------------------------------------------------
     def with_options(self, **changes: Any) -> Session:
         """A session with some options changed that reuses every still-valid stage."""
-        options = dataclasses.replace(self.options, **changes)
-        return Session(self.model, self.args, self.kwargs, options, _cache=self._cache, _inputs=self.inputs)
+        options = dataclasses.replace(self._options, **changes)
+        return Session(self._model, self._args, self._kwargs, options, _cache=self._cache, _inputs=self._inputs)
 
     def with_dims(self, dynamic_shapes: Any = None, *, dynamic_axes: Any = None) -> Session:
         """A session with a new dim spec (any accepted form); the rest is reused."""
@@ -126,7 +215,7 @@ class Session:
 
     def with_axis(self, path: str, axis: int, policy: Any) -> Session:
         """A session with one input axis set to AUTO / STATIC / DYNAMIC / a Dim / a name."""
-        return self.with_dims(self.spec.with_axis(self.inputs, path, axis, policy))
+        return self.with_dims(self._spec.with_axis(self._inputs, path, axis, policy))
 
     # -- running ----------------------------------------------------------------------------
     def _key(self, stage: str) -> tuple:
@@ -136,118 +225,161 @@ class Session:
         from ._torch_compat import module_state
         from .translate import registry_opset, resolve_opset
 
-        capture = (self.spec, self.options.strategy, self.options.runtime_asserts, module_state(self.model))
+        capture = (self._spec, self._options.strategy, self._options.runtime_asserts, module_state(self._model))
         if stage == "capture":
             return capture
-        opset = resolve_opset(self.options.opset_version)
+        opset = resolve_opset(self._options.opset_version)
         if stage == "decompose":
             return capture + (registry_opset(opset),)
         translate = capture + (opset,)
-        return translate if stage == "translate" else translate + (self.options.optimize,)
+        return translate if stage == "translate" else translate + (self._options.optimize,)
 
-    def run(self, until: str = "optimize") -> StageResult:
-        """Run every stage up to ``until`` (reusing cached ones); return ``until``'s result,
-        or the first failed stage's. Never raises for a stage failure."""
+    def _observer(self, observer: Observer | None) -> Observer:
+        logger = self._options.logger
+        if logger is None:
+            return observer if observer is not None else Observer()
+        return fan_out(LoggerObserver(logger), observer)
+
+    def run(self, until: str = "optimize", *, observer: Observer | None = None,
+            cancel: CancelToken | None = None) -> StageResult:
+        """Run every stage up to ``until`` (reusing cached ones); return ``until``'s result, or
+        the first failed or cancelled stage's. Never raises for a stage failure.
+
+        ``observer`` hears each stage start and end and each capture attempt; ``cancel`` is
+        checked before each stage and between capture strategies: a cancelled stage has status
+        ``cancelled``, is not cached, and the next ``run()`` computes it."""
         if until not in STAGES:
             raise ValueError(f"unknown stage {until!r}; stages are {', '.join(STAGES)}")
+        observer = self._observer(observer)
         result: StageResult | None = None
         for stage in STAGES[: STAGES.index(until) + 1]:
-            result = self.result(stage)
-            if result.status == "failed":
+            result = self._stage(stage, observer, cancel)
+            if result.status in (Status.FAILED, Status.CANCELLED):
                 break
         assert result is not None
         return result
 
-    def result(self, stage: str) -> StageResult:
+    def result(self, stage: str, *, observer: Observer | None = None, cancel: CancelToken | None = None) -> StageResult:
         """The result of one stage, running it (and what it needs) if not yet known."""
-        if stage in self._results:
-            return self._results[stage]
-        index = STAGES.index(stage)
-        if index > 0:
-            previous = self.result(STAGES[index - 1])
-            if previous.status == "failed":
-                result = StageResult(stage, "skipped", 0.0, detail=f"{previous.name} failed")
-                self._results[stage] = result
-                return result
-        key = self._key(stage)
-        cached = self._cache.get(stage, key)
-        if cached is not None:
-            result = dataclasses.replace(cached, cached=True)
-            self._log(result)
-        else:
-            runner: Callable[[], StageResult] = getattr(self, f"_run_{stage}")
-            result = runner()
-            self._cache.put(stage, key, result)
-            self._log(result)
-        self._results[stage] = result
-        return result
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+        return self._stage(stage, self._observer(observer), cancel)
 
-    def _log(self, result: StageResult) -> None:
-        logger: logging.Logger | None = self.options.logger
-        if logger is None:
-            return
-        suffix = " (cached)" if result.cached else ""
-        detail = f": {result.detail}" if result.detail else ""
-        if result.status == "failed":
-            logger.error("%s failed after %.2f s%s\n%s", result.name, result.seconds, suffix, result.error)
-        else:
-            logger.info("%s %s in %.2f s%s%s", result.name, result.status, result.seconds, suffix, detail)
+    def _stage(self, stage: str, observer: Observer, cancel: CancelToken | None) -> StageResult:
+        with self._lock:
+            if stage in self._results:
+                return self._results[stage]
+            index = STAGES.index(stage)
+            if index > 0:
+                previous = self._stage(STAGES[index - 1], observer, cancel)
+                if previous.status == Status.CANCELLED:
+                    return previous
+                if previous.status == Status.FAILED:
+                    result = StageResult(stage, Status.SKIPPED, 0.0, detail=f"{previous.name} failed")
+                    self._results[stage] = result
+                    observer.on_stage_end(result)
+                    return result
+            if cancel is not None and cancel.cancelled:
+                result = StageResult(stage, Status.CANCELLED, 0.0, detail="cancelled before it started")
+                observer.on_stage_end(result)
+                return result
+            observer.on_stage_start(stage)
+            runner: Callable[[Observer, CancelToken | None], StageResult] = getattr(self, f"_run_{stage}")
+
+            def compute() -> StageResult:
+                with _TORCH_LOCK:
+                    return runner(observer, cancel)
+
+            result, cached = self._cache.get_or_compute(stage, self._key(stage), compute)
+            if cached:
+                result = dataclasses.replace(result, cached=True)
+            if result.status != Status.CANCELLED:
+                self._results[stage] = result
+            observer.on_stage_end(result)
+            return result
+
+    def submit(self, until: str = "optimize", *, observer: Observer | None = None,
+               cancel: CancelToken | None = None, **options: Any) -> Future:
+        """Run in the background on the export worker (one thread per process: torch.export
+        cannot run concurrently) and return a ``concurrent.futures.Future``.
+
+        ``until`` is a stage (the future gives its :class:`StageResult`, as :meth:`run` would)
+        or one of ``verify``, ``benchmark``, ``benchmark_sweep``, ``profile`` (the future gives
+        that method's result; ``options`` are passed to it). Set ``cancel`` to stop at the
+        next step; the future then holds a result whose status is ``cancelled``."""
+        if until in STAGES:
+            if options:
+                raise TypeError(f"submit({until!r}) takes no options, got {sorted(options)}")
+            return submit_work(self.run, until, observer=observer, cancel=cancel)
+        if until in ANALYSES:
+            return submit_work(getattr(self, until), observer=observer, cancel=cancel, **options)
+        raise ValueError(f"unknown task {until!r}; choose a stage ({', '.join(STAGES)}) or one of {', '.join(ANALYSES)}")
 
     def _previous_output(self, stage: str) -> Any:
         return self._results[STAGES[STAGES.index(stage) - 1]].output
 
     def _strategies(self) -> tuple[type, ...]:
-        if self.options.strategy == "auto":
+        if self._options.strategy == "auto":
             return STRATEGIES
-        return (get_strategy(self.options.strategy),)
+        return (get_strategy(self._options.strategy),)
 
-    def _run_capture(self) -> StageResult:
+    def _run_capture(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from .shapes import DimPolicyWarning
 
         for warning in self.dim_warnings:
-            warnings.warn(str(warning), DimPolicyWarning, stacklevel=4)
+            warnings.warn(str(warning), DimPolicyWarning, stacklevel=6)
         start = time.perf_counter()
         try:
-            dynamic_shapes = self.spec.to_torch(self.inputs)
-        except Exception as exc:  # noqa: BLE001 - a spec torch refuses is a failed capture
-            error = exc if isinstance(exc, ExportError) else CaptureError(
-                f"torch refused the dim spec: {first_line(exc)}", hint="check the Dim ranges in the spec"
-            )
-            return StageResult("capture", "failed", time.perf_counter() - start, error=error)
+            dynamic_shapes = self._spec.to_torch(self._inputs)
+        except ExportError as exc:
+            return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=exc)
+        except (TypeError, ValueError, AssertionError) as exc:  # torch's own checks on a Dim
+            error = CaptureError(f"torch refused the dim spec: {first_line(exc)}", hint="check the Dim ranges in the spec")
+            error.__cause__ = exc
+            return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=error)
         attempts: list[CaptureAttempt] = []
         strategies = self._strategies()
         for i, cls in enumerate(strategies):
-            strategy = cls(runtime_asserts=self.options.runtime_asserts)
-            attempt = strategy(self.model, self.inputs.args, self.inputs.kwargs, dynamic_shapes)
+            if cancel is not None and cancel.cancelled:
+                return StageResult("capture", Status.CANCELLED, time.perf_counter() - start, attempts=tuple(attempts),
+                                   detail=f"cancelled before strategy {cls.name}")
+            strategy = cls(runtime_asserts=self._options.runtime_asserts)
+            attempt = strategy(self._model, self._inputs.args, self._inputs.kwargs, dynamic_shapes)
             attempts.append(attempt)
+            observer.on_attempt(attempt)
             if attempt.success:
                 return StageResult(
-                    "capture", "ok", time.perf_counter() - start, attempt.program,
-                    attempts=tuple(attempts), detail=f"strategy {attempt.strategy}",
+                    "capture", Status.OK, time.perf_counter() - start, attempt.program,
+                    attempts=tuple(attempts), detail=f"strategy {attempt.strategy}", strategy=attempt.strategy,
                 )
             if is_constraint_violation(attempt.error):
                 reason = "skipped: the dim spec was rejected, another strategy would only hide it"
-                attempts.extend(CaptureAttempt(c.name, 0.0, skipped_reason=reason) for c in strategies[i + 1 :])
+                for skipped in strategies[i + 1 :]:
+                    attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
+                    observer.on_attempt(attempts[-1])
                 break
         error = capture_error(tuple(attempts))
-        return StageResult("capture", "failed", time.perf_counter() - start, error=error, attempts=tuple(attempts))
+        return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=error, attempts=tuple(attempts))
 
     def _run_guarded(self, stage: str, error_type: type[ExportError], hint: str, work: Callable[[], Any]) -> StageResult:
         start = time.perf_counter()
         try:
             output = work()
-        except Exception as exc:  # noqa: BLE001 - failure is data
-            error = error_type(first_line(exc), source=user_source_line(exc), hint=hint)
-            error.__cause__ = exc
-            return StageResult(stage, "failed", time.perf_counter() - start, error=error)
-        return StageResult(stage, "ok", time.perf_counter() - start, output)
+        except Exception as exc:  # noqa: BLE001 - any failure inside torch/onnxscript is data
+            if isinstance(exc, ExportError):
+                error = exc
+            else:
+                error = error_type(first_line(exc), source=user_source_line(exc), hint=hint)
+                error.__cause__ = exc
+            return StageResult(stage, Status.FAILED, time.perf_counter() - start, error=error)
+        return StageResult(stage, Status.OK, time.perf_counter() - start, output)
 
-    def _run_decompose(self) -> StageResult:
+    def _run_decompose(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from . import _torch_compat as compat
         from .translate import registry_opset, resolve_opset
 
         program = self._previous_output("decompose")
-        opset = registry_opset(resolve_opset(self.options.opset_version))
+        opset = registry_opset(resolve_opset(self._options.opset_version))
         return self._run_guarded(
             "decompose",
             DecomposeError,
@@ -256,11 +388,11 @@ class Session:
             lambda: compat.decompose_for_onnx(program, opset),
         )
 
-    def _run_translate(self) -> StageResult:
+    def _run_translate(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from .translate import constant_outputs, resolve_opset, translate
 
         program = self._previous_output("translate")
-        opset = resolve_opset(self.options.opset_version)
+        opset = resolve_opset(self._options.opset_version)
         constants = constant_outputs(program)
         hint = (
             f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
@@ -273,15 +405,15 @@ class Session:
             "translate",
             TranslateError,
             hint,
-            lambda: translate(program, opset_version=opset, bound=self.inputs, spec=self.spec),
+            lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec),
         )
 
-    def _run_optimize(self) -> StageResult:
+    def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from .translate import optimize
 
         model = self._previous_output("optimize")
-        if not self.options.optimize:
-            return StageResult("optimize", "skipped", 0.0, model, detail="optimize=False")
+        if not self._options.optimize:
+            return StageResult("optimize", Status.SKIPPED, 0.0, model, detail="optimize=False")
         return self._run_guarded(
             "optimize",
             OptimizeError,
@@ -306,58 +438,76 @@ class Session:
 
     @property
     def failed_stage(self) -> StageResult | None:
-        return next((r for r in self.stages if r.status == "failed"), None)
+        return next((r for r in self.stages if r.status == Status.FAILED), None)
 
     @property
     def succeeded(self) -> bool:
         return len(self.stages) == len(STAGES) and self.failed_stage is None
 
-    def _output(self, stage: str) -> Any:
+    def stage_output(self, stage: str) -> Any:
+        """A stage's output as cached, running the stages up to it; raises the stage's
+        :class:`~exporter.ExportError` if it failed. The object is shared by every session
+        derived from this one: read it, never change it (:attr:`onnx_model` gives a copy)."""
         result = self.run(stage)
-        if result.status == "failed":
+        if result.status == Status.CANCELLED:
+            raise Cancelled()
+        if result.status == Status.FAILED:
             raise result.error.with_session(self)  # type: ignore[union-attr]
         return result.output
+
+    _output = stage_output
 
     @property
     def exported_program(self) -> Any:
         """The captured ``torch.export.ExportedProgram`` (before ONNX decompositions)."""
-        return self._output("capture")
+        return self.stage_output("capture")
 
     @property
     def decomposed_program(self) -> Any:
-        return self._output("decompose")
+        return self.stage_output("decompose")
 
     @property
     def onnx_model(self) -> Any:
-        """The final ``onnx_ir.Model`` (optimized unless ``optimize=False``)."""
-        return self._output("optimize")
+        """A copy of the final ``onnx_ir.Model`` (optimized unless ``optimize=False``): change
+        it freely, the session and the bytes it saves stay as exported."""
+        return self.stage_output("optimize").clone()
 
     @property
     def model_proto(self) -> Any:
-        """The final ``onnx.ModelProto``."""
-        if self._proto is None:
-            import onnx_ir as ir
+        """A copy of the final ``onnx.ModelProto`` (what :meth:`save` writes)."""
+        import onnx
 
-            self._proto = ir.to_proto(self.onnx_model)
-        return self._proto
+        proto = onnx.ModelProto()
+        proto.CopyFrom(self._final_proto())
+        return proto
+
+    def _final_proto(self) -> Any:
+        with self._lock:
+            if self._proto is None:
+                import onnx_ir as ir
+
+                self._proto = ir.to_proto(self.stage_output("optimize"))
+            return self._proto
 
     @property
     def model_bytes(self) -> bytes:
         """The final model serialized (what onnxruntime loads and ``save`` writes)."""
-        if self._bytes is None:
-            self._bytes = self.model_proto.SerializeToString()
-        return self._bytes
+        with self._lock:
+            if self._bytes is None:
+                self._bytes = self._final_proto().SerializeToString()
+            return self._bytes
 
     @property
     def ort_session(self) -> Any:
         """An onnxruntime CPU ``InferenceSession`` of the final model, built once."""
-        if self._ort is None:
-            import onnxruntime as ort
+        with self._lock:
+            if self._ort is None:
+                import onnxruntime as ort
 
-            options = ort.SessionOptions()
-            options.log_severity_level = 3
-            self._ort = ort.InferenceSession(self.model_bytes, options, providers=["CPUExecutionProvider"])
-        return self._ort
+                options = ort.SessionOptions()
+                options.log_severity_level = 3
+                self._ort = ort.InferenceSession(self.model_bytes, options, providers=["CPUExecutionProvider"])
+            return self._ort
 
     def raise_for_status(self) -> Session:
         failed = self.failed_stage
@@ -376,7 +526,7 @@ class Session:
     def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """ONNX input feeds (name → numpy array) for inputs given like the model's forward."""
         bound = bind_inputs(self.model, args, kwargs)
-        names = {value.name for value in self.onnx_model.graph.inputs}
+        names = {value.name for value in self.stage_output("optimize").graph.inputs}
         return {
             leaf.path: bound.values[leaf.index].detach().cpu().numpy()
             for leaf in bound.leaves
@@ -392,14 +542,15 @@ class Session:
         """The stages as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame([r.to_dict() for r in self.stages], columns=["stage", "status", "seconds", "cached", "detail"])
+        return pd.DataFrame([r.to_dict() for r in self.stages],
+                            columns=["stage", "status", "seconds", "cached", "strategy", "detail"])
 
     def summary(self) -> str:
         lines = [f"Session({type(self.model).__name__}, {self.spec.describe()}, strategy={self.options.strategy!r})"]
         for r in self.stages:
             cached = ", cached" if r.cached else ""
-            detail = r.detail or (first_line(r.error) if r.error else "")
-            lines.append(f"  {r.name:<10} {r.status:<8} {r.seconds:7.3f} s{cached}  {detail}".rstrip())
+            detail = r.detail or (r.failure.first_line if r.failure else "")
+            lines.append(f"  {r.name:<10} {r.status.value:<9} {r.seconds:7.3f} s{cached}  {detail}".rstrip())
         pending = [s for s in STAGES if s not in self._results]
         if pending:
             lines.append(f"  not run: {', '.join(pending)}")
@@ -477,7 +628,7 @@ class Session:
     @property
     def applied_fixes(self) -> tuple[Any, ...]:
         """The fixes :meth:`apply_suggested_fixes` applied to reach this session, round by round."""
-        return getattr(self, "_applied_fixes", ())
+        return self._applied_fixes
 
     def apply_suggested_fixes(self, max_rounds: int = 5) -> Session:
         """A session re-exported with torch's suggested fixes, applied round after round until

@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import first_line
-from ..progress import Progress, report
+from ..errors import Failure, first_line
+from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..progress import Progress
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
 from .stats import LatencyStats
 from .timing import time_calls
@@ -40,10 +41,17 @@ class BenchmarkResult:
     sizes: tuple[tuple[str, int], ...] = ()
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     error: str | None = None
+    failure: Failure | None = None
+    cancelled: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.ort.ok
+        return self.error is None and self.ort.ok and not self.cancelled
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``failed`` (see ``error``) or ``cancelled``."""
+        return "cancelled" if self.cancelled else "ok" if self.ok else "failed"
 
     @property
     def speedup(self) -> float | None:
@@ -73,6 +81,8 @@ class BenchmarkResult:
         return pd.DataFrame(rows)
 
     def summary(self) -> str:
+        if self.cancelled:
+            return "Benchmark cancelled"
         if self.error:
             return f"Benchmark could not run: {self.error}"
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes)
@@ -102,6 +112,11 @@ class SweepResult:
     points: tuple[BenchmarkResult, ...]
     config: BenchConfig | None = None
     error: str | None = None
+    cancelled: bool = False
+
+    @property
+    def status(self) -> str:
+        return "cancelled" if self.cancelled else "failed" if self.error else "ok"
 
     def to_frame(self) -> Any:
         import pandas as pd
@@ -123,6 +138,8 @@ class SweepResult:
         return frame.reindex(columns=[c for c in columns if c in frame.columns or c in ("size", "speedup", "error")])
 
     def summary(self) -> str:
+        if self.cancelled:
+            return f"Sweep over {self.dim} cancelled after {len(self.points)} size(s)"
         if self.error:
             return f"Sweep over {self.dim} could not run: {self.error}"
         lines = [f"Latency vs {self.dim}" + (f" ({self.config.describe()})" if self.config else "")]
@@ -193,6 +210,8 @@ def benchmark(
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
     runner: OrtRunner | None = None,
+    observer: Observer | None = None,
+    cancel: CancelToken | None = None,
 ) -> BenchmarkResult:
     """Time the ONNX model in onnxruntime and (``eager=True``) the module in eager PyTorch.
 
@@ -208,20 +227,32 @@ def benchmark(
             ``eager``, done/total in seconds of budget).
         runner: an :class:`OrtRunner` to reuse (one onnxruntime session for several calls);
             its own threads / provider / optimization level then apply.
+        observer / cancel: an :class:`~exporter.events.Observer` told the progress between
+            timing batches, and a :class:`~exporter.events.CancelToken` checked there (the
+            result is then ``cancelled``).
     """
+    reporter = progress if isinstance(progress, Reporter) else Reporter(observer, cancel, progress)
     threads = runner.settings["intra_op_num_threads"] if runner is not None else default_threads(threads)
-    timing = dict(budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup, precision=precision, progress=progress)
+    timing = dict(budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup, precision=precision, progress=reporter)
     try:
+        reporter.check()
         args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)
         runner = runner or OrtRunner(session.model_bytes, threads=threads, provider=provider,
                                      optimization_level=optimization_level)
         feeds = session.feeds(*args, **kwargs)
         shapes = tuple((name, tuple(int(d) for d in array.shape)) for name, array in feeds.items())
+    except Cancelled:
+        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True)
     except Exception as exc:  # noqa: BLE001 - export failed, bad sizes, onnxruntime refused the model
-        return BenchmarkResult(EngineTiming("onnxruntime", error=first_line(exc)), None, None, error=first_line(exc))
+        return BenchmarkResult(EngineTiming("onnxruntime", error=first_line(exc)), None, None, error=first_line(exc),
+                               failure=Failure.from_exception(exc, "benchmark"))
     config = bench_config(runner, threads, provider, budget, min_runs, precision)
-    ort_timing = _time_ort(runner, feeds, **timing)
-    eager_timing = _time_eager(session.model, args, kwargs, threads, **timing) if eager else None
+    try:
+        ort_timing = _time_ort(runner, feeds, **timing)
+        eager_timing = _time_eager(session.model, args, kwargs, threads, **timing) if eager else None
+    except Cancelled:
+        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
+                               cancelled=True)
     return BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes)
 
 
@@ -255,31 +286,36 @@ def benchmark_sweep(
     eager: bool = True,
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
+    observer: Observer | None = None,
+    cancel: CancelToken | None = None,
 ) -> SweepResult:
     """Latency of onnxruntime and eager PyTorch at each size of one dynamic dim (given by
     its label: a Dim name such as ``"batch"``, or ``"x.shape[0]"``); other dims stay at the
-    example size. One onnxruntime session serves every size."""
+    example size. One onnxruntime session serves every size. Raises ``ValueError`` at once for
+    a ``dim`` that names no dynamic dim; ``cancel`` is checked between timing batches."""
+    reporter = Reporter(observer, cancel, progress)
     threads = default_threads(threads)
     try:
-        label = _resolve_dim(session, dim)
-        runner = OrtRunner(session.model_bytes, threads=threads, provider=provider,
-                           optimization_level=optimization_level)
-    except Exception as exc:  # noqa: BLE001
+        model_bytes = session.model_bytes
+    except Cancelled:
+        return SweepResult(str(dim), tuple(sizes), (), None, cancelled=True)
+    except Exception as exc:  # noqa: BLE001 - the export failed: nothing to time
         return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))
-    points = []
+    label = _resolve_dim(session, dim)  # a caller's typo raises here
+    try:
+        runner = OrtRunner(model_bytes, threads=threads, provider=provider, optimization_level=optimization_level)
+    except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime has no kernel for a dtype
+        return SweepResult(label, tuple(sizes), (), None, first_line(exc))
+    config = bench_config(runner, threads, provider, budget, min_runs, precision)
+    points: list[BenchmarkResult] = []
     total = len(sizes)
-
-    def forward(index: int) -> Callable[[Progress], Any] | None:
-        if progress is None:
-            return None
-        return lambda p: report(progress, "sweep", index + p.fraction * 0.5 + (0.5 if p.task == "eager" else 0.0), total,
-                                 f"{label}={sizes[index]}: {p.task} {p.message}")
-
     for i, size in enumerate(sizes):
-        points.append(
-            benchmark(session, sizes={label: size}, budget=budget, min_runs=min_runs, precision=precision,
-                      threads=threads, provider=provider, optimization_level=optimization_level, eager=eager,
-                      seed=seed, progress=forward(i), runner=runner)
-        )
-    report(progress, "sweep", total, total, "done")
-    return SweepResult(label, tuple(sizes), tuple(points), bench_config(runner, threads, provider, budget, min_runs, precision))
+        point = benchmark(session, sizes={label: size}, budget=budget, min_runs=min_runs, precision=precision,
+                          threads=threads, provider=provider, optimization_level=optimization_level, eager=eager,
+                          seed=seed, progress=reporter.scaled("sweep", i, 1.0, total, f"{label}={size}: "),
+                          runner=runner)
+        if point.cancelled:
+            return SweepResult(label, tuple(sizes[: len(points)]), tuple(points), config, cancelled=True)
+        points.append(point)
+    reporter.progress("sweep", total, total, "done")
+    return SweepResult(label, tuple(sizes), tuple(points), config)

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import first_line
-from ..progress import Progress, report
+from ..errors import Failure, first_line
+from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..progress import Progress
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
 
 
@@ -35,6 +36,8 @@ class ProfileResult:
     nodes: tuple[NodeTime, ...]
     config: BenchConfig | None = None
     error: str | None = None
+    failure: Failure | None = None
+    cancelled: bool = False
 
     @property
     def total_us(self) -> float:
@@ -142,6 +145,8 @@ def profile(
     optimization_level: str = "all",
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
+    observer: Observer | None = None,
+    cancel: CancelToken | None = None,
 ) -> ProfileResult:
     """Run onnxruntime's per-node profiler for ``runs`` runs (after one warm-up run) and map
     each node to its ONNX op, torch module path and FX node through the node metadata.
@@ -149,22 +154,25 @@ def profile(
     through the model node whose name it carries."""
     import json
 
+    reporter = Reporter(observer, cancel, progress)
     threads = default_threads(threads)
     try:
         args, kwargs, _ = inputs_for(session, sizes, inputs, seed)
         feeds = session.feeds(*args, **kwargs)
-        model = session.onnx_model
+        model = session.stage_output("optimize")
         with tempfile.TemporaryDirectory(prefix="workbench-profile-") as directory:
             runner = OrtRunner(session.model_bytes, threads=threads, provider=provider,
                                optimization_level=optimization_level, profile_prefix=os.path.join(directory, "ort"))
             binding = runner.bind(feeds)  # the first (warm-up) run
             for i in range(runs):
                 runner.run(binding)
-                report(progress, "profile", i + 1, runs, f"run {i + 1}/{runs}")
+                reporter.progress("profile", i + 1, runs, f"run {i + 1}/{runs}")
             path = runner.session.end_profiling()
             with open(path, encoding="utf-8") as handle:
                 events = json.load(handle)
-    except Exception as exc:  # noqa: BLE001
-        return ProfileResult(0, (), None, first_line(exc))
+    except Cancelled:
+        return ProfileResult(0, (), None, "cancelled", cancelled=True)
+    except Exception as exc:  # noqa: BLE001 - the export failed or onnxruntime refused the model
+        return ProfileResult(0, (), None, first_line(exc), failure=Failure.from_exception(exc, "profile"))
     counted, nodes = parse_profile(events, model, skip_runs=1)
     return ProfileResult(counted, nodes, bench_config(runner, threads, provider, 0.0, runs, 0.0))

@@ -80,7 +80,7 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
     from .. import _torch_compat as compat
     from ..translate import symbol_of
 
-    model = onnx_model if onnx_model is not None else session.onnx_model
+    model = onnx_model if onnx_model is not None else session.stage_output("optimize")
     program = program if program is not None else session.exported_program
     dims = onnx_input_dims(model)
     onnx_inputs = [v.name for v in model.graph.inputs]

@@ -9,8 +9,9 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import first_line
-from ..progress import Progress, report
+from ..errors import Failure, first_line
+from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
 from .groups import DimGroup, dim_groups, plan_cases
@@ -96,7 +97,7 @@ def _ort_error_text(exc: BaseException, session: Any) -> str:
     match = re.search(r"Name:'([^']+)'", str(exc))
     if match:
         try:
-            node = next((n for n in session.onnx_model.graph if n.name == match.group(1)), None)
+            node = next((n for n in session.stage_output("optimize").graph if n.name == match.group(1)), None)
         except Exception:  # noqa: BLE001
             node = None
         if node is not None:
@@ -184,6 +185,8 @@ def verify(
     locate: bool = True,
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
+    observer: Observer | None = None,
+    cancel: CancelToken | None = None,
 ) -> VerifyResult:
     """Compare the ONNX model in onnxruntime with the eager module, at the example inputs
     and at other sizes of every dynamic dim; check the ONNX input/output contract; locate
@@ -199,38 +202,61 @@ def verify(
         max_size: largest size a generated case may use.
         locate: find the first divergent node of the first wrong case.
         progress: called with a :class:`Progress` after every case.
+        observer: an :class:`~exporter.events.Observer`, told the progress after every case.
+        cancel: a :class:`~exporter.events.CancelToken` checked between cases; once set, the
+            result has status ``cancelled`` and holds the cases run so far.
+
+    Raises ``ValueError`` at once for a bad argument (a ``sizes=`` key naming no dim group).
     """
+    if max_size < 1:
+        raise ValueError(f"max_size must be at least 1, got {max_size}")
+    reporter = Reporter(observer, cancel, progress)
+    reporter.observer.on_stage_start("verify")
     start = time.perf_counter()
     try:
-        program = session.exported_program
-        model = session.onnx_model
+        program = session.stage_output("capture")
+        model = session.stage_output("optimize")
+    except Cancelled:
+        return VerifyResult("cancelled", seconds=time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - the export failed: nothing to verify
-        return VerifyResult("error", error=first_line(exc), seconds=time.perf_counter() - start)
+        return _error_result(exc, start)
+    groups = dim_groups(session, program, model)
+    plans = plan_cases(groups, max_size, sizes)  # a caller's typo raises here, before any broad except
     try:
-        groups = dim_groups(session, program, model)
-        plans = plan_cases(groups, max_size, sizes)
         contract = check_contract(session, model, program)
-    except Exception as exc:  # noqa: BLE001
-        return VerifyResult("error", error=first_line(exc), seconds=time.perf_counter() - start)
-    try:
         ort_session = session.ort_session
     except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
-        return VerifyResult("error", groups=groups, contract=contract, seconds=time.perf_counter() - start,
-                            error=f"onnxruntime cannot load the model: {first_line(exc)}")
+        return _error_result(exc, start, groups, prefix="onnxruntime cannot load the model")
+    cases: list[CaseResult] = []
+    try:
+        return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
+                             make_inputs, locate, seed, reporter, start, cases)
+    except Cancelled:
+        return VerifyResult("cancelled", tuple(cases), groups, contract, seconds=time.perf_counter() - start)
+
+
+def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: str = "") -> VerifyResult:
+    text = f"{prefix}: {first_line(exc)}" if prefix else first_line(exc)
+    return VerifyResult("error", groups=groups, seconds=time.perf_counter() - start, error=text,
+                        failure=Failure.from_exception(exc, "verify"))
+
+
+def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: Any, contract: ContractReport,
+                  ort_session: Any, tolerances: Any, make_inputs: Any, locate: bool, seed: int,
+                  reporter: Reporter, start: float, cases: list[CaseResult]) -> VerifyResult:
     output_names = [v.name for v in model.graph.outputs]
     example_sizes = tuple((g.label, g.example) for g in groups)
     total = len(plans) + 1
-    cases: list[CaseResult] = []
     inputs: dict[str, tuple[tuple, dict, list[Any] | None]] = {}
 
-    report(progress, "verify", 0, total, "example inputs")
+    reporter.progress("verify", 0, total, "example inputs")
     result, expected = _run_case(session, ort_session, "example", example_sizes, session.inputs.args,
                                  session.inputs.kwargs, output_names, tolerances)
     cases.append(result)
     inputs["example"] = (session.inputs.args, dict(session.inputs.kwargs), expected)
     swept: dict[str, list[int]] = {g.label: [g.example] for g in groups}
     for i, plan in enumerate(plans, start=1):
-        report(progress, "verify", i, total, f"{plan.name}: {', '.join(f'{k}={v}' for k, v in plan.sizes)}")
+        reporter.progress("verify", i, total, f"{plan.name}: {', '.join(f'{k}={v}' for k, v in plan.sizes)}")
         assignment = dict(plan.sizes)
         changed = tuple(g.label for g in groups if assignment[g.label] != g.example)
         outside = tuple(g.label for g in groups if not g.in_obtained_range(assignment[g.label]))
@@ -255,7 +281,7 @@ def verify(
     if locate:
         wrong = next((c for c in cases if c.status == "fail"), None)
         if wrong is not None:
-            report(progress, "verify", total, total, f"locating the first divergent node of {wrong.name}")
+            reporter.progress("verify", total, total, f"locating the first divergent node of {wrong.name}")
             args, kwargs, expected = inputs[wrong.name]
             try:
                 divergence = first_divergence(session, wrong.name, args, kwargs, expected or [], tolerances=tolerances)
@@ -270,7 +296,7 @@ def verify(
             "from call to call; call model.eval() before exporting",
         ))
     failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok
-    report(progress, "verify", total, total, "done")
+    reporter.progress("verify", total, total, "done")
     overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})
     merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}
     return VerifyResult(

@@ -161,7 +161,7 @@ def first_divergence(
     """Find where a case first goes wrong: in capture, or at the first ONNX node (in
     topological order) whose value differs from its FX node's value beyond tolerance."""
     program = session.decomposed_program
-    model = onnx_model if onnx_model is not None else session.onnx_model
+    model = onnx_model if onnx_model is not None else session.stage_output("optimize")
     try:
         fx_outputs, fx_values = run_program(program, session, args, kwargs)
     except Exception as exc:  # noqa: BLE001

@@ -128,7 +128,7 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
     from ..translate import symbol_of
 
     program = program if program is not None else session.exported_program
-    onnx_dims = onnx_input_dims(onnx_model if onnx_model is not None else session.onnx_model)
+    onnx_dims = onnx_input_dims(onnx_model if onnx_model is not None else session.stage_output("optimize"))
     symbols = symbol_of(program, session.inputs)
     ranges = {str(sym): _range_of(vr) for sym, vr in program.range_constraints.items()}
 

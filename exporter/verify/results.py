@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import Failure
 from .contract import ContractReport
 from .divergence import Divergence
 from .groups import DimGroup
@@ -77,8 +78,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """The outcome of :func:`verify`: ``status`` is ``passed``, ``failed`` or ``error``
-    (nothing could be checked, e.g. the export failed: see ``error``)."""
+    """The outcome of :func:`verify`: ``status`` is ``passed``, ``failed``, ``error``
+    (nothing could be checked, e.g. the export failed: see ``error`` and ``failure``) or
+    ``cancelled`` (stopped by its cancel token: ``cases`` holds those run before)."""
 
     status: str
     cases: tuple[CaseResult, ...] = ()
@@ -89,6 +91,7 @@ class VerifyResult:
     tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: DEFAULT_TOLERANCES)
     seconds: float = 0.0
     error: str | None = None
+    failure: Failure | None = None
 
     @property
     def ok(self) -> bool:
@@ -147,6 +150,8 @@ class VerifyResult:
     def summary(self) -> str:
         if self.status == "error":
             return f"Verification could not run: {self.error}"
+        if self.status == "cancelled":
+            return f"Verification cancelled after {len(self.cases)} case(s), {self.seconds:.2f} s"
         n_other = sum(1 for c in self.cases if not c.is_example)
         head = "PASSED" if self.ok else "FAILED"
         lines = [

@@ -128,10 +128,9 @@ def test_sweep_over_one_dim_gives_a_row_per_size_for_both_engines(session):
     assert "Latency vs batch" in sweep.summary()
 
 
-def test_sweep_over_an_unknown_dim_is_an_error_result(session):
-    sweep = session.benchmark_sweep("seq", (1, 2))
-    assert sweep.error and "batch" in sweep.error
-    assert sweep.to_frame().empty
+def test_sweep_over_an_unknown_dim_raises_at_once_naming_the_dynamic_dims(session):
+    with pytest.raises(ValueError, match="unknown dim 'seq'.*batch"):
+        session.benchmark_sweep("seq", (1, 2))
 
 
 def test_profile_aggregates_kernel_time_by_op_type_and_module_path(session):
