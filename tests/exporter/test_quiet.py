@@ -1,0 +1,88 @@
+"""quiet_library_warnings: torch's own deprecation noise hidden, the user's warnings kept."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+
+from exporter._quiet import quiet_library_warnings
+
+
+def torch_leafspec_warning() -> None:
+    """What run_decompositions does: deepcopy a pytree spec, which makes torch warn
+    `isinstance(treespec, LeafSpec)` is deprecated (attributed to copyreg)."""
+    from torch.utils._pytree import tree_flatten
+
+    copy.deepcopy(tree_flatten([1, (2, 3)])[1])
+
+
+def users_deprecated_helper() -> None:
+    warnings.warn("my_helper() is deprecated", FutureWarning, stacklevel=1)
+
+
+def caught(action) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")  # undo pytest.ini's filters: see everything
+        action()
+    return log
+
+
+def test_torchs_leafspec_deprecation_shows_without_the_context_manager():
+    assert any("LeafSpec" in str(w.message) for w in caught(torch_leafspec_warning))
+
+
+def test_torchs_leafspec_deprecation_is_silenced_inside():
+    def action():
+        with quiet_library_warnings():
+            torch_leafspec_warning()
+
+    assert not caught(action)
+
+
+@pytest.mark.parametrize("module", ["torch._dynamo.utils", "onnxscript.function_libs", "onnx_ir.serde", "torch"])
+def test_deprecations_attributed_to_the_libraries_are_silenced(module):
+    def action():
+        with quiet_library_warnings():
+            for category in (FutureWarning, DeprecationWarning):
+                warnings.warn_explicit("old API", category, "lib.py", 1, module=module)
+
+    assert not caught(action)
+
+
+@pytest.mark.parametrize("module", ["torchvision_like_user_pkg", "torch_models", "mymodels", "__main__"])
+def test_deprecations_attributed_to_other_modules_still_show(module):
+    def action():
+        with quiet_library_warnings():
+            warnings.warn_explicit("old API", FutureWarning, "user.py", 1, module=module)
+
+    assert [str(w.message) for w in caught(action)] == ["old API"]
+
+
+def test_a_warning_raised_from_user_code_still_shows_inside():
+    def action():
+        with quiet_library_warnings():
+            torch_leafspec_warning()
+            users_deprecated_helper()
+            warnings.warn("a UserWarning is not silenced", UserWarning)
+
+    log = caught(action)
+    assert [str(w.message) for w in log] == ["my_helper() is deprecated", "a UserWarning is not silenced"]
+    assert log[0].filename == __file__
+
+
+def test_the_warning_filters_are_restored_on_exit_even_after_an_error():
+    before = list(warnings.filters)
+    with pytest.raises(RuntimeError), quiet_library_warnings():
+        assert warnings.filters != before
+        raise RuntimeError("boom")
+    assert warnings.filters == before
+
+
+def test_disabled_changes_nothing():
+    def action():
+        with quiet_library_warnings(enabled=False):
+            torch_leafspec_warning()
+
+    assert any("LeafSpec" in str(w.message) for w in caught(action))
