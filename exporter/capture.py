@@ -234,4 +234,5 @@ def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
         hint=_hint_for(first.error),
     )
     error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
+    error.__cause__ = first.error
     return error

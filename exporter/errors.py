@@ -202,9 +202,11 @@ class Failure:
 
     @classmethod
     def from_exception(cls, exc: BaseException, stage: str | None = None, *, hint: str | None = None) -> Failure:
+        """The record of ``exc``; an :class:`ExportError` keeps its own stage (a verification
+        of a failed export fails at ``capture``), anything else is placed at ``stage``."""
         if isinstance(exc, ExportError):
             return cls(
-                stage or exc.stage, type(exc).__name__, exc.reason, hint or exc.hint, exc.source,
+                exc.stage, type(exc).__name__, exc.reason, hint or exc.hint, exc.source,
                 "".join(traceback.format_exception(exc)),
             )
         return cls(
