@@ -340,3 +340,19 @@ def test_verify_of_a_failed_export_records_a_failure():
     result = session_of(Raises(), strategy="nonstrict").verify()
     assert result.status == "error" and result.failure is not None
     assert result.failure.stage == "capture"
+
+
+def test_progress_bar_observer_prints_a_line_per_stage_and_draws_a_bar_in_a_terminal():
+    import io
+
+    from exporter.events import ProgressBarObserver
+
+    stream = io.StringIO()
+    session = session_of(Counting(), dynamic_shapes={"x": {0: Dim("batch")}})
+    observer = ProgressBarObserver(stream)
+    session.run(observer=observer)
+    session.verify(observer=observer)
+    text = stream.getvalue()
+    assert [line.split(":")[0] for line in text.splitlines() if line.endswith(" s")] == [
+        "capture", "decompose", "translate", "optimize"]
+    assert "verify: 100%" in text
