@@ -506,3 +506,22 @@ def clear_dim_marks(*values: Any) -> None:
         for _, leaf in tree_flatten_with_path(value):
             if isinstance(leaf, torch.Tensor):
                 _clean_dynamic_markers(leaf)
+
+
+def fx_node_origins(node: Any) -> tuple[str, ...]:
+    """The names of the nodes an FX node was made from in the program it descends from,
+    read from its ``meta["from_node"]`` provenance (``torch.fx.traceback.NodeSource``
+    chains): the roots of the chain, e.g. a decomposed program's ``mul_8`` → the captured
+    program's ``mul``. Empty when torch recorded none."""
+    roots: list[str] = []
+
+    def walk(sources: Any) -> None:
+        for source in sources or ():
+            parents = getattr(source, "from_node", None)
+            if parents:
+                walk(parents)
+            elif getattr(source, "name", None):
+                roots.append(source.name)
+
+    walk(node.meta.get("from_node"))
+    return tuple(dict.fromkeys(roots))

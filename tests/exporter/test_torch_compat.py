@@ -180,3 +180,14 @@ def test_train_mode_dependent_modules_cover_dropout_and_batch_norm_variants():
     for module in (torch.nn.Dropout(), torch.nn.Dropout2d(), torch.nn.BatchNorm1d(3), torch.nn.BatchNorm2d(3)):
         assert isinstance(module, kinds)
     assert not isinstance(torch.nn.Linear(2, 2), kinds)
+
+
+def test_fx_node_origins_lead_decomposed_nodes_back_to_captured_nodes(program):
+    from exporter.translate import registry_opset, resolve_opset
+
+    decomposed = compat.decompose_for_onnx(program, registry_opset(resolve_opset(None)))
+    captured = {n.name for n in program.graph.nodes}
+    origins = {n.name: compat.fx_node_origins(n) for n in decomposed.graph.nodes if n.op == "call_function"}
+    assert origins and all(names and set(names) <= captured for names in origins.values()), origins
+    gelu = next(name for name in origins if name.startswith("gelu"))
+    assert origins[gelu] == ("gelu",)
