@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Failure, first_line
+from ..errors import ExportError, Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
@@ -236,16 +236,19 @@ def benchmark(
     timing = dict(budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup, precision=precision, progress=reporter)
     try:
         reporter.check()
-        args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)
-        runner = runner or OrtRunner(session.model_bytes, threads=threads, provider=provider,
+        model_bytes = session.model_bytes
+    except Cancelled:
+        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True)
+    except ExportError as exc:  # the export failed: nothing to time
+        return _failed(exc)
+    args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)  # a caller's typo raises here
+    try:
+        runner = runner or OrtRunner(model_bytes, threads=threads, provider=provider,
                                      optimization_level=optimization_level)
         feeds = session.feeds(*args, **kwargs)
         shapes = tuple((name, tuple(int(d) for d in array.shape)) for name, array in feeds.items())
-    except Cancelled:
-        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True)
-    except Exception as exc:  # noqa: BLE001 - export failed, bad sizes, onnxruntime refused the model
-        return BenchmarkResult(EngineTiming("onnxruntime", error=first_line(exc)), None, None, error=first_line(exc),
-                               failure=Failure.from_exception(exc, "benchmark"))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime refused the model or the inputs
+        return _failed(exc)
     config = bench_config(runner, threads, provider, budget, min_runs, precision)
     try:
         ort_timing = _time_ort(runner, feeds, **timing)
@@ -254,6 +257,11 @@ def benchmark(
         return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
                                cancelled=True)
     return BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes)
+
+
+def _failed(exc: BaseException) -> BenchmarkResult:
+    return BenchmarkResult(EngineTiming("onnxruntime", error=first_line(exc)), None, None, error=first_line(exc),
+                           failure=Failure.from_exception(exc, "benchmark"))
 
 
 def _resolve_dim(session: Any, dim: Any) -> str:

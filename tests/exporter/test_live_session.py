@@ -356,3 +356,9 @@ def test_progress_bar_observer_prints_a_line_per_stage_and_draws_a_bar_in_a_term
     assert [line.split(":")[0] for line in text.splitlines() if line.endswith(" s")] == [
         "capture", "decompose", "translate", "optimize"]
     assert "verify: 100%" in text
+
+
+def test_benchmark_with_a_typo_in_sizes_raises_value_error_at_once():
+    session = session_of(Counting(), dynamic_shapes={"x": {0: Dim("batch")}})
+    with pytest.raises(ValueError, match="unknown dim 'btach'"):
+        session.benchmark(sizes={"btach": 4}, budget=0.05)
