@@ -590,6 +590,15 @@ class Session:
 
         return profile(self, **options)
 
+    # -- graphs --
+    @functools.cached_property
+    def graphs(self) -> Any:
+        """The FX and ONNX graphs of this export and the mapping between them: a
+        :class:`~exporter.graphs.SessionGraphs` (each graph computed when first asked for)."""
+        from .graphs import graphs_of
+
+        return graphs_of(self)
+
     # -- shapes (guards, dim outcomes, fixes) --
     # guards, dims and suggested_fixes depend only on the spec, the inputs and the capture
     # result, none of which changes within a session: each is computed once.
