@@ -7,9 +7,13 @@
                           [--opset N] [--strategy S] [--no-optimize]
                           [--runtime-asserts] -o out.onnx
 
-Progress (one line per stage, with timings) goes to stderr; results go to stdout. Exit status:
-0 on success, 1 when the export fails (the message names the stage, the input, the source
-line and a fix), 2 for a malformed command line.
+``-o`` ends in ``.onnx`` (the ONNX model) or ``.pt2`` (the ``torch.export`` ExportedProgram:
+the export stops after capture). Progress (one line per stage, with timings) goes to stderr;
+results go to stdout. Exit status: 0 on success, 1 when the export fails (the message names
+the stage, the input, the source line and a fix), 2 for a malformed command line (checked
+before torch is imported). The destination is checked before the export starts.
+
+Importing this module, ``--help`` and ``--version`` import no torch.
 """
 
 from __future__ import annotations
@@ -19,20 +23,23 @@ import ast
 import contextlib
 import difflib
 import importlib
+import importlib.metadata
 import importlib.util
+import inspect
 import logging
 import math
 import os
 import sys
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._quiet import quiet_library_warnings
 from .capture import strategy_names
 from .dims import AUTO, DYNAMIC, STATIC, Dim
-from .errors import ExportError, SerializeError, SpecError, first_line, user_source_line
+from .errors import ExportError, SpecError, first_line, user_source_line
+from .serialize import check_destination
 
 __all__ = ["main"]
 
@@ -40,6 +47,9 @@ LOGGER_NAME = "onnx_workbench"
 THIRD_PARTY_LOGGERS = ("torch.onnx", "torch.export", "onnxscript", "onnx_ir")
 POLICY_WORDS = {"auto": AUTO, "static": STATIC, "dynamic": DYNAMIC}
 DEMO_BENCHMARK_SECONDS = 0.5
+DISTRIBUTION = "onnx-export-workbench"
+#: What ``export -o`` can write, by file extension.
+OUTPUT_FORMATS = {".onnx": "an ONNX model", ".pt2": "a torch.export ExportedProgram"}
 
 
 # -- command-line syntax -------------------------------------------------------------------
@@ -113,16 +123,55 @@ def parse_factory_reference(text: str) -> tuple[str, str]:
     return module, name
 
 
+def parse_opset(text: str) -> int:
+    """``--opset N``: an integer ``ExportOptions`` accepts, checked before anything is imported."""
+    from .api import ExportOptions
+
+    try:
+        opset = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (e.g. --opset 20)") from None
+    try:
+        ExportOptions(opset_version=opset)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.reason}" + (f"; {exc.hint}" if exc.hint else "")) from None
+    return opset
+
+
+def parse_output(text: str) -> Path:
+    """``-o``: a path ending in ``.onnx`` or ``.pt2``. An existing directory is let through, for
+    :func:`~exporter.serialize.check_destination` to say so plainly before the export."""
+    path = Path(text)
+    if path.suffix.lower() not in OUTPUT_FORMATS and not path.is_dir():
+        known = " or ".join(f"{suffix} ({what})" for suffix, what in OUTPUT_FORMATS.items())
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown extension {path.suffix or '(none)'!r}; the file written must end in {known}"
+        )
+    return path
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    verbose_help = "keep torch's and onnxscript's warnings"
+    # -v after the command too: each command's own -v leaves the namespace alone unless given.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help)
     parser = argparse.ArgumentParser(
         prog="onnx-workbench",
         description="Export PyTorch models to ONNX and see what the export did.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="keep torch's and onnxscript's warnings")
+    parser.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser(
-        "demo",
+        "demo", parents=[verbose],
         help="export the built-in transformer block, check it in onnxruntime, write a summary",
         description="Export exporter.examples.demo_block with dynamic batch and seq, save "
         "OUTDIR/model.onnx and OUTDIR/summary.md, and print the summary.",
@@ -130,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--outdir", default="out", type=Path, help="output directory (default: out)")
 
     export = commands.add_parser(
-        "export",
+        "export", parents=[verbose],
         help="export a model returned by a factory function",
         description="Export the model a factory returns. The factory returns (model, args), "
         "(model, args, kwargs) or (model, args, kwargs, dynamic_shapes).",
@@ -146,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                         default=[], metavar="INPUT.AXIS=NAME",
                         help="make an input axis dynamic: NAME is auto, static, dynamic, a dim name, "
                         "or name:min:max; INPUT may be a pytree path such as cache.0.key")
-    export.add_argument("--opset", type=int, default=None, help="ONNX opset (default: torch.onnx's)")
+    export.add_argument("--opset", type=parse_opset, default=None, help="ONNX opset (default: torch.onnx's)")
     export.add_argument("--strategy", default="auto", choices=("auto",) + strategy_names(),
                         help="capture strategy (default: auto, which tries each in turn)")
     export.add_argument("--no-optimize", dest="optimize", action="store_false",
@@ -154,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--runtime-asserts", action="store_true",
                         help="capture like torch.onnx.export: guards that narrow a dynamic dim become "
                         "runtime asserts (dropped from the ONNX model) instead of errors")
-    export.add_argument("-o", "--output", required=True, type=Path, help="the .onnx file to write")
+    export.add_argument("-o", "--output", required=True, type=parse_output,
+                        help="the file to write: .onnx for the ONNX model, .pt2 for the ExportedProgram "
+                        "(stops after capture)")
     return parser
 
 
@@ -188,7 +239,8 @@ def progress_logger() -> Iterator[logging.Logger]:
 
 @contextlib.contextmanager
 def quiet_third_party(enabled: bool = True) -> Iterator[None]:
-    """Hide torch's and onnxscript's warnings and log noise (e.g. "torchvision is not installed")."""
+    """Hide torch's and onnxscript's log noise (e.g. "torchvision is not installed") and their
+    own deprecation warnings; warnings about the user's code still show."""
     if not enabled:
         yield
         return
@@ -199,10 +251,7 @@ def quiet_third_party(enabled: bool = True) -> Iterator[None]:
     for logger in loggers:
         logger.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.filterwarnings("ignore", module=r"(torch|onnxscript|onnx_ir)(\.|$)")
+        with quiet_library_warnings():
             yield
     finally:
         for logger, level in zip(loggers, saved):
@@ -271,16 +320,29 @@ def module_failed(action: str, cause: BaseException) -> ExportError:
     return factory_error(f"{action} failed: {first_line(cause)}", hint="fix the error above", cause=cause)
 
 
-def find_factory(module: Any, name: str) -> Any:
+def candidate_factories(module: Any) -> list[str]:
+    """Public functions defined in ``module`` itself: what could be a factory (not its
+    classes, nor what it imported)."""
+    return [
+        name for name, value in vars(module).items()
+        if inspect.isfunction(value) and not name.startswith("_") and value.__module__ == module.__name__
+    ]
+
+
+def find_factory(module: Any, name: str, where: str | None = None) -> Any:
+    """``module.name`` if it is a function; ``where`` is the module as the user named it
+    (``models.py``), not the internal name a file is imported under."""
     factory = getattr(module, name, None)
-    if callable(factory):
+    if inspect.isfunction(factory) or (callable(factory) and not inspect.isclass(factory)):
         return factory
-    callables = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-    close = difflib.get_close_matches(name, callables, n=1)
+    candidates = candidate_factories(module)
+    close = difflib.get_close_matches(name, candidates, n=1)
     suggestion = f"did you mean {close[0]!r}? " if close else ""
+    what = f"has a class {name!r}, not a function" if inspect.isclass(factory) else f"has no function {name!r}"
     raise factory_error(
-        f"{module.__name__!r} has no function {name!r}",
-        hint=suggestion + "functions there: " + (", ".join(callables) or "(none)"),
+        f"{where or module.__name__!r} {what}",
+        hint=suggestion + "functions there: " + (", ".join(candidates) or "(none)")
+        + "; a factory returns (model, args) or (model, args, kwargs)",
     )
 
 
@@ -314,7 +376,7 @@ def load_factory_model(reference: tuple[str, str], arguments: dict[str, Any]) ->
     module_name, function = reference
     with importable_from(os.getcwd()):
         module = load_module(module_name)
-        return call_factory(find_factory(module, function), arguments)
+        return call_factory(find_factory(module, function, module_name), arguments)
 
 
 def dim_spec_by_leaf_path(model: Any, args: tuple, kwargs: dict, factory_dims: Any, axes: list[AxisRequest]) -> Any:
@@ -332,14 +394,6 @@ def dim_spec_by_leaf_path(model: Any, args: tuple, kwargs: dict, factory_dims: A
     for request in axes:
         spec.setdefault(request.path, {})[request.axis] = request.policy
     return spec
-
-
-def make_directory(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SerializeError(f"cannot create the directory {str(path)!r}: {exc.strerror or exc}",
-                             hint="choose an output path in a writable directory") from exc
 
 
 # -- describing a session ------------------------------------------------------------------
@@ -463,7 +517,6 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
 
     model, args, kwargs, dims = demo_block()
     session = export(model, *args, options=ExportOptions(dynamic_shapes=dims, logger=logger), **kwargs)
-    make_directory(options.outdir)
     model_path = session.save(options.outdir / "model.onnx")
     logger.info("saved %s", model_path)
     verification = session.verify()
@@ -485,24 +538,49 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
 # -- export --------------------------------------------------------------------------------
 
 
-def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
-    from .api import ExportOptions, export
+def print_program_inputs(path: Path, session: Any) -> None:
+    """What ``-o model.pt2`` wrote: the program, and each input's shape (dim names or sizes)."""
+    print(f"wrote {path} ({OUTPUT_FORMATS['.pt2']}, not ONNX; {path.stat().st_size / 1024:.1f} KB; "
+          "load it with torch.export.load)")
+    shapes: dict[str, list[Any]] = {}
+    for outcome in session.dims:
+        shapes.setdefault(outcome.input, []).append(outcome.dim if outcome.obtained == "dynamic" else outcome.example)
+    for leaf in session.inputs.leaves:
+        shape = shapes.get(leaf.path, list(leaf.shape))
+        print(f"  {'input':<6} {leaf.path:<20} {leaf.dtype:<8} [{', '.join(str(d) for d in shape)}]")
 
+
+def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
+    from .api import ExportOptions
+    from .session import Session
+
+    program_only = options.output.suffix.lower() == ".pt2"
     model, args, kwargs, factory_dims = load_factory_model(options.factory, dict(options.factory_args))
     spec = dim_spec_by_leaf_path(model, args, kwargs, factory_dims, options.axes)
     export_options = ExportOptions(
         opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
         logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,
     )
-    session = export(model, *args, options=export_options, **kwargs)
-    make_directory(options.output.parent)
-    path = session.save(options.output)
+    session = Session(model, args, kwargs, export_options)
+    session.run("capture" if program_only else "optimize")
+    session.raise_for_status()
+    path = Path(session.save(options.output))
     logger.info("saved %s", path)
-    print_ports(Path(path), session.model_proto)
+    if program_only:
+        print_program_inputs(path, session)
+    else:
+        print_ports(path, session.model_proto)
     return 0
 
 
 COMMANDS = {"demo": run_demo, "export": run_export}
+
+
+def check_output(options: argparse.Namespace) -> None:
+    """Fail in a fraction of a second, before torch is imported, if the output cannot be
+    written: a directory given as the file, a directory that cannot be created or written."""
+    target = options.output if options.command == "export" else options.outdir / "summary.md"
+    check_destination(target, create_parents=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -513,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_request:
         return exit_request.code if isinstance(exit_request.code, int) else 2
     try:
+        check_output(options)
         with progress_logger() as logger, quiet_third_party(enabled=not options.verbose):
             return COMMANDS[options.command](options, logger)
     except ExportError as error:

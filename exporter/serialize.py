@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import SerializeError
 
-__all__ = ["OnnxSerializer", "Pt2Serializer", "default_serializer", "PROTOBUF_LIMIT"]
+__all__ = ["OnnxSerializer", "Pt2Serializer", "check_destination", "default_serializer", "PROTOBUF_LIMIT"]
 
 PROTOBUF_LIMIT = 2 * 1024**3  # a single protobuf file cannot exceed 2 GiB
 
@@ -40,14 +40,45 @@ def _initializer_bytes(model: Any) -> int:
     return total
 
 
+def check_destination(target: Any, *, create_parents: bool = False) -> Path:
+    """Raise :class:`SerializeError` unless a file can be written at ``target``: it is not a
+    directory, and its directory exists (is created with ``create_parents``) and accepts a new
+    file (tried with a temporary file, removed at once). Cheap: call it before a long export."""
+    target = Path(target)
+    if target.is_dir():
+        raise SerializeError(
+            f"{str(target)!r} is a directory, not a file name",
+            hint=f"give a file inside it: {str(target / 'model.onnx')!r}",
+        )
+    directory = target.parent
+    if create_parents:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SerializeError(
+                f"cannot create the directory {str(directory)!r}: {exc.strerror or exc}",
+                hint="choose an output path in a writable directory",
+            ) from exc
+    elif not directory.is_dir():
+        raise SerializeError(
+            f"directory {str(directory)!r} does not exist",
+            hint=f"create it first: Path({str(directory)!r}).mkdir(parents=True)",
+        )
+    try:
+        with tempfile.NamedTemporaryFile(prefix=f".{target.name}-probe-", dir=directory):
+            pass
+    except OSError as exc:
+        raise SerializeError(
+            f"cannot write in the directory {str(directory)!r}: {exc.strerror or exc}",
+            hint="choose an output path in a writable directory",
+        ) from exc
+    return target
+
+
 def _write_atomically(target: Path, write: Callable[[Path], None]) -> Path:
     """``write(directory)`` fills a fresh temporary directory beside ``target`` with files
     named like the final ones; each is then moved into place, the target itself last."""
-    if not target.parent.is_dir():
-        raise SerializeError(
-            f"directory {str(target.parent)!r} does not exist",
-            hint=f"create it first: Path({str(target.parent)!r}).mkdir(parents=True)",
-        )
+    check_destination(target)
     tmpdir = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         write(tmpdir)

@@ -7,13 +7,15 @@ import io
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
+import warnings
 
 import onnx
 import pytest
 
 from exporter import AUTO, STAGES, Dim
-from exporter.cli import AxisRequest, main, parse_axis_request
+from exporter.cli import AxisRequest, build_parser, main, parse_axis_request
 
 FACTORY_MODULE = textwrap.dedent(
     """
@@ -208,3 +210,140 @@ def test_an_output_directory_that_cannot_be_created_exits_1_without_a_traceback(
     code, _, stderr = run_cli("export", f"{factory_file}:make", "-o", str(blocker / "sub" / "m.onnx"))
     assert code == 1
     assert "[save] cannot create the directory" in stderr and "Traceback" not in stderr
+
+
+# -- issue 12: what a new user tripped over ------------------------------------------------
+
+
+def test_version_and_malformed_command_lines_exit_fast_without_importing_torch(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        from exporter.cli import main
+        codes = {{}}
+        for name, argv in {{
+            "version": ["--version"],
+            "help": ["export", "--help"],
+            "opset": ["export", "m.py:make", "--opset", "3", "-o", "m.onnx"],
+            "extension": ["export", "m.py:make", "-o", "m.txt"],
+            "directory": ["export", "m.py:make", "-o", {str(tmp_path)!r}],
+        }}.items():
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                codes[name] = main(argv)
+        print(json.dumps({{"codes": codes, "torch": "torch" in sys.modules}}))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = __import__("json").loads(done.stdout)
+    assert result == {
+        "codes": {"version": 0, "help": 0, "opset": 2, "extension": 2, "directory": 1},
+        "torch": False,
+    }
+
+
+def test_version_prints_the_installed_package_version():
+    from importlib.metadata import version
+
+    code, stdout, _ = run_cli("--version")
+    assert code == 0 and stdout.strip() == f"onnx-workbench {version('onnx-export-workbench')}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        (["export", "m.py:make", "-o", "m.onnx"], False),
+        (["-v", "export", "m.py:make", "-o", "m.onnx"], True),
+        (["export", "m.py:make", "-o", "m.onnx", "-v"], True),
+        (["demo", "--verbose"], True),
+    ],
+)
+def test_verbose_flag_is_accepted_before_or_after_the_command(argv, verbose):
+    assert build_parser().parse_args(argv).verbose is verbose
+
+
+def test_an_opset_out_of_range_exits_2_naming_the_supported_range(factory_file, tmp_path):
+    code, _, stderr = run_cli("export", f"{factory_file}:make", "--opset", "3", "-o", str(tmp_path / "m.onnx"))
+    assert code == 2
+    assert "argument --opset: opset_version=3 is not a supported ONNX opset" in stderr and "7 to 25" in stderr
+
+
+@pytest.mark.parametrize("name", ["m.txt", "model"])
+def test_an_unknown_output_extension_exits_2_naming_the_known_ones(factory_file, tmp_path, name):
+    code, _, stderr = run_cli("export", f"{factory_file}:make", "-o", str(tmp_path / name))
+    assert code == 2
+    assert "unknown extension" in stderr and ".onnx (an ONNX model)" in stderr and ".pt2 (a torch.export" in stderr
+    assert not (tmp_path / name).exists()
+
+
+def test_a_directory_as_output_is_refused_plainly_before_exporting(factory_file, tmp_path):
+    code, stdout, stderr = run_cli("export", f"{factory_file}:make", "-o", str(tmp_path))
+    assert code == 1
+    assert f"[save] '{tmp_path}' is a directory, not a file name" in stderr
+    assert f"give a file inside it: '{tmp_path / 'model.onnx'}'" in stderr
+    assert "capture" not in stderr and ".tmp" not in stderr and not stdout
+
+
+def test_an_unwritable_output_is_refused_before_the_factory_is_loaded(tmp_path):
+    code, _, stderr = run_cli("export", f"{tmp_path / 'no_such_file.py'}:make", "-o", "/proc/x/model.onnx")
+    assert code == 1
+    assert "[save] cannot create the directory '/proc/x'" in stderr
+    assert "[factory]" not in stderr
+
+
+def test_pt2_output_stops_after_capture_and_says_it_wrote_an_exported_program(factory_file, tmp_path):
+    import torch
+
+    output = tmp_path / "out" / "m.pt2"
+    code, stdout, stderr = run_cli(
+        "export", f"{factory_file}:make", "--dynamic", "x.0=batch", "cache.0.key.0=batch", "-o", str(output), "-v"
+    )
+    assert code == 0, stderr
+    assert re.search(r"^capture ok in", stderr, re.MULTILINE)
+    assert "decompose" not in stderr and "translate" not in stderr and "opset" not in stdout
+    assert f"wrote {output} (a torch.export ExportedProgram, not ONNX;" in stdout
+    assert re.search(r"input  x +float32 +\[batch, 5, 8\]", stdout), stdout
+    program = torch.export.load(output)
+    assert [n.name for n in program.graph.nodes if n.op == "placeholder"][-2:] == ["x", "cache_0_key"]
+
+
+def test_a_missing_factory_names_the_users_file_and_lists_only_functions(factory_file, tmp_path):
+    code, _, stderr = run_cli("export", f"{factory_file}:nosuchfactory", "-o", str(tmp_path / "m.onnx"))
+    assert code == 1
+    assert f"[factory] '{factory_file}' has no function 'nosuchfactory'" in stderr
+    assert "functions there: make;" in stderr
+    assert "_onnx_workbench" not in stderr and "CachedLinear" not in stderr
+
+
+def test_a_class_given_as_the_factory_is_named_as_a_class(factory_file, tmp_path):
+    code, _, stderr = run_cli("export", f"{factory_file}:CachedLinear", "-o", str(tmp_path / "m.onnx"))
+    assert code == 1
+    assert f"'{factory_file}' has a class 'CachedLinear', not a function" in stderr
+
+
+WARNING_MODULE = textwrap.dedent(
+    """
+    import warnings
+    import torch
+
+    class Doubler(torch.nn.Module):
+        def forward(self, x):
+            warnings.warn("Doubler is deprecated, use Tripler", FutureWarning)
+            return x * 2
+
+    def make():
+        return Doubler(), (torch.randn(2, 3),)
+    """
+)
+
+
+def test_export_hides_torchs_deprecation_warnings_but_not_the_users(tmp_path):
+    factory = tmp_path / "warns.py"
+    factory.write_text(WARNING_MODULE)
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")  # see past pytest's own filters
+        code, _, stderr = run_cli("export", f"{factory}:make", "-o", str(tmp_path / "m.onnx"))
+    assert code == 0, stderr
+    messages = [str(w.message) for w in log]
+    assert "Doubler is deprecated, use Tripler" in messages
+    assert not [m for m in messages if "LeafSpec" in m], messages
