@@ -1,0 +1,36 @@
+"""Graphs of an export: the FX programs and ONNX models as plain data, the FX↔ONNX node
+mapping, and the per-module alignment::
+
+    from exporter.graphs import graphs_of
+
+    graphs = graphs_of(session)            # session.graphs
+    graphs.onnx_optimized.to_frame()       # one row per node: op, inputs, outputs, module, source
+    graphs.mapping.to_frame()              # ONNX node → FX nodes, origin fx / optimizer / unmapped
+    graphs.mapping.coverage                # share of ONNX nodes with a known origin
+    graphs.modules_frame(depth=1)          # per top-level module: node counts and ops, FX vs ONNX
+
+Nothing heavy is imported until a graph is built.
+"""
+
+from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
+from .metadata import fx_name_of, module_path_of, normalize_module_path, source_of_stack
+from .model import Graph, GraphNode, ValueInfo, module_ancestors
+from .session_graphs import KINDS, SessionGraphs, graphs_of
+
+__all__ = [
+    "KINDS",
+    "Graph",
+    "GraphNode",
+    "MappingEntry",
+    "NodeMapping",
+    "RemovedNode",
+    "SessionGraphs",
+    "ValueInfo",
+    "fx_name_of",
+    "graphs_of",
+    "map_nodes",
+    "module_ancestors",
+    "module_path_of",
+    "normalize_module_path",
+    "source_of_stack",
+]

@@ -1,0 +1,64 @@
+"""Per-module alignment of two graphs: how many nodes, and which ops, each ``nn.Module``
+has on the FX side and on the ONNX side."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .model import Graph
+
+__all__ = ["module_rows", "op_summary", "fold_module"]
+
+UNKNOWN = "(unknown)"
+
+
+def fold_module(path: str | None, depth: int | None) -> str:
+    """A node's module path cut to ``depth`` components (``None``: kept whole);
+    ``(unknown)`` when the node has no recorded module."""
+    if path is None:
+        return UNKNOWN
+    if depth is None or not path:
+        return path
+    return ".".join(path.split(".")[:depth])
+
+
+def op_summary(counts: Counter) -> str:
+    """``Counter({'MatMul': 2, 'Add': 2})`` → ``MatMul×2, Add×2`` (most frequent first)."""
+    return ", ".join(f"{op}×{n}" if n > 1 else op for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def module_rows(fx: Graph, onnx: Graph, depth: int | None = None) -> list[dict[str, Any]]:
+    """One row per module path found on either side (``""`` is the top level): module,
+    module_class, fx_nodes, onnx_nodes, fx_ops, onnx_ops. Each node counts in its innermost
+    module, or in its ancestor at ``depth`` when given."""
+    sides: dict[str, dict[str, Counter]] = {}
+    for key, graph in (("fx", fx), ("onnx", onnx)):
+        for node in graph.nodes:
+            path = fold_module(node.module, depth)
+            sides.setdefault(path, {"fx": Counter(), "onnx": Counter()})[key][_short_op(node.op)] += 1
+    classes = {**onnx.module_classes, **fx.module_classes}
+    rows = []
+    for path in sorted(sides, key=_path_key):
+        fx_ops, onnx_ops = sides[path]["fx"], sides[path]["onnx"]
+        rows.append({
+            "module": path,
+            "module_class": classes.get(path),
+            "fx_nodes": sum(fx_ops.values()),
+            "onnx_nodes": sum(onnx_ops.values()),
+            "fx_ops": op_summary(fx_ops),
+            "onnx_ops": op_summary(onnx_ops),
+        })
+    return rows
+
+
+def _short_op(op: str) -> str:
+    """``aten.linear.default`` → ``aten.linear``; ONNX op types stay as they are."""
+    return op.removesuffix(".default")
+
+
+def _path_key(path: str) -> tuple:
+    """Sort ``blocks.2`` before ``blocks.10``; the unknown bucket last."""
+    if path == UNKNOWN:
+        return ((2, ""),)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in path.split(".")) if path else ()

@@ -1,0 +1,74 @@
+"""An ``onnx_ir.Model``'s main graph as a :class:`~exporter.graphs.model.Graph`."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from .metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of, source_of_stack
+from .model import Graph, GraphNode, ValueInfo
+
+__all__ = ["onnx_graph", "onnx_node_name"]
+
+_CLASS_KEY = "pkg.torch.onnx.class_hierarchy"
+
+
+def _dtype(value: Any) -> str | None:
+    dtype = value.dtype
+    if dtype is None:
+        return None
+    try:
+        return str(dtype.numpy().name)
+    except Exception:  # noqa: BLE001 - types numpy lacks (bfloat16, float8...)
+        return dtype.name.lower()
+
+
+def _value_info(value: Any) -> ValueInfo:
+    shape = value.shape
+    dims = None if shape is None else tuple(d if isinstance(d, int) else str(d.value if hasattr(d, "value") else d)
+                                             for d in shape)
+    return ValueInfo(value.name or "", _dtype(value), dims)
+
+
+def _module_class(node: Any) -> str | None:
+    text = node.metadata_props.get(_CLASS_KEY)
+    if not text:
+        return None
+    try:
+        classes = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    # the last entry is the aten op; the one before it the innermost module's class
+    return str(classes[-2]).rsplit(".", 1)[-1] if len(classes) >= 2 else None
+
+
+def onnx_node_name(node: Any, index: int) -> str:
+    """A node's name, or ``<op_type>_<index>`` for a node without one."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+def onnx_graph(model: Any, kind: str = "onnx") -> Graph:
+    """The model's main graph: one :class:`GraphNode` per ONNX node (op = ``Gemm``, or
+    ``domain::op`` outside the default domain), with the module path and source line the
+    torch exporter recorded on it. Initializers are not nodes."""
+    nodes = []
+    for index, node in enumerate(model.graph):
+        module_text = node.metadata_props.get(NAME_SCOPES_KEY)
+        module = module_path_of(module_text) if module_text else None
+        nodes.append(
+            GraphNode(
+                name=onnx_node_name(node, index),
+                op=node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}",
+                inputs=tuple((v.name or "") if v is not None else "" for v in node.inputs),
+                outputs=tuple(_value_info(v) for v in node.outputs),
+                module=module,
+                module_class=_module_class(node) if module else None,
+                source=source_of_stack(node.metadata_props.get(STACK_TRACE_KEY)),
+            )
+        )
+    return Graph(
+        kind,
+        tuple(nodes),
+        tuple(_value_info(v) for v in model.graph.inputs),
+        tuple(_value_info(v) for v in model.graph.outputs),
+    )
