@@ -86,3 +86,36 @@ def test_disabled_changes_nothing():
             torch_leafspec_warning()
 
     assert any("LeafSpec" in str(w.message) for w in caught(action))
+
+
+class Doubler:
+    """A tiny module whose forward warns about itself, as a user's deprecated layer would."""
+
+    def __new__(cls):
+        import torch
+
+        class _Doubler(torch.nn.Module):
+            def forward(self, x):
+                warnings.warn("Doubler is deprecated", FutureWarning)
+                return x * 2
+
+        return _Doubler()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="until Session._stage runs each stage inside quiet_library_warnings() (issue 12, point 6); "
+    "remove this mark with that change",
+)
+def test_the_python_api_hides_torchs_deprecations_and_keeps_the_users():
+    import torch
+
+    from exporter import Session
+
+    def action():
+        session = Session(Doubler(), (torch.randn(2, 3),))
+        assert session.run().status == "ok"
+
+    messages = [str(w.message) for w in caught(action)]
+    assert "Doubler is deprecated" in messages
+    assert not [m for m in messages if "LeafSpec" in m], messages
