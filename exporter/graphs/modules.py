@@ -4,11 +4,12 @@ has on the FX side and on the ONNX side."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
-from .model import Graph
+from .model import Graph, module_ancestors
 
-__all__ = ["module_rows", "op_summary", "fold_module"]
+__all__ = ["fold_module", "module_rows", "module_sort_key", "module_tree", "op_summary"]
 
 UNKNOWN = "(unknown)"
 
@@ -39,7 +40,7 @@ def module_rows(fx: Graph, onnx: Graph, depth: int | None = None) -> list[dict[s
             sides.setdefault(path, {"fx": Counter(), "onnx": Counter()})[key][_short_op(node.op)] += 1
     classes = {**onnx.module_classes, **fx.module_classes}
     rows = []
-    for path in sorted(sides, key=_path_key):
+    for path in sorted(sides, key=module_sort_key):
         fx_ops, onnx_ops = sides[path]["fx"], sides[path]["onnx"]
         rows.append({
             "module": path,
@@ -57,8 +58,21 @@ def _short_op(op: str) -> str:
     return op.removesuffix(".default")
 
 
-def _path_key(path: str) -> tuple:
-    """Sort ``blocks.2`` before ``blocks.10``; the unknown bucket last."""
+def module_sort_key(path: str) -> tuple:
+    """Model order for module paths: ``blocks.2`` before ``blocks.10``; ``(unknown)`` last."""
     if path == UNKNOWN:
-        return ((2, ""),)
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in path.split(".")) if path else ()
+        return ((2, 0, ""),)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.split(".")) if path else ()
+
+
+def module_tree(modules: Iterable[str]) -> dict[str, list[str]]:
+    """Children of each module path (``""`` is the root) by dotted path, every ancestor
+    included (``encoder`` ⊃ ``encoder.layer`` ⊃ ``encoder.layer.0``), in model order."""
+    children: dict[str, set[str]] = {"": set()}
+    for path in modules:
+        parent = ""
+        for current in module_ancestors(path):
+            children.setdefault(parent, set()).add(current)
+            children.setdefault(current, set())
+            parent = current
+    return {p: sorted(c, key=module_sort_key) for p, c in children.items()}
