@@ -8,6 +8,7 @@ Importing this package is cheap: torch, onnx and onnxruntime load on first use.
 """
 
 from .api import ExportOptions, Serializer, export
+from .axis import Axis
 from .capture import STRATEGIES, CaptureAttempt, CaptureStrategy
 from .dims import AUTO, DYNAMIC, STATIC, Dim, DimSpec, Policy
 from .errors import (
@@ -27,7 +28,7 @@ from .guards import Guard, Guards
 from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
 
 __all__ = [
-    "AUTO", "DYNAMIC", "STATIC", "STAGES", "STRATEGIES",
+    "AUTO", "DYNAMIC", "STATIC", "STAGES", "STRATEGIES", "Axis",
     "CaptureAttempt", "CaptureError", "CaptureStrategy", "DecomposeError", "Dim", "DimSpec",
     "ExportError", "ExportOptions", "OnnxSerializer", "OptimizeError", "Policy", "Pt2Serializer",
     "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "TranslateError", "export",

@@ -15,6 +15,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from .axis import Axis
+
 __all__ = [
     "ExportError",
     "SpecError",
@@ -82,7 +84,12 @@ class ExportError(Exception):
     def where(self) -> str | None:
         if self.input is None:
             return None
-        return self.input if self.axis is None else f"{self.input}.shape[{self.axis}]"
+        return self.input if self.axis_key is None else self.axis_key.label
+
+    @property
+    def axis_key(self) -> Axis | None:
+        """The :class:`~exporter.axis.Axis` concerned, when both input and axis are known."""
+        return None if self.input is None or self.axis is None else Axis(self.input, self.axis)
 
     def _format(self) -> str:
         lines = [f"[{self.stage}] {self.reason}"]

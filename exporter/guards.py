@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .inputs import axis_label
+from .axis import Axis
 
 if TYPE_CHECKING:
     from .capture import CaptureAttempt
@@ -54,8 +54,8 @@ class Guard:
     """One shape guard or runtime assert, with the user's line that introduced it.
 
     ``expression`` names inputs (``x.shape[0] > 2``), ``symbolic`` uses torch's symbols
-    (``s77 > 2``). ``axes`` are every input axis involved, as ``(input, axis)``, including
-    dims torch had already found equal to them. ``value`` is the constant of a specialization.
+    (``s77 > 2``). ``axes`` are every input axis involved, as :class:`~exporter.axis.Axis`
+    (equal to ``(input, axis)`` pairs), including dims torch had already found equal to them. ``value`` is the constant of a specialization.
     ``file``/``line``/``function``/``code`` locate the innermost user frame; ``stack`` lists
     the user frames around it (outermost first, ``file:line in function``).
     """
@@ -63,7 +63,7 @@ class Guard:
     kind: str
     expression: str
     symbolic: str
-    axes: tuple[tuple[str, int], ...] = ()
+    axes: tuple[Axis, ...] = ()
     symbols: tuple[str, ...] = ()
     value: int | None = None
     file: str | None = None
@@ -72,6 +72,9 @@ class Guard:
     code: str | None = None
     stack: tuple[str, ...] = ()
     strategy: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
 
     @property
     def source(self) -> str | None:
@@ -85,15 +88,16 @@ class Guard:
         """Short ``basename:line``."""
         return None if self.file is None else f"{os.path.basename(self.file)}:{self.line}"
 
-    def involves(self, path: str, axis: int) -> bool:
-        return (path, axis) in self.axes
+    def involves(self, path: str | Axis, axis: int | None = None) -> bool:
+        """Whether the guard involves an axis: ``involves("x", 0)`` or ``involves(Axis("x", 0))``."""
+        return Axis.of(path, axis) in self.axes
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "expression": self.expression,
             "symbolic": self.symbolic,
-            "axes": ", ".join(f"{p}.{a}" for p, a in self.axes),
+            "axes": ", ".join(a.dotted for a in self.axes),
             "file": self.file,
             "line": self.line,
             "code": self.code,
@@ -122,11 +126,13 @@ class Guards:
     def __getitem__(self, index: int) -> Guard:
         return self.records[index]
 
-    def for_axis(self, path: str, axis: int) -> tuple[Guard, ...]:
-        return tuple(g for g in self.records if g.involves(path, axis))
+    def for_axis(self, path: str | Axis, axis: int | None = None) -> tuple[Guard, ...]:
+        """The guards involving one axis: ``for_axis("x", 0)`` or ``for_axis(Axis("x", 0))``."""
+        key = Axis.of(path, axis)
+        return tuple(g for g in self.records if g.involves(key))
 
-    def for_axes(self, axes: Iterable[tuple[str, int]]) -> tuple[Guard, ...]:
-        wanted = set(axes)
+    def for_axes(self, axes: Iterable[Any]) -> tuple[Guard, ...]:
+        wanted = {Axis.parse(a) for a in axes}
         return tuple(g for g in self.records if wanted.intersection(g.axes))
 
     def of_kind(self, kind: str) -> tuple[Guard, ...]:
@@ -182,8 +188,8 @@ def input_sources(bound: BoundInputs) -> dict[str, str]:
     return out
 
 
-def axis_of_source(source: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> tuple[str, int] | None:
-    """The ``(input, axis)`` a torch source names: ``<input source>.size()[i]`` or
+def axis_of_source(source: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> Axis | None:
+    """The :class:`~exporter.axis.Axis` a torch source names: ``<input source>.size()[i]`` or
     ``<input source>.shape[i]``, the input source being one of :func:`input_sources`
     (pass ``sources`` to reuse them). None for anything else (strides, unbacked values)."""
     source = source.strip()
@@ -192,18 +198,18 @@ def axis_of_source(source: str, bound: BoundInputs, sources: dict[str, str] | No
         return None
     sources = input_sources(bound) if sources is None else sources
     path = sources.get(source[: match.start()])
-    return (path, int(match.group(1))) if path is not None else None
+    return Axis(path, int(match.group(1))) if path is not None else None
 
 
-def axes_in_text(text: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> list[tuple[str, int]]:
-    """Every ``(input, axis)`` a torch message names by source, in order of appearance."""
+def axes_in_text(text: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> list[Axis]:
+    """Every :class:`~exporter.axis.Axis` a torch message names by source, in order of appearance."""
     sources = input_sources(bound) if sources is None else sources
     if not sources:
         return []
     prefixes = "|".join(re.escape(s) for s in sorted(sources, key=len, reverse=True))
-    found: list[tuple[str, int]] = []
+    found: list[Axis] = []
     for match in re.finditer(rf"(?<![\w\].])({prefixes}){_SIZE.pattern}", text):
-        axis = (sources[match.group(1)], int(match.group(2)))
+        axis = Axis(sources[match.group(1)], int(match.group(2)))
         if axis not in found:
             found.append(axis)
     return found
@@ -261,10 +267,10 @@ def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any, inputs:
     symbolic = printer.doprint(event.expr)
     frames = tuple(event.frames)
     file, line, function, code = frames[-1] if frames else (None, None, None, None)
-    axes: list[tuple[str, int]] = []
+    axes: list[Axis] = []
     labels: dict[str, str] = {}
     for symbol, sources in event.sources:
-        candidates: list[tuple[str, int]] = []
+        candidates: list[Axis] = []
         for source in sources:
             found = axis_of_source(source, bound, inputs)
             if found is not None and found not in candidates:
@@ -272,15 +278,15 @@ def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any, inputs:
         if not candidates:
             continue
         # Name the symbol after the input the user's line mentions, when it mentions one.
-        named = next((c for c in candidates if _word_in(c[0].split(".")[0], code)), candidates[0])
-        labels[symbol] = axis_label(*named)
+        named = next((c for c in candidates if _word_in(c.path.split(".")[0], code)), candidates[0])
+        labels[symbol] = named.label
         axes.extend(c for c in candidates if c not in axes)
     expression = symbolic
     if labels:
         pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in sorted(labels, key=len, reverse=True)) + r")\b")
         expression = pattern.sub(lambda m: labels[m.group(1)], symbolic)
     order = {leaf.path: leaf.index for leaf in bound.leaves}
-    axes.sort(key=lambda a: (order.get(a[0], 0), a[1]))
+    axes.sort(key=lambda a: (order.get(a.path, 0), a.index))
     return Guard(
         kind=kind,
         expression=expression,

@@ -87,8 +87,10 @@ class BoundInputs:
 
 
 def axis_label(path: str, axis: int) -> str:
-    """How messages and tables name an input axis: ``x.shape[0]``."""
-    return f"{path}.shape[{axis}]"
+    """How messages name an input axis: ``x.shape[0]`` (:attr:`exporter.axis.Axis.label`)."""
+    from .axis import Axis
+
+    return Axis(path, axis).label
 
 
 def key_path_to_str(prefix: str, key_path: tuple[Any, ...]) -> str:

@@ -265,19 +265,14 @@ def _failed(exc: BaseException) -> BenchmarkResult:
 
 
 def _resolve_dim(session: Any, dim: Any) -> str:
-    from ..verify import dim_groups
+    """The label of the dim group ``dim`` names (its label, or one of its axes as an ``Axis``,
+    ``("x", 0)``, ``"x.0"`` or ``"x.shape[0]"``); the first group for None."""
+    from ..verify.groups import dim_groups, resolve_group
 
     groups = dim_groups(session)
     if not groups:
         raise ValueError("no dynamic dim to sweep: every input dim is static")
-    if dim is None:
-        return groups[0].label
-    if isinstance(dim, tuple):
-        dim = f"{dim[0]}.shape[{dim[1]}]"
-    for group in groups:
-        if dim == group.label or dim in (f"{p}.shape[{a}]" for p, a in group.axes) or dim in (f"{p}.{a}" for p, a in group.axes):
-            return group.label
-    raise ValueError(f"unknown dim {dim!r}; dynamic dims: {[g.label for g in groups]}")
+    return groups[0].label if dim is None else resolve_group(groups, dim).label
 
 
 def benchmark_sweep(
@@ -298,7 +293,8 @@ def benchmark_sweep(
     cancel: CancelToken | None = None,
 ) -> SweepResult:
     """Latency of onnxruntime and eager PyTorch at each size of one dynamic dim (given by
-    its label: a Dim name such as ``"batch"``, or ``"x.shape[0]"``); other dims stay at the
+    its label: a Dim name such as ``"batch"``, or ``"x.shape[0]"``; or by one of its axes:
+    ``Axis("x", 0)``, ``("x", 0)``, ``"x.0"``); other dims stay at the
     example size. One onnxruntime session serves every size. Raises ``ValueError`` at once for
     a ``dim`` that names no dynamic dim; ``cancel`` is checked between timing batches."""
     reporter = Reporter(observer, cancel, progress)

@@ -124,18 +124,16 @@ def default_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def inputs_for(session: Any, sizes: Mapping[str, int] | None, inputs: tuple[tuple, dict] | None, seed: int) -> tuple[tuple, dict, tuple[tuple[str, int], ...]]:
+def inputs_for(session: Any, sizes: Mapping[Any, int] | None, inputs: tuple[tuple, dict] | None, seed: int) -> tuple[tuple, dict, tuple[tuple[str, int], ...]]:
     if inputs is not None:
         return tuple(inputs[0]), dict(inputs[1]), ()
     if not sizes:
         return session.inputs.args, dict(session.inputs.kwargs), ()
     from ..verify import dim_groups, make_case_inputs
+    from ..verify.groups import sizes_by_label
 
     program = session.exported_program
     groups = dim_groups(session, program)
-    labels = {g.label for g in groups}
-    unknown = [k for k in sizes if k not in labels]
-    if unknown:
-        raise ValueError(f"unknown dim {unknown[0]!r}; dynamic dims: {sorted(labels)}")
-    args, kwargs, _ = make_case_inputs(session, program, groups, dict(sizes), seed=seed)
-    return args, kwargs, tuple(sizes.items())
+    by_label = sizes_by_label(groups, sizes)  # keys may be labels or axes (Axis, "x.0")
+    args, kwargs, _ = make_case_inputs(session, program, groups, by_label, seed=seed)
+    return args, kwargs, tuple(by_label.items())

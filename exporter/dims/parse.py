@@ -9,6 +9,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..axis import Axis
 from ..errors import SpecError
 from ..inputs import BoundInputs, Leaf
 from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Policy, default_dim_name
@@ -402,7 +403,7 @@ def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSp
             if other != policy:
                 raise SpecError(
                     f"dim name {policy.name!r} is used with two different ranges: {other!r} on "
-                    f"{other_path}.shape[{other_axis}] and {policy!r} on {path}.shape[{axis}]",
+                    f"{Axis(other_path, other_axis).label} and {policy!r} on {Axis(path, axis).label}",
                     input=path,
                     axis=axis,
                     hint=f"create the Dim once ({policy.name} = {other!r}) and reuse it on every axis "
@@ -410,7 +411,7 @@ def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSp
                 )
             if other_size != size:
                 raise SpecError(
-                    f"{path}.shape[{axis}] = {size} and {other_path}.shape[{other_axis}] = {other_size} "
+                    f"{Axis(path, axis).label} = {size} and {Axis(other_path, other_axis).label} = {other_size} "
                     f"share the dim name {policy.name!r}, but their example sizes differ",
                     input=path,
                     axis=axis,

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import SpecError
 from ..guards import EQUALITY, Guards, axis_of_source, reported_attempt
-from .common import axis_name, label, spec_from
+from .common import spec_from
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -41,15 +42,18 @@ class DimFix:
     text: str
     name: str
     kind: str
-    axes: tuple[tuple[str, int], ...]
+    axes: tuple[Axis, ...]
     policy: AxisPolicy | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "fix": self.text,
             "name": self.name,
             "kind": self.kind,
-            "axes": ", ".join(axis_name(*a) for a in self.axes),
+            "axes": ", ".join(a.dotted for a in self.axes),
             "policy": repr(self.policy) if self.policy is not None else None,
         }
 
@@ -141,8 +145,8 @@ def parse_fix_line(line: str) -> tuple[str, str, Any]:
     return name, "derived", rhs
 
 
-def _axes_of_name(name: str, spec: DimSpec, bound: BoundInputs) -> tuple[tuple[str, int], ...]:
-    axes = tuple((e.path, e.axis) for e in spec if isinstance(e.policy, Dim) and e.policy.name == name)
+def _axes_of_name(name: str, spec: DimSpec, bound: BoundInputs) -> tuple[Axis, ...]:
+    axes = tuple(Axis(e.path, e.axis) for e in spec if isinstance(e.policy, Dim) and e.policy.name == name)
     if axes:
         return axes
     found = axis_of_source(name, bound)
@@ -202,7 +206,7 @@ def _range_fixes_from_violations(
             lo = max(lows) if lows else dim.min
             hi = min(highs) if highs else dim.max
             fixed = Dim(dim.name, min=lo or None, max=hi)
-            reason = f"  # {', '.join(label(*a) for a in sorted(axes))} is equal to it and guarded by {guard_text}"
+            reason = f"  # {', '.join(a.label for a in sorted(axes))} is equal to it and guarded by {guard_text}"
             out.append((f"{dim.name} = {fixed!r}{reason}", dim.name, "range", fixed))
     return out
 
@@ -268,19 +272,19 @@ def build_fixes(
         for axis in axes:
             value[axis] = policy
         if axis_of_source(name, bound) is not None:  # torch named the axis by its source
-            line = f"{label(*axes[0])} = {fix_value}" if kind == "static" else line
+            line = f"{axes[0].label} = {fix_value}" if kind == "static" else line
         fixes.append(DimFix(line, name, kind, axes, policy))
 
     if is_size_one_broadcast(text):
         for leaf in bound.leaves:
             for axis, size in enumerate(leaf.shape):
-                key = (leaf.path, axis)
+                key = Axis(leaf.path, axis)
                 if size in (0, 1) and value.get(key, STATIC) is not STATIC:
                     value[key] = STATIC
                     fixes.append(
                         DimFix(
-                            f"{label(*key)} = STATIC  # size-{size} example that broadcasts",
-                            axis_name(*key), "static-broadcast", (key,), STATIC,
+                            f"{key.label} = STATIC  # size-{size} example that broadcasts",
+                            key.dotted, "static-broadcast", (key,), STATIC,
                         )
                     )
 

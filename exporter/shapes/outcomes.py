@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import first_line
 from ..guards import (
@@ -20,7 +21,7 @@ from ..guards import (
     input_sources,
     reported_attempt,
 )
-from .common import axis_name, label, spec_from
+from .common import spec_from
 from .fixes import is_size_one_broadcast, suggested_fixes_of
 
 if TYPE_CHECKING:
@@ -81,8 +82,14 @@ class DimOutcome:
         return repr(self.policy)
 
     @property
+    def axis_key(self) -> Axis:
+        """This outcome's :class:`~exporter.axis.Axis` (``input``, ``axis``)."""
+        return Axis(self.input, self.axis)
+
+    @property
     def name(self) -> str:
-        return axis_name(self.input, self.axis)
+        """``x.0``."""
+        return self.axis_key.dotted
 
     @property
     def dynamic(self) -> bool:
@@ -124,15 +131,15 @@ class DimOutcomes:
         return len(self.outcomes)
 
     def __getitem__(self, key: Any) -> DimOutcome:
-        """``dims["x", 0]`` or ``dims["x.0"]`` or ``dims[3]``."""
+        """``dims["x", 0]``, ``dims["x.0"]``, ``dims["x.shape[0]"]``, ``dims[Axis("x", 0)]`` or ``dims[3]``."""
         if isinstance(key, int) and not isinstance(key, bool):
             return self.outcomes[key]
-        wanted: Any = tuple(key) if isinstance(key, list) else key
-        if isinstance(key, str):
-            path, _, axis = key.rpartition(".")
-            wanted = (path, int(axis)) if axis.lstrip("-").isdigit() else None
+        try:
+            wanted = Axis.parse(key)
+        except ValueError:
+            raise KeyError(key) from None
         for outcome in self.outcomes:
-            if (outcome.input, outcome.axis) == wanted:
+            if outcome.axis_key == wanted:
                 return outcome
         raise KeyError(key)
 
@@ -217,7 +224,7 @@ def _related_static(guard: Guard, path: str, axis: int, static_axes: dict[tuple[
             continue
         top = other_path.split(".")[0]
         if re.search(rf"(?<![\w.]){re.escape(top)}\b", guard.code):
-            out.append(label(other_path, other_axis))
+            out.append(Axis(other_path, other_axis).label)
     return out
 
 
@@ -247,7 +254,7 @@ def dim_outcomes(session: Session) -> DimOutcomes:
     outcomes = []
     for leaf in bound.leaves:
         for axis, example in enumerate(leaf.shape):
-            key = (leaf.path, axis)
+            key = Axis(leaf.path, axis)
             policy = spec.policy(*key)
             symbol = symbols.get(key)
             if symbol is None or key in static_axes:
@@ -262,7 +269,7 @@ def dim_outcomes(session: Session) -> DimOutcomes:
                         members, guards, spec,
                     )
                 )
-    return DimOutcomes(tuple(outcomes), spec, bound, capture.detail.removeprefix("strategy ") or None)
+    return DimOutcomes(tuple(outcomes), spec, bound, capture.strategy)
 
 
 def _static_outcome(
@@ -313,7 +320,7 @@ def _dynamic_outcome(
         equalities = [g for g in relevant if g.kind == EQUALITY and g.involves(path, axis)] or [
             g for g in relevant if g.kind == EQUALITY
         ]
-        text = f"equal to {', '.join(label(*m) for m in others)}"
+        text = f"equal to {', '.join(Axis(*m).label for m in others)}"
         if equalities:
             text += f" by {_cite(equalities[0])}"
             source = equalities[0].source
@@ -339,7 +346,7 @@ def _dynamic_outcome(
             if isinstance(other_policy, Dim) and _requested_range(other_policy, example) == (lo, hi):
                 link = next((g for g in relevant if g.kind == EQUALITY and g.involves(*other)), None)
                 causes.append(
-                    f"equal to {label(*other)}, a {other_policy!r}" + (f", by {_cite(link)}" if link else "")
+                    f"equal to {Axis(*other).label}, a {other_policy!r}" + (f", by {_cite(link)}" if link else "")
                 )
                 if link is not None:
                     cited.append(link)
@@ -352,7 +359,7 @@ def _dynamic_outcome(
         path, axis, example, policy, DYNAMIC_RESULT, lo, hi,
         symbol=symbol,
         dim=name,
-        equal_to=tuple(axis_name(*m) for m in others),
+        equal_to=tuple(Axis(*m).dotted for m in others),
         reason=reason,
         source=source,
         note="; ".join(notes),
@@ -363,12 +370,12 @@ def _dynamic_outcome(
 
 def _axes_named_in(
     line: str, bound: BoundInputs, spec: DimSpec, sources: dict[str, str] | None = None
-) -> set[tuple[str, int]]:
+) -> set[Axis]:
     """Input axes a torch message line mentions, by source or by the user's Dim name."""
     found = set(axes_in_text(line, bound, sources))
     for entry in spec:
         if isinstance(entry.policy, Dim) and re.search(rf"(?<![\w'\"]){re.escape(entry.policy.name)}\b", line):
-            found.add((entry.path, entry.axis))
+            found.add(Axis(entry.path, entry.axis))
     return found
 
 
@@ -385,7 +392,7 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
     outcomes = []
     for leaf in bound.leaves:
         for axis, example in enumerate(leaf.shape):
-            key = (leaf.path, axis)
+            key = Axis(leaf.path, axis)
             policy = spec.policy(*key)
             relevant = guards.for_axis(*key)
             reasons = [d for d in details if key in _axes_named_in(d, bound, spec, sources)]

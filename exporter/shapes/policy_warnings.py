@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..axis import Axis
 from ..dims import AUTO, Dim, DimSpec
-from .common import label
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -23,8 +23,13 @@ class DimWarning:
     message: str
     hint: str
 
+    @property
+    def axis_key(self) -> Axis:
+        """The warned :class:`~exporter.axis.Axis` (``input``, ``axis``)."""
+        return Axis(self.input, self.axis)
+
     def __str__(self) -> str:
-        return f"{label(self.input, self.axis)}: {self.message}; fix: {self.hint}"
+        return f"{self.axis_key.label}: {self.message}; fix: {self.hint}"
 
 
 def dim_warnings(spec: DimSpec, bound: BoundInputs) -> tuple[DimWarning, ...]:

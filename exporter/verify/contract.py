@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..axis import Axis
 from ..dims import AUTO, Dim
 from .groups import onnx_input_dims, policy_text
 
@@ -106,7 +107,7 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
             checks.append(ContractCheck("input rank", leaf.path, "error", f"ONNX shape {onnx_shape} does not have rank {leaf.rank}"))
             continue
         for axis in range(leaf.rank):
-            subject = f"{leaf.path}.shape[{axis}]"
+            subject = Axis(leaf.path, axis).label
             dim = onnx_shape[axis]
             policy = requested.get((leaf.path, axis))
             program_dim = symbols.get((leaf.path, axis), "")
@@ -168,7 +169,7 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
             by_symbol.setdefault(symbol, set()).add(dims[path][axis])
     for symbol, names in by_symbol.items():
         if len(names) > 1:
-            axes = ", ".join(f"{p}.shape[{a}]" for (p, a) in requested if symbols.get((p, a)) == symbol)
+            axes = ", ".join(Axis(p, a).label for (p, a) in requested if symbols.get((p, a)) == symbol)
             checks.append(
                 ContractCheck(
                     "equal dims share a name", axes, "warning",

@@ -179,7 +179,7 @@ def verify(
     session: Any,
     *,
     tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
-    sizes: Mapping[str, Sequence[int]] | None = None,
+    sizes: Mapping[Any, Sequence[int]] | None = None,
     make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None = None,
     max_size: int = 512,
     locate: bool = True,
@@ -195,8 +195,9 @@ def verify(
     Args:
         tolerances: per-dtype overrides (``{"float32": Tolerance(1e-3, 1e-4)}``) or one
             :class:`Tolerance` for everything; defaults in :data:`DEFAULT_TOLERANCES`.
-        sizes: sweep exactly these sizes per dim group label (``{"batch": [1, 5, 64]}``)
-            instead of the generated ones.
+        sizes: sweep exactly these sizes per dim group, keyed by its label
+            (``{"batch": [1, 5, 64]}``) or by one of its axes (``{Axis("x", 0): [1, 5]}``,
+            ``{"x.0": [1, 5]}``), instead of the generated ones.
         make_inputs: hook called for every generated case with an :class:`InputCase`;
             return ``(args, kwargs)`` to replace its inputs, or None to keep them.
         max_size: largest size a generated case may use.

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..axis import Axis
 from ..dims import Dim
 
 
@@ -20,7 +21,7 @@ class DimGroup:
     """
 
     label: str
-    axes: tuple[tuple[str, int], ...]
+    axes: tuple[Axis, ...]
     requested: str
     example: int
     requested_range: tuple[int, int | None]
@@ -29,6 +30,19 @@ class DimGroup:
     onnx_dims: tuple[str | int | None, ...]
     sizes: tuple[int, ...] = ()
     causes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
+
+    def names(self, key: Any) -> bool:
+        """Whether ``key`` names this group: its label (a Dim name, ``x.shape[0]``) or one of
+        its axes in any form :meth:`Axis.parse` reads (``x.0``, ``("x", 0)``, an ``Axis``)."""
+        if isinstance(key, str) and key == self.label:
+            return True
+        try:
+            return Axis.parse(key) in self.axes
+        except ValueError:
+            return False
 
     @property
     def specialized(self) -> bool:
@@ -45,7 +59,7 @@ class DimGroup:
 
     @property
     def axes_text(self) -> str:
-        return ", ".join(f"{p}.shape[{a}]" for p, a in self.axes)
+        return ", ".join(a.label for a in self.axes)
 
     def describe_range(self, which: str = "obtained") -> str:
         lo, hi = self.obtained_range if which == "obtained" else self.requested_range
@@ -147,7 +161,7 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
 
     out: list[DimGroup] = []
     for key, entries in groups.items():
-        axes = tuple((e.path, e.axis) for e in entries)
+        axes = tuple(Axis(e.path, e.axis) for e in entries)
         named = [e.policy for e in entries if isinstance(e.policy, Dim)]
         example = session.inputs.leaf(entries[0].path).shape[entries[0].axis]
         lo = max((d.min for d in named if d.min is not None), default=1)
@@ -155,7 +169,7 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
         requested_range = (lo, min(his) if his else None)
         symbol = key[1] if key[0] == "symbol" else None
         obtained = ranges.get(symbol, (0, None)) if symbol else (example, example)
-        label = named[0].name if named else f"{entries[0].path}.shape[{entries[0].axis}]"
+        label = named[0].name if named else axes[0].label
         requested = ", ".join(dict.fromkeys(policy_text(e.policy) for e in entries))
         dims = tuple(
             (onnx_dims[e.path][e.axis] if e.path in onnx_dims and e.axis < len(onnx_dims[e.path]) else None)
@@ -175,6 +189,23 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
             )
         )
     return tuple(out)
+
+
+def resolve_group(groups: Sequence[DimGroup], key: Any, what: str = "dim") -> DimGroup:
+    """The group ``key`` names (see :meth:`DimGroup.names`); ``ValueError`` naming the groups
+    when none does."""
+    for group in groups:
+        if group.names(key):
+            return group
+    if not groups:
+        raise ValueError(f"unknown {what} {key!r}: no input dim is dynamic")
+    known = [g.label for g in groups]
+    raise ValueError(f"unknown {what} {key!r}; dim groups: {known} (or one of their axes, e.g. {groups[0].axes[0].dotted!r})")
+
+
+def sizes_by_label(groups: Sequence[DimGroup], sizes: Mapping[Any, Any], what: str = "dim") -> dict[str, Any]:
+    """``sizes`` keyed by group label, whatever names the groups (a label, an ``Axis``, ``"x.0"``)."""
+    return {resolve_group(groups, key, what).label: value for key, value in sizes.items()}
 
 
 _KINDS = ("min", "1", "2", "odd", "larger", "max")
@@ -210,7 +241,7 @@ class _Plan:
     sizes: tuple[tuple[str, int], ...]  # (group label, size)
 
 
-def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[str, Sequence[int]] | None) -> list[_Plan]:
+def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Sequence[int]] | None) -> list[_Plan]:
     plans: list[_Plan] = []
     seen: set[tuple[tuple[str, int], ...]] = {tuple((g.label, g.example) for g in groups)}
 
@@ -220,12 +251,7 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[str, Se
             plans.append(_Plan(name, assignment))
 
     if sizes:
-        unknown = [label for label in sizes if label not in {g.label for g in groups}]
-        if unknown:
-            raise ValueError(
-                f"sizes= names unknown dim group(s) {unknown}; groups: {[g.label for g in groups]}"
-            )
-        for label, values in sizes.items():
+        for label, values in sizes_by_label(groups, sizes, "sizes= dim group").items():
             for value in values:
                 add(f"{label}={value}", tuple((g.label, value if g.label == label else g.example) for g in groups))
         return plans

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from exporter.axis import Axis
+
 from ._figure import message_figure, new_figure
 
 __all__ = ["dim_ranges_chart", "guards_chart"]
@@ -39,6 +41,11 @@ def _label_size(n: int) -> float:
     return 9 if n <= 20 else 7
 
 
+def _row(outcome: Any) -> str:
+    """A chart row's name and gid stem: the outcome's axis, dotted (``x.0``)."""
+    return Axis(outcome.input, outcome.axis).dotted
+
+
 def _outcomes(dims: Any) -> list[Any]:
     if hasattr(dims, "dims") and not hasattr(dims, "outcomes"):  # a Session
         dims = dims.dims
@@ -57,7 +64,7 @@ def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
     if not rows:
         return message_figure("no input axes")
     n = len(rows)
-    labels = [f"{o.input}.{o.axis}" for o in rows]
+    labels = [_row(o) for o in rows]
     ys = [n - 1 - i for i in range(n)]
     finite = [v for o in rows for v in (o.example, o.min, o.max) if v is not None]
     right = max(2.0, max(finite) * 1.15 + 1)
@@ -141,13 +148,9 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
     axis, including those without guards; without it only axes with guards are shown."""
     records = list(getattr(guards, "records", guards))
     if dims is not None:
-        rows = [f"{o.input}.{o.axis}" for o in _outcomes(dims)]
+        rows = [_row(o) for o in _outcomes(dims)]
     else:
-        rows = []
-        for g in records:
-            for path, axis in g.axes:
-                if f"{path}.{axis}" not in rows:
-                    rows.append(f"{path}.{axis}")
+        rows = list(dict.fromkeys(Axis.parse(a).dotted for g in records for a in g.axes))
     if any(not g.axes for g in records):
         rows.append(NO_INPUT)
     if not records:
@@ -161,7 +164,7 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
     ys = {row: n - 1 - i for i, row in enumerate(rows)}
     involved: dict[str, list[Any]] = {row: [] for row in rows}
     for g in records:
-        keys = [f"{p}.{a}" for p, a in g.axes] or [NO_INPUT]
+        keys = [Axis.parse(a).dotted for a in g.axes] or [NO_INPUT]
         for key in keys:
             if key in involved:
                 involved[key].append(g)
