@@ -142,7 +142,7 @@ def parse_output(text: str) -> Path:
     """``-o``: a path ending in ``.onnx`` or ``.pt2``. An existing directory is let through, for
     :func:`~exporter.serialize.check_destination` to say so plainly before the export."""
     path = Path(text)
-    if path.suffix.lower() not in OUTPUT_FORMATS and not path.is_dir():
+    if path.suffix not in OUTPUT_FORMATS and not path.is_dir():
         known = " or ".join(f"{suffix} ({what})" for suffix, what in OUTPUT_FORMATS.items())
         raise argparse.ArgumentTypeError(
             f"{text!r}: unknown extension {path.suffix or '(none)'!r}; the file written must end in {known}"
@@ -554,7 +554,7 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     from .api import ExportOptions
     from .session import Session
 
-    program_only = options.output.suffix.lower() == ".pt2"
+    program_only = options.output.suffix == ".pt2"
     model, args, kwargs, factory_dims = load_factory_model(options.factory, dict(options.factory_args))
     spec = dim_spec_by_leaf_path(model, args, kwargs, factory_dims, options.axes)
     export_options = ExportOptions(

@@ -268,7 +268,7 @@ def test_an_opset_out_of_range_exits_2_naming_the_supported_range(factory_file, 
     assert "argument --opset: opset_version=3 is not a supported ONNX opset" in stderr and "7 to 25" in stderr
 
 
-@pytest.mark.parametrize("name", ["m.txt", "model"])
+@pytest.mark.parametrize("name", ["m.txt", "model", "m.PT2"])
 def test_an_unknown_output_extension_exits_2_naming_the_known_ones(factory_file, tmp_path, name):
     code, _, stderr = run_cli("export", f"{factory_file}:make", "-o", str(tmp_path / name))
     assert code == 2
