@@ -157,6 +157,11 @@ class Guards:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
 
+    def _repr_html_(self) -> str:
+        from .display import repr_html
+
+        return repr_html(self)
+
 
 # -- sources --------------------------------------------------------------------------------
 

@@ -102,6 +102,11 @@ class BenchmarkResult:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
 
+    def _repr_html_(self) -> str:
+        from ..display import repr_html
+
+        return repr_html(self)
+
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -156,6 +161,11 @@ class SweepResult:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
+
+    def _repr_html_(self) -> str:
+        from ..display import repr_html
+
+        return repr_html(self)
 
 
 def _time_ort(runner: OrtRunner, feeds: Mapping[str, Any], **timing: Any) -> EngineTiming:

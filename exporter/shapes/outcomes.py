@@ -207,6 +207,11 @@ class DimOutcomes:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
 
+    def _repr_html_(self) -> str:
+        from ..display import repr_html
+
+        return repr_html(self)
+
 
 def _cite(guard: Guard) -> str:
     where = f" at {guard.location}" if guard.location else ""
