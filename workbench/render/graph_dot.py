@@ -1,0 +1,252 @@
+"""One graph (FX or ONNX) as a Graphviz ``Digraph``, grouped by module.
+
+A module is drawn either *collapsed*, as one box standing for every node inside it, or
+*expanded*, as a cluster holding its own nodes and its submodules (themselves collapsed or
+expanded). Modules are nested by their dotted path (``encoder`` ⊃ ``encoder.layer`` ⊃
+``encoder.layer.0``). An expanded module with many collapsed children (600 blocks) shows the
+first and last few and folds each run in between into one "… N modules" box.
+
+SVG elements carry ids and CSS classes: ``wb-op`` (a node), ``wb-module`` (a collapsed
+module), ``wb-more`` (folded modules), ``wb-io`` (graph input/output), ``wb-cluster`` (an
+expanded module), plus ``wb-selected`` on highlighted nodes and ``wb-overlay`` on coloured ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.graphs.model import module_ancestors
+from exporter.graphs.modules import module_tree
+
+from .graph_overlay import ramp_colour, reduce_values
+
+__all__ = ["SideStyle", "side_digraph"]
+
+SELECTED_COLOUR = "#d62728"
+
+
+@dataclass(frozen=True)
+class SideStyle:
+    """What to show on one side: ``expanded`` module paths, ``selected`` node names,
+    ``values`` per node name (overlay) reduced per module with ``reduce`` and coloured
+    relative to the largest value shown, at most
+    ``max_children`` submodule boxes per expanded module before folding runs of them."""
+
+    side: str
+    title: str
+    expanded: frozenset[str] = frozenset()
+    selected: frozenset[str] = frozenset()
+    values: Mapping[str, float] = field(default_factory=dict)
+    reduce: str = "sum"
+    max_children: int = 24
+
+
+def _short_op(op: str) -> str:
+    return op.removesuffix(".default").removeprefix("aten.")
+
+
+def _attrs(element_id: str, css: str, **more: str) -> dict[str, str]:
+    return {"id": element_id, "class": css, **more}
+
+
+class _Builder:
+    def __init__(self, graph: Any, style: SideStyle) -> None:
+        import graphviz
+
+        self.graphviz = graphviz
+        self.graph = graph
+        self.style = style
+        self.side = style.side
+        modules = {n.module or "" for n in graph.nodes}
+        self.tree = module_tree(modules)
+        self.nodes_in: dict[str, list[Any]] = {}  # module path → nodes directly in it
+        for node in graph.nodes:
+            self.nodes_in.setdefault(node.module or "", []).append(node)
+        self.highlighted_modules = {
+            a for name in style.selected if name in graph for a in module_ancestors(graph[name].module or "")
+        }
+        self.owner: dict[str, str] = {}  # collapsed module path → graphviz node id
+        self.members: dict[str, list[str]] = {}  # graphviz node id → node names it stands for
+        self.counter = 0
+
+    def new_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    # -- nodes ---------------------------------------------------------------------------
+    def unit_of(self, node: Any) -> str:
+        for path in module_ancestors(node.module or ""):
+            if path in self.owner:
+                return self.owner[path]
+        return self.op_ids[node.name]
+
+    def _value(self, names: list[str]) -> float | None:
+        found = [self.style.values[n] for n in names if n in self.style.values]
+        return reduce_values(found, self.style.reduce) if found else None
+
+    def _paint(self, attrs: dict[str, str], names: list[str]) -> None:
+        value = self._value(names)
+        if value is None or not self.value_max:
+            return
+        if "filled" not in attrs.get("style", ""):
+            attrs["style"] = (attrs.get("style", "") + ",filled").lstrip(",")
+        attrs["fillcolor"] = ramp_colour(value / self.value_max)
+        attrs["class"] += " wb-overlay"
+        attrs["tooltip"] = attrs.get("tooltip", "") + f"\nvalue: {value:.4g}"
+
+    def _descendant_nodes(self, path: str) -> list[str]:
+        out = [n.name for n in self.nodes_in.get(path, ())]
+        for child in self.tree.get(path, ()):
+            out.extend(self._descendant_nodes(child))
+        return out
+
+    def emit_module_box(self, container: Any, gid: str, path: str, names: list[str]) -> None:
+        cls = self.graph.module_classes.get(path)
+        label = "\n".join(x for x in (path, cls, f"{len(names)} node{'s' * (len(names) != 1)}") if x)
+        attrs = _attrs(f"{self.side}-module-{path}", "wb-module", shape="box", style="filled", fillcolor="#eeeeee",
+                       tooltip=f"{path} ({cls or 'module'})")
+        if path in self.highlighted_modules:
+            attrs["class"] += " wb-contains-selected"
+        self._paint(attrs, names)
+        container.node(gid, label, **attrs)
+
+    def emit_more_box(self, container: Any, gid: str, run: list[str], names: list[str]) -> None:
+        label = f"… {len(run)} modules\n{run[0]} … {run[-1]}\n{len(names)} nodes"
+        attrs = _attrs(f"{self.side}-more-{run[0]}", "wb-more", shape="box", style="dashed",
+                       tooltip=f"{run[0]} … {run[-1]}: pass one of them to expand= to open it")
+        self._paint(attrs, names)
+        container.node(gid, label, **attrs)
+
+    def emit_op(self, container: Any, node: Any) -> None:
+        gid = self.op_ids[node.name]
+        out = node.outputs[0].type_text() if node.outputs else ""
+        op = _short_op(node.op)
+        label = (op if node.name in (op, op.split(".")[0]) else f"{op}\n{node.name}") + (f"\n{out}" if out and out != "?" else "")
+        tooltip = "\n".join(x for x in (f"{node.op} {node.name}", f"module: {node.module}" if node.module else "",
+                                          node.source or "") if x)
+        attrs = _attrs(f"{self.side}-op-{node.name}", "wb-op", shape="box", style="rounded", tooltip=tooltip)
+        if node.name in self.style.selected:
+            attrs["class"] += " wb-selected"
+            attrs.update(color=SELECTED_COLOUR, penwidth="3")
+        self._paint(attrs, [node.name])
+        container.node(gid, label, **attrs)
+
+    # -- structure -----------------------------------------------------------------------
+    def _runs(self, children: list[str]) -> list[str | list[str]]:
+        """Children in order; runs of collapsed, unselected ones beyond ``max_children`` folded."""
+        limit = self.style.max_children
+        if len(children) <= limit:
+            return list(children)
+        head, tail = limit // 2, limit - limit // 2 - 1
+        keep = set(children[:head]) | set(children[len(children) - tail:])
+        keep |= {c for c in children if c in self.style.expanded or c in self.highlighted_modules}
+        out: list[str | list[str]] = []
+        run: list[str] = []
+        for child in children:
+            if child in keep:
+                if run:
+                    out.append(run if len(run) > 1 else run[0])
+                    run = []
+                out.append(child)
+            else:
+                run.append(child)
+        if run:
+            out.append(run if len(run) > 1 else run[0])
+        return out
+
+    def plan(self, path: str) -> list[tuple]:
+        """What an expanded module (or the root) holds, as ``("box", id, path, names)``,
+        ``("more", id, paths, names)``, ``("cluster", path, items)`` and ``("op", node)``;
+        records which graphviz node stands for each collapsed module."""
+        items: list[tuple] = []
+        for item in self._runs(self.tree.get(path, [])):
+            if isinstance(item, list):
+                gid = self.new_id("r")
+                names = [n for child in item for n in self._descendant_nodes(child)]
+                self.owner.update({child: gid for child in item})
+                items.append(("more", gid, item, names))
+            elif item in self.style.expanded:
+                items.append(("cluster", item, self.plan(item)))
+            else:
+                gid = self.new_id("m")
+                self.owner[item] = gid
+                items.append(("box", gid, item, self._descendant_nodes(item)))
+        items.extend(("op", node) for node in self.nodes_in.get(path, ()))
+        return items
+
+    def unit_values(self, items: list[tuple]) -> list[float]:
+        out: list[float] = []
+        for item in items:
+            if item[0] == "cluster":
+                out.extend(self.unit_values(item[2]))
+            else:
+                value = self._value(item[3] if item[0] in ("box", "more") else [item[1].name])
+                if value is not None:
+                    out.append(value)
+        return out
+
+    def emit(self, container: Any, items: list[tuple]) -> None:
+        for item in items:
+            kind = item[0]
+            if kind == "box":
+                self.emit_module_box(container, item[1], item[2], item[3])
+            elif kind == "more":
+                self.emit_more_box(container, item[1], item[2], item[3])
+            elif kind == "op":
+                self.emit_op(container, item[1])
+            else:
+                path = item[1]
+                with container.subgraph(name=f"cluster_{self.new_id('c')}") as cluster:
+                    cls = self.graph.module_classes.get(path)
+                    cluster.attr(label=f"{path} ({cls})" if cls else path, style="rounded", color="#7f7f7f",
+                                 id=f"{self.side}-cluster-{path}", **{"class": "wb-cluster"})
+                    self.emit(cluster, item[2])
+
+    def build(self) -> Any:
+        dot = self.graphviz.Digraph(name=self.side, graph_attr={
+            "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35", "label": self.style.title, "labelloc": "t",
+            "fontname": "Helvetica", "fontsize": "16", "id": f"{self.side}-graph", "class": "wb-side",
+        }, node_attr={"fontname": "Helvetica", "fontsize": "10", "margin": "0.08,0.03", "height": "0.3"},
+            edge_attr={"arrowsize": "0.6", "color": "#555555"})
+        self.op_ids = {node.name: f"n{i}" for i, node in enumerate(self.graph.nodes)}
+        items = self.plan("")
+        values = self.unit_values(items) if self.style.values else []
+        self.value_max = max(values, default=0.0)
+        self.emit(dot, items)
+        self.add_edges(dot)
+        return dot
+
+    def add_edges(self, dot: Any) -> None:
+        producers = self.graph.producers
+        unit = {node.name: self.unit_of(node) for node in self.graph.nodes}
+        edges: dict[tuple[str, str], int] = {}
+        inputs = {v.name: i for i, v in enumerate(self.graph.inputs)}
+        for i, value in enumerate(self.graph.inputs):
+            dot.node(f"i{i}", value.describe(), shape="ellipse",
+                     **_attrs(f"{self.side}-input-{value.name}", "wb-io"))
+        for node in self.graph.nodes:
+            head = unit[node.name]
+            for name in node.inputs:
+                if name in producers:
+                    tail = unit[producers[name]]
+                elif name in inputs:
+                    tail = f"i{inputs[name]}"
+                else:
+                    continue
+                if tail != head:
+                    edges[(tail, head)] = edges.get((tail, head), 0) + 1
+        for i, value in enumerate(self.graph.outputs):
+            dot.node(f"o{i}", value.describe(), shape="ellipse", **_attrs(f"{self.side}-output-{value.name}", "wb-io"))
+            if value.name in producers:
+                edges[(unit[producers[value.name]], f"o{i}")] = 1
+            elif value.name in inputs:
+                edges[(f"i{inputs[value.name]}", f"o{i}")] = 1
+        for (tail, head), count in edges.items():
+            dot.edge(tail, head, **({"penwidth": "2"} if count > 1 else {}))
+
+
+def side_digraph(graph: Any, style: SideStyle) -> Any:
+    """The graph as a ``graphviz.Digraph`` styled by ``style``."""
+    return _Builder(graph, style).build()

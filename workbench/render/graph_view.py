@@ -1,0 +1,196 @@
+"""FX and ONNX side by side, grouped by module, with the node mapping between them::
+
+    from workbench.render.graph_view import side_by_side
+
+    side_by_side(session)                                  # collapsed to top-level modules
+    side_by_side(session, expand=("encoder.layer.0",))     # open one module (and its parents)
+    side_by_side(session, select="node_MatMul_3")          # an ONNX node and its FX origins
+    side_by_side(session, overlay=session.profile())       # colour by onnxruntime time per node
+
+The FX program after decompositions (what was translated) is on the left, the optimized ONNX
+model on the right, each laid out by Graphviz's ``dot``. In a notebook the result displays
+itself; ``.svg`` is the SVG text. Without ``dot`` the view says so and shows the per-module
+alignment table instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["GraphView", "side_by_side"]
+
+FX_KINDS = ("fx_decomposed", "fx")
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """A rendered side-by-side view.
+
+    ``svg`` is one SVG document (``None`` when Graphviz is missing, then ``message`` says why
+    and ``table`` holds the module alignment instead). ``fx_dot`` / ``onnx_dot`` are the
+    Graphviz sources, ``expanded`` the module paths drawn open, ``selected`` the highlighted
+    ``(side, node)`` pairs, ``seconds`` the time taken."""
+
+    svg: str | None
+    fx_dot: str | None
+    onnx_dot: str | None
+    expanded: tuple[str, ...]
+    selected: tuple[tuple[str, str], ...]
+    seconds: float
+    message: str | None = None
+    table: Any = None
+
+    def _repr_svg_(self) -> str | None:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        if self.svg is None:
+            table = self.table.to_html(index=False) if self.table is not None else ""
+            return f'<div class="wb-graph-fallback"><p>{html.escape(self.message or "")}</p>{table}</div>'
+        return f'<div class="wb-graph-view" style="overflow:auto; max-height:80vh">{self.svg}</div>'
+
+    def __repr__(self) -> str:
+        if self.svg is None:
+            return f"GraphView(no drawing: {self.message})"
+        chosen = ", ".join(f"{side}:{name}" for side, name in self.selected) or "none"
+        return (f"GraphView({len(self.svg)} chars of SVG, expanded={list(self.expanded)}, selected={chosen}, "
+                f"{self.seconds:.2f} s)")
+
+
+def _graphs(session: Any) -> Any:
+    graphs = getattr(session, "graphs", None)
+    if graphs is not None and hasattr(graphs, "mapping"):
+        return graphs
+    if hasattr(session, "mapping") and hasattr(session, "onnx_optimized"):
+        return session  # already a SessionGraphs
+    from exporter.graphs import graphs_of
+
+    return graphs_of(session)
+
+
+def _close(name: str, candidates: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.5)
+    return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+def _module_paths(*graphs: Any) -> set[str]:
+    from exporter.graphs.model import module_ancestors
+
+    return {a for g in graphs for n in g.nodes for a in module_ancestors(n.module or "")}
+
+
+def _counterparts(select: str, fx: Any, onnx: Any, mapping: Any, fx_kind: str) -> tuple[set[str], set[str]]:
+    """(FX names, ONNX names) to highlight for the selected node name."""
+
+    def origins(entry: Any) -> tuple[str, ...]:
+        return entry.fx_nodes if fx_kind == "fx_decomposed" else entry.fx_captured
+
+    if select in onnx:
+        return set(origins(mapping[select])), {select}
+    if select in fx:
+        return {select}, {e.onnx_node for e in mapping.entries if select in origins(e)}
+    names = list(onnx.names) + list(fx.names)
+    raise ValueError(f"select={select!r} is no node of the ONNX model or the FX graph{_close(select, names)}")
+
+
+def _propagate(values: dict[str, float], fx: Any, onnx: Any, mapping: Any, fx_kind: str, reduce: str) -> tuple[dict, dict]:
+    """Split overlay values by side; a side with none gets them through the mapping."""
+    from .graph_overlay import reduce_values
+
+    fx_values = {k: v for k, v in values.items() if k in fx}
+    onnx_values = {k: v for k, v in values.items() if k in onnx}
+    pick = (lambda e: e.fx_nodes) if fx_kind == "fx_decomposed" else (lambda e: e.fx_captured)
+    if onnx_values and not fx_values:
+        gathered: dict[str, list[float]] = {}
+        for entry in mapping.entries:
+            if entry.onnx_node in onnx_values:
+                for name in pick(entry):
+                    gathered.setdefault(name, []).append(onnx_values[entry.onnx_node])
+        fx_values = {k: reduce_values(v, reduce) for k, v in gathered.items()}
+    elif fx_values and not onnx_values:
+        for entry in mapping.entries:
+            found = [fx_values[n] for n in pick(entry) if n in fx_values]
+            if found:
+                onnx_values[entry.onnx_node] = max(found)
+    return fx_values, onnx_values
+
+
+def side_by_side(
+    session: Any,
+    expand: Iterable[str] = (),
+    select: str | None = None,
+    overlay: Any = None,
+    *,
+    fx: str = "fx_decomposed",
+    overlay_reduce: str = "sum",
+    max_children: int = 24,
+) -> GraphView:
+    """Draw the session's FX graph (left) and optimized ONNX model (right), grouped into
+    clusters by module path.
+
+    - ``expand``: module paths to draw open (``"encoder.layer.0"`` opens its parents too);
+      every other module is one box. Default: top-level modules only.
+    - ``select``: an ONNX or FX node name; it and its counterparts on the other side are
+      highlighted (CSS class ``wb-selected``) and their modules opened.
+    - ``overlay``: a value per node (ONNX or FX names; a mapping, a pandas Series or
+      ``session.profile()``) painted light yellow → dark red; module boxes show the
+      ``overlay_reduce`` (``sum``, ``max``, ``mean``) of their nodes, and a side without values
+      gets them through the mapping.
+    - ``fx``: ``fx_decomposed`` (what was translated; the default) or ``fx`` (as captured).
+    - ``max_children``: submodule boxes shown per open module before runs are folded.
+
+    ``session`` is an :class:`exporter.Session` (or its ``graphs``). A name that matches
+    nothing raises ``ValueError`` with the closest names."""
+    from .graph_dot import SideStyle, side_digraph
+    from .graph_overlay import check_reducer, overlay_values
+    from .graph_svg import DotMissing, layout_svgs, side_by_side_svg
+
+    start = time.perf_counter()
+    if fx not in FX_KINDS:
+        raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
+    check_reducer(overlay_reduce)
+    if isinstance(expand, str):
+        expand = (expand,)
+    graphs = _graphs(session)
+    fx_graph, onnx_graph, mapping = graphs[fx], graphs.onnx_optimized, graphs.mapping
+
+    paths = _module_paths(fx_graph, onnx_graph)
+    for path in expand:
+        if path not in paths:
+            raise ValueError(f"expand: no module {path!r} in the graphs{_close(path, paths)}")
+    fx_selected: set[str] = set()
+    onnx_selected: set[str] = set()
+    if select is not None:
+        fx_selected, onnx_selected = _counterparts(select, fx_graph, onnx_graph, mapping, fx)
+
+    from exporter.graphs.model import module_ancestors
+
+    expanded = {a for path in expand for a in module_ancestors(path)}
+    for graph, chosen in ((fx_graph, fx_selected), (onnx_graph, onnx_selected)):
+        for name in chosen:
+            expanded.update(module_ancestors(graph[name].module or ""))
+
+    values = overlay_values(overlay, set(fx_graph.names) | set(onnx_graph.names))
+    fx_values, onnx_values = _propagate(values, fx_graph, onnx_graph, mapping, fx, overlay_reduce)
+    title = "FX (decomposed)" if fx == "fx_decomposed" else "FX (captured)"
+    styles = (
+        SideStyle("fx", f"{title}: {len(fx_graph)} nodes", frozenset(expanded), frozenset(fx_selected), fx_values,
+                  overlay_reduce, max_children),
+        SideStyle("onnx", f"ONNX (optimized): {len(onnx_graph)} nodes", frozenset(expanded), frozenset(onnx_selected),
+                  onnx_values, overlay_reduce, max_children),
+    )
+    selected = tuple([("fx", n) for n in sorted(fx_selected)] + [("onnx", n) for n in sorted(onnx_selected)])
+    try:
+        digraphs = [side_digraph(g, s) for g, s in zip((fx_graph, onnx_graph), styles)]
+        svgs = layout_svgs(digraphs)
+    except DotMissing as exc:
+        return GraphView(None, None, None, tuple(sorted(expanded)), selected, time.perf_counter() - start,
+                         message=f"{exc}. Showing the per-module alignment instead.",
+                         table=graphs.modules_frame(fx=fx))
+    return GraphView(side_by_side_svg(svgs), digraphs[0].source, digraphs[1].source, tuple(sorted(expanded)),
+                     selected, time.perf_counter() - start)
