@@ -40,6 +40,7 @@ from .errors import (
     first_line,
     user_source_line,
 )
+from ._quiet import quiet_library_warnings
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .inputs import BoundInputs, bind_inputs
 from .worker import submit_work
@@ -287,7 +288,7 @@ class Session:
             runner: Callable[[Observer, CancelToken | None], StageResult] = getattr(self, f"_run_{stage}")
 
             def compute() -> StageResult:
-                with _TORCH_LOCK:
+                with _TORCH_LOCK, quiet_library_warnings():
                     return runner(observer, cancel)
 
             result, cached = self._cache.get_or_compute(stage, self._key(stage), compute)

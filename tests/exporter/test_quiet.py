@@ -102,11 +102,6 @@ class Doubler:
         return _Doubler()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="until Session._stage runs each stage inside quiet_library_warnings() (issue 12, point 6); "
-    "remove this mark with that change",
-)
 def test_the_python_api_hides_torchs_deprecations_and_keeps_the_users():
     import torch
 
