@@ -1,8 +1,36 @@
-"""Jupyter front end of the ONNX export workbench (``%load_ext workbench``).
+"""Jupyter front end of the ONNX export workbench.
 
-Loading the extension imports no torch, onnxscript or onnxruntime; they load on first export.
+::
+
+    %load_ext workbench
+    %onnx_export --dynamic x.0=batch model(x)
+
+``%load_ext workbench`` registers the ``%onnx_export`` magic and imports no torch, onnxscript,
+onnxruntime or ipywidgets; they load on first use. ``workbench.Workbench(session)`` is the
+widget the magic displays.
 """
 
+from __future__ import annotations
 
-def load_ipython_extension(ipython):  # pragma: no cover - filled in by the workbench issue
-    """Register the workbench magics (none yet)."""
+from typing import Any
+
+__all__ = ["Workbench", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%onnx_export`` / ``%%onnx_export`` (called by ``%load_ext workbench``)."""
+    from .magics import ExportMagics
+
+    ipython.register_magics(ExportMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Nothing to undo: magics stay registered until the kernel restarts, as IPython's own do."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Workbench":  # ipywidgets loads only when the widget is asked for
+        from .app import Workbench
+
+        return Workbench
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -1,0 +1,228 @@
+"""Background jobs of the workbench widget: chains of steps on the export worker, cancellable,
+superseded by newer ones, and the observer that forwards their events to the widget.
+
+A *job* is a short chain of :class:`Step` s (``capture``, ``optimize``, ``verify``,
+``benchmark``, ``fixes``...) on one session. Each step is handed to the exporter core
+(``session.submit(...)`` for the stages and analyses, the core's export worker for the rest),
+so the kernel thread only queues work and returns at once. When a step ends, its result is
+passed to the widget (on the worker thread) and the next step is queued. Starting a job
+supersedes the running one: its token is cancelled and its later results are ignored.
+
+Nothing here computes a number: it forwards what the core returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Job", "JobRunner", "Step", "WidgetObserver"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a job: a pipeline stage (``capture`` ... ``optimize``), an analysis
+    (``verify``, ``benchmark``, ``benchmark_sweep``, ``profile``) with its ``options``, or one
+    of the widget's own tasks (``fixes``: apply the suggested fixes; ``save``; ``graphs``)."""
+
+    task: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Job:
+    """A chain of steps on one session. ``previous`` is the session shown before the job
+    started (what a Cancel puts back)."""
+
+    _counter = 0
+
+    def __init__(self, session: Any, steps: tuple[Step, ...], label: str, previous: Any) -> None:
+        from exporter.events import CancelToken
+
+        Job._counter += 1
+        self.number = Job._counter
+        self.session = session
+        self.steps = steps
+        self.label = label
+        self.previous = previous
+        self.token = CancelToken()
+        self.index = 0
+        self.done = threading.Event()
+        self.started = time.perf_counter()
+
+    @property
+    def step(self) -> Step | None:
+        return self.steps[self.index] if self.index < len(self.steps) else None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.cancelled
+
+    def __repr__(self) -> str:
+        return f"Job#{self.number}({self.label!r}, step {self.index + 1}/{len(self.steps)})"
+
+
+class JobRunner:
+    """Runs one job at a time through the export worker; a new job supersedes the current one.
+
+    ``submit_step(session, step, observer, cancel) -> Future`` hands a step to the core;
+    ``on_step(job, step, result) -> bool`` receives its result (on the worker thread) and
+    says whether to go on; ``on_finish(job)`` is called once when a job ends (finished,
+    failed, cancelled or superseded); ``observer_for(job)`` gives the observer for its steps.
+    """
+
+    def __init__(
+        self,
+        submit_step: Callable[..., Any],
+        on_step: Callable[[Job, Step, Any], bool],
+        on_finish: Callable[[Job], None],
+        observer_for: Callable[[Job], Any],
+    ) -> None:
+        self._submit_step = submit_step
+        self._on_step = on_step
+        self._on_finish = on_finish
+        self._observer_for = observer_for
+        self._lock = threading.RLock()
+        self._current: Job | None = None
+        self._active: set[Job] = set()
+        self._idle = threading.Event()
+        self._idle.set()
+
+    @property
+    def current(self) -> Job | None:
+        """The job whose results the widget shows (None when idle or after a Cancel)."""
+        return self._current
+
+    @property
+    def busy(self) -> bool:
+        return not self._idle.is_set()
+
+    def is_current(self, job: Job) -> bool:
+        return self._current is job and not job.cancelled
+
+    def start(self, session: Any, steps: tuple[Step, ...], label: str, previous: Any) -> Job:
+        """Cancel the current job (its results will be ignored) and queue a new one."""
+        job = Job(session, tuple(steps), label, previous)
+        with self._lock:
+            if self._current is not None:
+                self._current.token.cancel()
+            self._current = job
+            self._active.add(job)
+            self._idle.clear()
+        self._queue(job)
+        return job
+
+    def cancel(self) -> Job | None:
+        """Cancel the current job; return it (None if there was none)."""
+        with self._lock:
+            job, self._current = self._current, None
+        if job is not None:
+            job.token.cancel()
+        return job
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until no job runs (the current one and any cancelled one still finishing)."""
+        return self._idle.wait(timeout)
+
+    # -- chaining ----------------------------------------------------------------------------
+    def _queue(self, job: Job) -> None:
+        step = job.step
+        if step is None or job.cancelled:
+            self._finish(job)
+            return
+        try:
+            future = self._submit_step(job.session, step, self._observer_for(job), job.token)
+        except Exception as exc:  # noqa: BLE001 - a refused step is shown, never raised into the UI
+            self._deliver(job, step, exc)
+            return
+        future.add_done_callback(lambda f, job=job, step=step: self._done(job, step, f))
+
+    def _done(self, job: Job, step: Step, future: Any) -> None:
+        try:
+            result = future.result()
+        except BaseException as exc:  # noqa: BLE001 - the core returns failures as data; this is a bug path
+            result = exc
+        self._deliver(job, step, result)
+
+    def _deliver(self, job: Job, step: Step, result: Any) -> None:
+        go_on = False
+        try:
+            if self.is_current(job):
+                go_on = bool(self._on_step(job, step, result))
+        except Exception:  # noqa: BLE001 - a renderer never kills the job chain
+            _log.exception("workbench: showing the result of %s failed", step.task)
+        if go_on and self.is_current(job):
+            job.index += 1
+            self._queue(job)
+        else:
+            self._finish(job)
+
+    def _finish(self, job: Job) -> None:
+        try:
+            self._on_finish(job)
+        except Exception:  # noqa: BLE001
+            _log.exception("workbench: finishing %r failed", job)
+        finally:
+            with self._lock:
+                self._active.discard(job)
+                if self._current is job:
+                    self._current = None
+                if not self._active:
+                    self._idle.set()
+            job.done.set()
+
+
+class WidgetObserver:
+    """An :class:`exporter.events.Observer` that forwards one job's events to the widget, and
+    drops them once the job is no longer the current one. Progress updates are throttled to
+    one per ``interval`` seconds (the last one of a task always passes)."""
+
+    def __init__(self, runner: JobRunner, job: Job, sink: Any, interval: float = 0.05) -> None:
+        self.runner = runner
+        self.job = job
+        self.sink = sink
+        self.interval = interval
+        self._last = 0.0
+
+    def _forward(self, method: str, *args: Any) -> None:
+        if not self.runner.is_current(self.job):
+            return
+        try:
+            getattr(self.sink, method)(self.job, *args)
+        except Exception:  # noqa: BLE001 - a display problem must never stop an export
+            _log.exception("workbench: %s failed", method)
+
+    def on_stage_start(self, stage: str) -> None:
+        self._forward("stage_started", stage)
+
+    def on_stage_end(self, result: Any) -> None:
+        self._forward("stage_ended", result)
+
+    def on_attempt(self, attempt: Any) -> None:
+        self._forward("attempt_made", attempt)
+
+    def on_progress(self, task: str, done: float, total: float, note: str = "") -> None:
+        now = time.perf_counter()
+        if now - self._last < self.interval and done < total:
+            return
+        self._last = now
+        self._forward("progress_made", task, done, total, note)
+
+
+def observer_class() -> type:
+    """``WidgetObserver`` as a subclass of the core's ``Observer`` (imported on first use, so
+    loading the extension stays light)."""
+    from exporter.events import Observer
+
+    global _ObserverClass
+    if _ObserverClass is None:
+        _ObserverClass = type("WorkbenchObserver", (WidgetObserver, Observer), {})
+    return _ObserverClass
+
+
+_ObserverClass: type | None = None

@@ -1,0 +1,397 @@
+"""``Workbench``: the live widget of one export, what ``%onnx_export`` displays.
+
+::
+
+    from workbench import Workbench
+
+    wb = Workbench(session)                  # starts exporting in the background
+    wb.axis_control("x", 0).value = "STATIC" # what the front end does when you pick STATIC
+    wb.wait()                                # tests and scripts: wait for the background job
+    wb.session                               # the session now shown
+    wb.session.dims["x", 0].obtained         # 'static'
+
+The widget holds one current :class:`exporter.Session` and replaces it with a derived one
+(``with_axis``, ``apply_suggested_fixes``) on every change; derived sessions share the stage
+cache, so a spec seen before answers at once. Every long step runs on the exporter's worker
+thread through ``session.submit(...)`` (the kernel keeps answering), reports through an
+observer to a progress bar, and stops at the next step when Cancel is clicked. A failed step
+shows its error beside the last good result; a cancelled one puts the previous result back.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from typing import Any
+
+import ipywidgets as widgets
+
+from ._live import JobRunner, Step, observer_class
+from .views._html import badge, esc, failure_html, note
+from .views.benchmark import BenchmarkView
+from .views.dims import AxisRow, DimsView
+from .views.graphs import GraphsView, graph_renderer
+from .views.guards import GuardsView
+from .views.stages import STEPS, StagesView
+from .views.verify import VerifyView
+
+__all__ = ["Workbench"]
+
+STAGES = STEPS[:4]
+ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile")
+
+
+def steps_until(until: str) -> tuple[Step, ...]:
+    """The job that runs everything up to ``until`` (a stage, ``verify`` or ``benchmark``):
+    capture first on its own, so the dims are shown as soon as torch has captured."""
+    if until == "capture":
+        return (Step("capture"),)
+    if until in STAGES:
+        return (Step("capture"), Step(until))
+    if until == "verify":
+        return (Step("capture"), Step("optimize"), Step("verify"))
+    if until == "benchmark":
+        return (Step("capture"), Step("optimize"), Step("verify"), Step("benchmark"))
+    raise ValueError(f"unknown step {until!r}; choose one of {', '.join(STEPS)}")
+
+
+class Workbench(widgets.VBox):
+    """The workbench widget of one export, with a tab per concern: Stages, Dims, Guards,
+    Graphs, Verify, Benchmark.
+
+    Args:
+        session: the :class:`exporter.Session` to show (run or not).
+        run: export at once in the background (False: wait for a button).
+        verify, benchmark: after that first export, verify it / time it (the magic verifies
+            unless ``--no-verify``, and times with ``--bench``).
+        save: a path to write the model to once the first export succeeds.
+        follow: how far a dim change runs: ``"capture"`` (the rows only) or a later stage
+            (default ``"optimize"``, so the ONNX inputs are shown too).
+    """
+
+    def __init__(self, session: Any, *, run: bool = True, verify: bool = False, benchmark: bool = False,
+                 save: Any = None, follow: str = "optimize") -> None:
+        steps_until(follow)  # a typo fails here, not on the first click
+        self._shown = session          # the session whose results are on screen
+        self._last_good: Any = None    # the last session whose capture succeeded
+        self._sessions: dict[Any, Any] = {session.spec: session}
+        self._ports: dict[int, list[Any]] = {}
+        self._analyses: dict[str, tuple[Any, Any]] = {}
+        self._follow = follow
+        self._render_lock = threading.RLock()  # one renderer at a time (worker thread vs kernel thread)
+        self._runner = JobRunner(self._submit_step, self._on_step, self._on_finish, self._observer_for)
+        self.last_message = ""
+
+        self.header = widgets.HTML(self._title(session))
+        self.job_status = widgets.HTML(note("idle"))
+        self.job_status.add_class("wb-job-status")
+        self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, layout=widgets.Layout(width="240px"))
+        self.progress.add_class("wb-progress")
+        self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True,
+                                            button_style="warning", layout=widgets.Layout(width="100px"))
+        self.cancel_button.add_class("wb-cancel")
+        self.cancel_button.on_click(lambda _: self.cancel())
+
+        self.stages_view = StagesView(self._run_clicked)
+        self.dims_view = DimsView(session.inputs, self._axis_changed, self.apply_suggested_fixes)
+        self.guards_view = GuardsView()
+        self.graphs_view = GraphsView(self.draw_graphs)
+        self.verify_view = VerifyView(lambda: self.run_analysis("verify"))
+        self.benchmark_view = BenchmarkView(self.run_analysis)
+        self.views = (self.stages_view, self.dims_view, self.guards_view, self.graphs_view,
+                      self.verify_view, self.benchmark_view)
+        self.tabs = widgets.Tab(children=[v.widget for v in self.views], titles=[v.title for v in self.views])
+        self.tabs.observe(self._tab_selected, names="selected_index")
+        super().__init__([self.header, widgets.HBox([self.progress, self.cancel_button, self.job_status]), self.tabs])
+        self.add_class("wb-workbench")
+
+        self.dims_view.show_spec(session.spec)
+        if session.stages:
+            self._render(session)
+        if run:
+            first = steps_until("optimize") + ((Step("save", {"path": save}),) if save is not None else ())
+            first += ((Step("verify"),) if verify else ()) + ((Step("benchmark"),) if benchmark else ())
+            self._start(session, first, f"exporting {self._model_name(session)}")
+
+    # -- public API -----------------------------------------------------------------------------
+    @property
+    def session(self) -> Any:
+        """The session now shown (after :meth:`wait`, the one the controls ask for)."""
+        return self._shown
+
+    @property
+    def requested_session(self) -> Any:
+        """The session the controls ask for (still being captured while a job runs)."""
+        job = self._runner.current
+        return job.session if job is not None else self._shown
+
+    @property
+    def busy(self) -> bool:
+        return self._runner.busy
+
+    def axis_control(self, input: str, axis: int) -> widgets.Dropdown:
+        """The policy control (AUTO / STATIC / DYNAMIC / Dim) of one input axis: set its
+        ``value`` as the front end does. ``axis_row(...)`` gives the Dim name/min/max too."""
+        return self.axis_row(input, axis).policy
+
+    def axis_row(self, input: str, axis: int) -> AxisRow:
+        """The controls and result text of one input axis (``.policy``, ``.name``, ``.min``,
+        ``.max``, ``.result``)."""
+        return self.dims_view.row(input, axis)
+
+    def wait(self, timeout: float | None = 120.0) -> Workbench:
+        """Block until the background job (and any cancelled one still finishing) is done.
+        For tests and scripts; a notebook never needs it."""
+        if not self._runner.wait(timeout):
+            raise TimeoutError(f"the workbench was still busy after {timeout} s: {self.job_status.value}")
+        return self
+
+    def run(self, until: str = "optimize") -> None:
+        """Run the current session up to ``until`` (a stage, ``verify`` or ``benchmark``) in the background."""
+        self._start(self.requested_session, steps_until(until), f"running until {until}")
+
+    def run_analysis(self, name: str, **options: Any) -> None:
+        """Run ``verify``, ``benchmark``, ``benchmark_sweep`` or ``profile`` (exporting first if needed)."""
+        if name not in ANALYSES:
+            raise ValueError(f"unknown analysis {name!r}; choose one of {', '.join(ANALYSES)}")
+        self._start(self.requested_session, steps_until("optimize") + (Step(name, options),), name)
+
+    def apply_suggested_fixes(self) -> None:
+        """Re-export with torch's suggested fixes (the "Apply suggested fixes" button)."""
+        self._start(self.requested_session, (Step("fixes"), Step("capture")) + steps_until(self._follow)[1:],
+                    "applying the suggested fixes")
+
+    def draw_graphs(self) -> None:
+        """Lay out the FX and ONNX graphs side by side in the Graphs tab (exports first if needed)."""
+        if graph_renderer() is None:
+            return
+        self._start(self.requested_session, steps_until("optimize") + (Step("graphs"),), "drawing the graphs")
+
+    def cancel(self) -> None:
+        """Stop the background job at its next step and put the previous result back on screen."""
+        with self._render_lock:
+            job = self._runner.cancel()
+            if job is None:
+                return
+            previous = job.previous
+            self._shown = previous
+            self.dims_view.show_spec(previous.spec)
+            self._status(f"cancelled {job.label}: showing the previous result")
+            if previous.stages:
+                self._render(previous)
+            else:
+                self.stages_view.reset()
+
+    # -- control handlers (kernel thread) ---------------------------------------------------------
+    def _run_clicked(self, until: str) -> None:
+        if until == "next":
+            session = self.requested_session
+            done = {r.name for r in session.stages}
+            if any(r.status == "failed" for r in session.stages):
+                self._status("a stage failed: change the dims or apply the suggested fixes first")
+                return
+            following = next((s for s in STAGES if s not in done), None)
+            if following is None:
+                self.run_analysis("verify" if "verify" not in self._analyses_of(session) else "benchmark")
+                return
+            self._start(session, (Step(following),), f"running {following}")
+            return
+        self.run(until)
+
+    def _axis_changed(self, row: AxisRow) -> None:
+        from exporter.errors import SpecError
+
+        base = self.requested_session
+        try:
+            policy = row.requested_policy()
+            derived = base.with_axis(row.path, row.axis, policy)
+        except (SpecError, ValueError) as exc:
+            self.dims_view.show_error(str(exc))
+            return
+        self.dims_view.show_error("")
+        derived = self._sessions.setdefault(derived.spec, derived)
+        if derived is base and not self._runner.busy:
+            return
+        self._start(derived, steps_until(self._follow), f"capturing {row.path}.{row.axis}={policy!r}")
+
+    def _tab_selected(self, change: Any) -> None:
+        if self.views[change["new"] or 0] is self.guards_view:
+            with self._render_lock:
+                self._safely(self.guards_view.draw)
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def _start(self, session: Any, steps: tuple[Step, ...], label: str) -> None:
+        with self._render_lock:
+            previous = self._shown
+            self.progress.value = 0.0
+            self.progress.bar_style = ""
+            self.cancel_button.disabled = False
+            self._status(label + "…")
+            self._runner.start(session, steps, label, previous)
+
+    def _observer_for(self, job: Any) -> Any:
+        return observer_class()(self._runner, job, self)
+
+    def _submit_step(self, session: Any, step: Step, observer: Any, cancel: Any) -> Any:
+        if step.task in STAGES or step.task in ANALYSES:
+            return session.submit(step.task, observer=observer, cancel=cancel, **dict(step.options))
+        from exporter.worker import submit_work
+
+        if step.task == "fixes":
+            return submit_work(session.apply_suggested_fixes)
+        if step.task == "save":
+            return submit_work(session.save, step.options["path"])
+        if step.task == "graphs":
+            return submit_work(graph_renderer(), session)
+        raise ValueError(f"unknown step {step.task!r}")
+
+    def _on_step(self, job: Any, step: Step, result: Any) -> bool:
+        """A step's result, on the worker thread: show it; say whether the job goes on."""
+        with self._render_lock:
+            if not self._runner.is_current(job):
+                return False
+            if isinstance(result, BaseException):
+                self._failed(step.task, result)
+                return False
+            if step.task in STAGES:
+                return self._stage_done(job, result)
+            if step.task == "fixes":
+                self._sessions[result.spec] = result
+                job.session = result
+                self.dims_view.show_spec(result.spec)
+                return True
+            if step.task in ANALYSES:
+                self._analyses[step.task] = (job.session, result)
+                self._show_analysis(step.task, job.session, result)
+                status = str(getattr(result, "status", "ok"))
+                if status == "cancelled":
+                    return False
+                return True
+            if step.task == "save":
+                self.last_message = f"saved {result}"
+                return True
+            if step.task == "graphs":
+                self.graphs_view.show(result)
+                return True
+        return False
+
+    def _stage_done(self, job: Any, result: Any) -> bool:
+        session = job.session
+        if result.status == "cancelled":
+            return False
+        if session.result("capture").status == "ok":
+            self._last_good = session
+        if result.status == "ok" and result.name == "optimize" or (result.name == "optimize" and result.status == "skipped"):
+            self._ports[id(session)] = self._onnx_ports(session)
+        self._shown = session
+        self._render(session)
+        return result.ok
+
+    def _on_finish(self, job: Any) -> None:
+        with self._render_lock:
+            if self._runner.current is not job and self._runner.current is not None:
+                return  # superseded: the next job owns the job bar
+            self.cancel_button.disabled = True
+            if job.cancelled:
+                self.progress.value = 0.0
+                return
+            failed = self._shown.failed_stage if self._shown is not None else None
+            if failed is not None:
+                self.progress.bar_style = "danger"
+                self._status(f"{failed.name} failed: {failed.failure.first_line if failed.failure else ''}", error=True)
+            else:
+                self.progress.value = 1.0
+                self.progress.bar_style = "success"
+                took = time.perf_counter() - job.started
+                self._status(f"done: {job.label} in {took:.2f} s" + (f"; {self.last_message}" if self.last_message else ""))
+
+    # -- observer sink (worker thread) ---------------------------------------------------------
+    def stage_started(self, job: Any, stage: str) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self._status(f"{stage}… ({job.label})")
+                self.stages_view.started(stage)
+
+    def stage_ended(self, job: Any, result: Any) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self.stages_view.ended(result)
+                if result.name in STAGES:
+                    self.progress.value = (STAGES.index(result.name) + 1) / len(STAGES)
+
+    def attempt_made(self, job: Any, attempt: Any) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self.stages_view.attempt(attempt)
+
+    def progress_made(self, job: Any, task: str, done: float, total: float, note_text: str = "") -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self.progress.value = 0.0 if total <= 0 else min(1.0, done / total)
+                self._status(f"{task} {done:.0f}/{total:.0f} {note_text}".rstrip())
+
+    # -- rendering --------------------------------------------------------------------------------
+    def _render(self, session: Any) -> None:
+        """Every view from ``session`` (its capture has run): the widget only reads the core."""
+        self._safely(self.stages_view.show, session, self._last_good, self._ports.get(id(session)))
+        for name in ("verify", "benchmark"):
+            shown = self._analyses.get(name)
+            if shown is not None and shown[0] is session:
+                self.stages_view.analysis(name, str(shown[1].status), getattr(shown[1], "seconds", None),
+                                          shown[1].summary().splitlines()[0])
+            else:
+                self.stages_view.analysis(name, "not run", None, "")
+        self._safely(self.dims_view.show, session, self._last_good)
+        self._safely(self.guards_view.show, session, self.tabs.selected_index == self.views.index(self.guards_view))
+        for name, (of, result) in self._analyses.items():
+            self._safely(self._show_analysis, name, of, result)
+
+    def _show_analysis(self, name: str, of: Any, result: Any) -> None:
+        current = of is self._shown
+        if name == "verify":
+            self.verify_view.show(result, current)
+        elif name == "benchmark":
+            self.benchmark_view.show(result, current)
+        elif name == "benchmark_sweep":
+            self.benchmark_view.show_sweep(result, current)
+        if current and name in ("verify", "benchmark"):
+            self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None),
+                                      result.summary().splitlines()[0])
+
+    def _safely(self, draw: Any, *args: Any) -> None:
+        """A view that fails to draw shows why in the job bar; the widget and kernel go on."""
+        try:
+            draw(*args)
+        except Exception as exc:  # noqa: BLE001 - a renderer never kills a cell
+            self._failed(getattr(draw, "__qualname__", "drawing"), exc)
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        from exporter.errors import Failure
+
+        failure = Failure.from_exception(exc, what)
+        self.stages_view.error.value = failure_html(failure, f"{what} failed")
+        self._status(f"{what} failed: {failure.first_line}", error=True)
+
+    def _status(self, text: str, error: bool = False) -> None:
+        self.job_status.value = f'<span style="color: #d62728">{esc(text)}</span>' if error else esc(text)
+
+    @staticmethod
+    def _onnx_ports(session: Any) -> list[Any]:
+        from exporter.cli import onnx_ports
+
+        return onnx_ports(session.model_proto)
+
+    def _analyses_of(self, session: Any) -> set[str]:
+        return {name for name, (of, _) in self._analyses.items() if of is session}
+
+    @staticmethod
+    def _model_name(session: Any) -> str:
+        return type(session.model).__name__
+
+    def _title(self, session: Any) -> str:
+        inputs = ", ".join(f"{leaf.path}: {list(leaf.shape)}" for leaf in session.inputs.leaves)
+        return f"<b>ONNX export workbench</b> — <code>{html.escape(self._model_name(session))}</code>({html.escape(inputs)})"
+
+    def __repr__(self) -> str:
+        return f"Workbench({self._shown.summary()})"

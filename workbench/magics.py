@@ -1,0 +1,214 @@
+"""``%onnx_export`` and ``%%onnx_export``: export a model from a notebook and show the workbench.
+
+Thin by design: the options are parsed with IPython's ``magic_arguments`` (the same words as the
+``onnx-workbench export`` command, whose ``--dynamic`` parser is reused), the call is evaluated
+in the user's namespace, and the exporter core does the rest. Importing this module imports no
+torch, onnxscript, onnxruntime or ipywidgets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from textwrap import dedent
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+
+__all__ = ["ExportMagics", "parse_call", "report_as_text", "shows_widgets"]
+
+_ARGUMENTS = "__onnx_export_arguments__"
+
+
+# -- option types (argparse reports their ArgumentTypeError as a one-line UsageError) ----------
+def _axis_request(text: str) -> Any:
+    from exporter.cli import parse_axis_request
+
+    return parse_axis_request(text)
+
+
+def _opset(text: str) -> int:
+    from exporter.cli import parse_opset
+
+    return parse_opset(text)
+
+
+def _strategy(text: str) -> str:
+    from exporter.capture import strategy_names
+
+    choices = ("auto",) + strategy_names()
+    if text not in choices:
+        raise argparse.ArgumentTypeError(f"unknown strategy {text!r}; choose one of {', '.join(choices)}")
+    return text
+
+
+def _identifier(text: str) -> str:
+    if not text.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python name to store the session in")
+    return text
+
+
+def _path(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]  # options are split without removing quotes, to keep the call intact
+    return text
+
+
+# -- the call -----------------------------------------------------------------------------------
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def parse_call(source: str, namespace: dict[str, Any]) -> tuple[Any, tuple, dict]:
+    """``model(x, attention_mask=m)`` → ``(model, (x,), {"attention_mask": m})``, evaluated in
+    ``namespace`` without calling the model. A malformed or failing expression is a ``UsageError``."""
+    source = source.strip()
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise UsageError(f"{source!r} is not a Python call: {exc.msg}") from None
+    call = tree.body
+    if not isinstance(call, ast.Call):
+        raise UsageError(f"{source!r} is not a call: write the model call to export, e.g. model(x, attention_mask=m)")
+    collect = ast.Call(func=ast.Name(_ARGUMENTS, ast.Load()), args=call.args, keywords=call.keywords)
+    try:
+        model = eval(compile(ast.Expression(call.func), "<onnx_export>", "eval"), namespace)
+        args, kwargs = eval(
+            compile(ast.fix_missing_locations(ast.Expression(collect)), "<onnx_export>", "eval"),
+            namespace, {_ARGUMENTS: lambda *a, **k: (a, k)},
+        )
+    except Exception as exc:  # noqa: BLE001 - the user's expression: one line, no traceback
+        raise UsageError(f"evaluating {source!r} failed: {_one_line(exc)}") from None
+    if not callable(model):
+        raise UsageError(f"{ast.unparse(call.func)!r} is not callable (it is a {type(model).__name__})")
+    return model, tuple(args), dict(kwargs)
+
+
+def shows_widgets(shell: Any) -> bool:
+    """Whether the shell has a Jupyter front end that can show widgets (a kernel), rather
+    than a terminal IPython."""
+    return getattr(shell, "kernel", None) is not None
+
+
+def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False, save: str | None = None,
+                   stream: Any = None) -> bool:
+    """Export, save, verify and benchmark ``session`` in the foreground and print what happened
+    (``--no-widget`` and terminal IPython). A failure is printed as its message, source line and
+    fix, never a traceback; Ctrl-C cancels at the next step. Returns whether the export worked."""
+    from exporter.cli import onnx_ports
+    from exporter.errors import Failure
+    from exporter.events import CancelToken, ProgressBarObserver
+
+    def say(text: str) -> None:
+        print(text, file=stream)
+
+    token = CancelToken()
+    try:
+        result = session.submit("optimize", observer=ProgressBarObserver(), cancel=token).result()
+        say(session.summary())
+        if result.status == "cancelled":
+            return False
+        failed = session.failed_stage
+        if failed is not None:
+            say(str(failed.failure))
+            return False
+        for port in onnx_ports(session.model_proto):
+            say(f"  {port.kind:<6} {port.name:<20} {port.dtype:<8} {port.shape_text}")
+        if save is not None:
+            say(f"saved {session.save(save)}")
+        if verify:
+            say(session.submit("verify", cancel=token).result().summary())
+        if benchmark:
+            say(session.submit("benchmark", cancel=token).result().summary())
+        return True
+    except KeyboardInterrupt:
+        token.cancel()
+        say("cancelled: the export stops at its next step")
+        return False
+    except Exception as exc:  # noqa: BLE001 - shown as text; the kernel stays alive
+        say(str(Failure.from_exception(exc, "export")))
+        return False
+
+
+@magics_class
+class ExportMagics(Magics):
+    """The ``%onnx_export`` line and cell magic."""
+
+    @magic_arguments()
+    @argument("--dynamic", action="append", default=[], type=_axis_request, metavar="INPUT.AXIS=NAME",
+              help="make an input axis dynamic (repeat for more): NAME is auto, static, dynamic, a dim "
+              "name, or name:min:max; INPUT may be a pytree path such as cache.0.key")
+    @argument("--opset", type=_opset, default=None, help="ONNX opset (default: torch.onnx's)")
+    @argument("--strategy", type=_strategy, default="auto", help="capture strategy (default: auto)")
+    @argument("--runtime-asserts", action="store_true",
+              help="capture like torch.onnx.export: guards that narrow a dim become runtime asserts")
+    @argument("--no-optimize", action="store_true", help="skip the ONNX optimizer")
+    @argument("--save", type=_path, metavar="PATH", help="write the model (.onnx, or .pt2 for the ExportedProgram)")
+    @argument("--no-verify", action="store_true", help="do not compare onnxruntime with PyTorch after exporting")
+    @argument("--bench", action="store_true", help="time onnxruntime against PyTorch after exporting")
+    @argument("--no-widget", action="store_true", help="print text instead of showing the workbench widget")
+    @argument("-o", dest="name", type=_identifier, metavar="NAME", help="store the Session in this variable")
+    @argument("call", nargs=argparse.REMAINDER, help="the call to export, e.g. model(x, attention_mask=m)")
+    @line_cell_magic
+    def onnx_export(self, line: str, cell: str | None = None) -> None:
+        """Export a PyTorch model to ONNX and show the workbench.
+
+        Line form: ``%onnx_export [options] model(x, attention_mask=m)``. Cell form: options on
+        the first line, set-up code in the body, the call to export as its last line.
+        """
+        from IPython.utils.process import arg_split
+
+        # Split like %timeit (quotes kept), so the call reaches Python as written.
+        options = self.onnx_export.parser.parse_args(arg_split(line, posix=False))
+        model, args, kwargs = self._call(" ".join(options.call), cell)
+        session = self._session(model, args, kwargs, options)
+        if options.name:
+            self.shell.user_ns[options.name] = session
+        if options.no_widget or not shows_widgets(self.shell):
+            report_as_text(session, verify=not options.no_verify, benchmark=options.bench, save=options.save)
+            return
+        from IPython.display import display
+
+        from .app import Workbench
+
+        display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save))
+
+    def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple, dict]:
+        namespace = self.shell.user_ns
+        if cell is None:
+            if not line_call.strip():
+                raise UsageError("give the call to export: %onnx_export [options] model(x, attention_mask=m)")
+            return parse_call(line_call, namespace)
+        if line_call.strip():
+            raise UsageError("in %%onnx_export the call to export is the cell's last line, not on the first line")
+        source = self.shell.transform_cell(dedent(cell))
+        try:
+            body = ast.parse(source).body
+        except SyntaxError as exc:
+            raise UsageError(f"the cell is not valid Python: {exc.msg} (line {exc.lineno})") from None
+        if not body or not (isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call)):
+            raise UsageError("end the %%onnx_export cell with the call to export, e.g. model(x)")
+        setup = ast.Module(body=body[:-1], type_ignores=[])
+        exec(compile(setup, "<onnx_export cell>", "exec"), namespace)  # the user's code: its errors are theirs
+        return parse_call(ast.get_source_segment(source, body[-1].value) or ast.unparse(body[-1].value), namespace)
+
+    @staticmethod
+    def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Any:
+        from exporter import ExportOptions, Session
+        from exporter.cli import dim_spec_by_leaf_path
+        from exporter.errors import ExportError
+        from exporter.serialize import check_destination
+
+        try:
+            if options.save is not None:
+                check_destination(options.save)
+            spec = dim_spec_by_leaf_path(model, args, kwargs, None, options.dynamic)
+            export_options = ExportOptions(dynamic_shapes=spec, opset_version=options.opset, strategy=options.strategy,
+                                           runtime_asserts=options.runtime_asserts, optimize=not options.no_optimize)
+            return Session(model, args, kwargs, export_options)
+        except ExportError as exc:
+            hint = (exc.hint or "").splitlines()
+            raise UsageError(exc.reason + (f" ({hint[0]})" if hint else "")) from None

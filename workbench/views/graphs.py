@@ -1,0 +1,50 @@
+"""The Graphs tab: the FX and ONNX graphs side by side (``workbench.render.graph_view``) when
+that module is installed, a placeholder otherwise. Drawn on request: Graphviz layout of a big
+model takes seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from ._html import esc, failure_html, note
+
+__all__ = ["GraphsView", "graph_renderer"]
+
+PLACEHOLDER = "The FX ↔ ONNX graph view is not available in this installation."
+
+
+def graph_renderer() -> Callable[..., Any] | None:
+    """``side_by_side(session, expand=, select=, overlay=)`` if importable, else None."""
+    try:
+        from workbench.render.graph_view import side_by_side
+    except ImportError:
+        return None
+    return side_by_side
+
+
+class GraphsView:
+    title = "Graphs"
+
+    def __init__(self, on_draw: Callable[[], None]) -> None:
+        self.available = graph_renderer() is not None
+        self.button = widgets.Button(description="Draw graphs", icon="project-diagram", disabled=not self.available)
+        self.button.add_class("wb-draw-graphs")
+        self.button.on_click(lambda _: on_draw())
+        self.view = widgets.HTML(note(PLACEHOLDER) if not self.available else
+                                 note("Click 'Draw graphs' to lay out the FX and ONNX graphs (needs an export)."))
+        self.view.add_class("wb-graphs")
+        self.widget = widgets.VBox([self.button, self.view])
+
+    def show(self, result: Any) -> None:
+        """A ``GraphView`` (``.svg``, or ``.message`` and a table without Graphviz), or an error."""
+        if isinstance(result, BaseException):
+            from exporter.errors import Failure
+
+            self.view.value = failure_html(Failure.from_exception(result, "graphs"), "drawing the graphs failed")
+        elif getattr(result, "svg", None):
+            self.view.value = f'<div style="overflow: auto; max-height: 80vh">{result.svg}</div>'
+        else:
+            self.view.value = result._repr_html_() if hasattr(result, "_repr_html_") else esc(repr(result))
