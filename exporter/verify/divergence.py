@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _torch_formats as formats
 from ..errors import first_line
+from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack  # noqa: F401  (imported from here too)
 from .tolerance import compare
 
 
@@ -47,44 +48,6 @@ class Divergence:
 
     def __repr__(self) -> str:
         return self.summary()
-
-
-_FX_NODE = re.compile(r"^%([\w.]+)\s*:")
-
-
-def fx_name_of(node: Any) -> str | None:
-    text = node.metadata_props.get("pkg.torch.onnx.fx_node", "")
-    match = _FX_NODE.match(text)
-    return match.group(1) if match else None
-
-
-def module_path_of(name_scopes: Any) -> str | None:
-    """``['', 'attn', 'attn.qkv', 'linear']`` → ``attn.qkv`` (the last entry is the FX node)."""
-    import ast
-
-    if isinstance(name_scopes, str):
-        try:
-            name_scopes = ast.literal_eval(name_scopes)
-        except (ValueError, SyntaxError):
-            return None
-    if not isinstance(name_scopes, (list, tuple)) or not name_scopes:
-        return None
-    scopes = [s for s in name_scopes[:-1] if s and not s.startswith("_empty_nn_module_stack")]
-    return scopes[-1] if scopes else ""
-
-
-def source_of_stack(stack_trace: str | None) -> str | None:
-    """The innermost user frame of an FX ``stack_trace`` as ``file:line in func: code``."""
-    from ..errors import _is_library_file
-
-    if not stack_trace:
-        return None
-    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack_trace)
-    if not frames:
-        return None
-    user = [f for f in frames if not _is_library_file(f[0])]
-    filename, line, func, code = (user or frames)[-1]
-    return f"{filename}:{line} in {func}: {code.strip()}"
 
 
 def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -210,7 +173,7 @@ def first_divergence(
                 continue
             fx_node = fx_nodes.get(fx_key)
             stack = fx_node.meta.get("stack_trace") if fx_node is not None else None
-            stack = stack or node.metadata_props.get("pkg.torch.onnx.stack_trace")
+            stack = stack or formats.stack_trace_text(node)
             return Divergence(
                 case, "onnx",
                 f"ONNX {node.op_type} differs from FX {fx_key} ({check.describe()})",
@@ -219,7 +182,7 @@ def first_divergence(
                 onnx_value=value.name,
                 fx_node=fx_key,
                 fx_target=str(fx_node.target) if fx_node is not None else None,
-                module_path=module_path_of(node.metadata_props.get("pkg.torch.onnx.name_scopes")),
+                module_path=module_path_of(formats.name_scopes_text(node)),
                 source=source_of_stack(stack),
                 max_abs=check.max_abs,
                 compared=compared,

@@ -10,10 +10,6 @@ from exporter import ExportOptions, export
 from exporter.graphs import Graph, GraphNode, ValueInfo, graphs_of, map_nodes, normalize_module_path
 
 
-def graphs(session):
-    """``session.graphs`` once the session has it, ``graphs_of(session)`` until then."""
-    return session.graphs if hasattr(type(session), "graphs") else graphs_of(session)
-
 
 class LinearNormNet(nn.Module):
     def __init__(self):
@@ -49,7 +45,7 @@ def entries_of(mapping, fx_node):
 
 
 def test_linear_on_3d_input_maps_matmul_and_add_to_the_linear_fx_node(net3d):
-    mapping = graphs(net3d).mapping
+    mapping = net3d.graphs.mapping
     assert entries_of(mapping, "linear") == ["Add", "MatMul"]
     assert entries_of(mapping, "linear_1") == ["Add", "MatMul"]
     frame = mapping.to_frame()
@@ -59,12 +55,12 @@ def test_linear_on_3d_input_maps_matmul_and_add_to_the_linear_fx_node(net3d):
 
 
 def test_linear_on_2d_input_maps_one_gemm_to_the_linear_fx_node(net2d):
-    mapping = graphs(net2d).mapping
+    mapping = net2d.graphs.mapping
     assert entries_of(mapping, "linear") == ["Gemm"]
 
 
 def test_layer_norm_maps_to_one_layer_normalization_in_its_module(net3d):
-    mapping = graphs(net3d).mapping
+    mapping = net3d.graphs.mapping
     (name,) = mapping.onnx_nodes_of("layer_norm")
     entry = mapping[name]
     assert (entry.onnx_op, entry.module, entry.origin) == ("LayerNormalization", "norm", "fx")
@@ -72,23 +68,23 @@ def test_layer_norm_maps_to_one_layer_normalization_in_its_module(net3d):
 
 
 def test_weight_transposes_folded_by_the_optimizer_are_listed_as_removed(net3d):
-    removed = graphs(net3d).mapping.removed_frame()
+    removed = net3d.graphs.mapping.removed_frame()
     transposes = removed[removed.onnx_op == "Transpose"]
     assert sorted(transposes.fx_nodes) == ["linear", "linear_1"]
     assert set(transposes.fate) == {"folded"}
 
 
 def test_mapping_frame_has_the_documented_columns_and_full_coverage(net3d):
-    mapping = graphs(net3d).mapping
+    mapping = net3d.graphs.mapping
     frame = mapping.to_frame()
     assert list(frame.columns)[:6] == ["onnx_node", "onnx_op", "fx_nodes", "module", "source", "origin"]
-    assert len(frame) == len(graphs(net3d).onnx_optimized)
+    assert len(frame) == len(net3d.graphs.onnx_optimized)
     assert mapping.coverage == 1.0
     assert "coverage 100.0%" in mapping.summary()
 
 
 def test_decomposed_fx_nodes_lead_back_to_captured_nodes(net3d):
-    g = graphs(net3d)
+    g = net3d.graphs
     mul = next(n.name for n in g.fx_decomposed if n.op == "aten.mul.Tensor")
     (onnx_mul,) = g.mapping.onnx_nodes_of(mul)
     assert g.mapping[onnx_mul].fx_captured == ("mul",)
@@ -96,7 +92,7 @@ def test_decomposed_fx_nodes_lead_back_to_captured_nodes(net3d):
 
 
 def test_node_frames_show_shapes_with_the_users_dim_names_modules_and_sources(net3d):
-    g = graphs(net3d)
+    g = net3d.graphs
     for kind in ("fx", "fx_decomposed", "onnx", "onnx_optimized"):
         frame = g[kind].to_frame()
         assert list(frame.columns) == ["name", "op", "inputs", "outputs", "module", "source"]
@@ -112,13 +108,13 @@ def test_node_frames_show_shapes_with_the_users_dim_names_modules_and_sources(ne
 
 
 def test_unoptimized_model_has_fewer_graph_nodes_after_optimization(net3d):
-    g = graphs(net3d)
+    g = net3d.graphs
     assert len(g.onnx_optimized) < len(g.onnx)
     assert g.onnx.op_counts()["Transpose"] == 2 and g.onnx_optimized.op_counts()["Transpose"] == 0
 
 
 def test_modules_frame_aligns_node_counts_and_ops_per_module(net3d):
-    frame = graphs(net3d).modules_frame().set_index("module")
+    frame = net3d.graphs.modules_frame().set_index("module")
     assert frame.loc["lin", "module_class"] == "Linear"
     assert (frame.loc["lin", "fx_nodes"], frame.loc["lin", "onnx_nodes"]) == (1, 2)
     assert frame.loc["lin", "onnx_ops"] in ("Add, MatMul", "MatMul, Add")
@@ -129,16 +125,16 @@ def test_modules_frame_aligns_node_counts_and_ops_per_module(net3d):
 
 def test_optimize_false_maps_every_node_straight_to_fx(net3d):
     session = net3d.with_options(optimize=False)
-    g = graphs(session)
+    g = session.graphs
     assert len(g.onnx_optimized) == len(g.onnx)
     assert set(g.mapping.to_frame().origin) == {"fx"} and not g.mapping.removed
 
 
 def test_graph_by_unknown_kind_names_the_kinds(net3d):
     with pytest.raises(ValueError, match="fx_decomposed"):
-        graphs(net3d)["onnx_final"]
+        net3d.graphs["onnx_final"]
     with pytest.raises(KeyError, match="no node 'nosuch'"):
-        graphs(net3d).fx["nosuch"]
+        net3d.graphs.fx["nosuch"]
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +149,7 @@ def attention_block():
 
 
 def test_attention_block_maps_sdpa_to_its_onnx_subgraph(attention_block):
-    g = graphs(attention_block)
+    g = attention_block.graphs
     ops = entries_of(g.mapping, "scaled_dot_product_attention")
     assert {"MatMul", "Softmax"} <= set(ops)
     assert all(g.mapping[o].module == "attn" for o in g.mapping.onnx_nodes_of("scaled_dot_product_attention"))
@@ -161,7 +157,7 @@ def test_attention_block_maps_sdpa_to_its_onnx_subgraph(attention_block):
 
 
 def test_nodes_created_by_the_optimizer_map_to_the_fx_nodes_they_replaced(attention_block):
-    g = graphs(attention_block)
+    g = attention_block.graphs
     created = [e for e in g.mapping.entries if e.origin == "optimizer"]
     assert created, "the optimizer fuses the qkv split: expected at least one node it created"
     for entry in created:
@@ -215,7 +211,7 @@ def bert():
 
 
 def test_two_layer_bert_maps_at_least_95_percent_of_onnx_nodes(bert):
-    g = graphs(bert)
+    g = bert.graphs
     assert g.mapping.coverage >= 0.95, g.mapping.summary()
     query = g.mapping.to_frame().query("module == 'encoder.layer.0.attention.self.query'")
     assert sorted(query.onnx_op) == ["Add", "MatMul"]
@@ -223,3 +219,9 @@ def test_two_layer_bert_maps_at_least_95_percent_of_onnx_nodes(bert):
     assert {"embeddings", "encoder.layer.0", "encoder.layer.1", "pooler"} <= set(frame.index)
     assert frame.loc["encoder.layer.0", "module_class"] == "BertLayer"
     assert frame.loc["encoder.layer.0", "onnx_nodes"] > 20
+
+
+def test_session_graphs_are_built_once_and_match_graphs_of(net3d):
+    assert net3d.graphs is net3d.graphs
+    assert net3d.graphs.onnx_optimized.names == graphs_of(net3d).onnx_optimized.names
+    assert "onnx_optimized" in repr(net3d.graphs)

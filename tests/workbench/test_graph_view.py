@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from exporter import ExportOptions, export
-from exporter.graphs import graphs_of
 from workbench.render.graph_view import side_by_side
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -42,10 +41,6 @@ class Net(nn.Module):
             x = block(x)
         return self.head(x)
 
-
-def graphs(session):
-    """``session.graphs`` once the session has it, ``graphs_of(session)`` until then."""
-    return session.graphs if hasattr(type(session), "graphs") else graphs_of(session)
 
 
 def _export(model, *args, **options):
@@ -94,7 +89,7 @@ def test_expanding_a_nested_module_opens_it_and_its_parents_as_clusters(session)
 
 
 def test_selecting_an_onnx_node_highlights_it_and_its_fx_origin(session):
-    mapping = graphs(session).mapping
+    mapping = session.graphs.mapping
     matmul = next(e for e in mapping.entries if e.onnx_op == "MatMul" and e.module == "blocks.0.fc")
     view = side_by_side(session, select=matmul.onnx_node)
     selected = with_class(view, "wb-selected")
@@ -124,7 +119,7 @@ def test_unknown_names_raise_value_errors_with_close_matches(session):
 
 
 def test_overlay_colours_nodes_and_their_counterparts(session):
-    mapping = graphs(session).mapping
+    mapping = session.graphs.mapping
     head = [e.onnx_node for e in mapping.entries if e.module == "head"]
     view = side_by_side(session, expand=("head",), overlay={name: 5.0 for name in head})
     painted = with_class(view, "wb-overlay")
