@@ -273,54 +273,11 @@ _GUARD_MARK = "_exporter_records_shape_guards"  # set on the installed recorder
 
 
 @functools.lru_cache(maxsize=1)
-def _stack_dirs() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str]:
-    """(directories whose frames are never the user's: torch, sympy, this package; the
-    standard library's; the installed packages' (site-packages, which pyenv and system
-    Pythons put inside the standard library's directory); torch.export's directory, where
-    the traced code's stack ends)."""
-    import site
-    import sysconfig
-
-    import sympy
+def _export_dir() -> str:
+    """torch.export's directory: in non-strict mode the traced code's stack ends there."""
     import torch
 
-    def dirs(paths: Any) -> tuple[str, ...]:
-        return tuple(sorted({os.path.join(os.path.abspath(p), "") for p in paths if p}))
-
-    torch_dir = os.path.dirname(torch.__file__)
-    library = dirs([torch_dir, os.path.dirname(sympy.__file__), os.path.dirname(os.path.abspath(__file__))])
-    paths = sysconfig.get_paths()
-    stdlib = dirs([paths.get("stdlib"), paths.get("platstdlib")])
-    installed = [paths.get("purelib"), paths.get("platlib")]
-    try:
-        installed += [*site.getsitepackages(), site.getusersitepackages()]
-    except AttributeError:  # pragma: no cover - an old virtualenv's site module
-        pass
-    return library, stdlib, dirs(installed), os.path.join(torch_dir, "export", "")
-
-
-def _is_user_file(filename: str) -> bool:
-    """Whether a frame's file is the user's code: anything but torch, sympy, this package and
-    the standard library. Installed packages (a model from transformers) are user code, and so
-    is an IPython cell (``<ipython-input-3-...>``) whose lines linecache holds."""
-    if not filename:
-        return False
-    if filename.startswith("<"):
-        if not filename.startswith("<ipython-input-"):
-            return False
-        import linecache
-
-        return bool(linecache.getlines(filename))
-    path = os.path.abspath(filename)
-    if path == _EXAMPLES_FILE:  # the built-in example models are user code, not the exporter's
-        return True
-    library, stdlib, installed, _ = _stack_dirs()
-    if path.startswith(library):
-        return False
-    return path.startswith(installed) or not path.startswith(stdlib)
-
-
-_EXAMPLES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples.py")
+    return os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "export", "")
 
 
 def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:
@@ -329,20 +286,22 @@ def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:
 
     from torch._guards import TracingContext
 
+    from .frames import is_user_file
+
     traced = TracingContext.extract_stack()  # strict mode: dynamo's stack of the user's code
     if len(traced):
-        picked = [f for f in traced if _is_user_file(f.filename)][-limit:]
+        picked = [f for f in traced if is_user_file(f.filename)][-limit:]
         return tuple((f.filename, f.lineno or 0, f.name, (f.line or "").strip()) for f in picked)
     # Non-strict: the Python stack, from the guard outward to torch.export's entry (frames
     # beyond it belong to whoever called the export, not to the traced code).
     frames: list[tuple[str, int, str, str]] = []
-    boundary = _stack_dirs()[3]
+    boundary = _export_dir()
     frame = sys._getframe(2)
     while frame is not None and len(frames) < limit:
         code = frame.f_code
         if code.co_filename.startswith(boundary):
             break
-        if _is_user_file(code.co_filename):
+        if is_user_file(code.co_filename):
             line = linecache.getline(code.co_filename, frame.f_lineno).strip()
             frames.append((code.co_filename, frame.f_lineno, code.co_name, line))
         frame = frame.f_back
@@ -525,3 +484,30 @@ def fx_node_origins(node: Any) -> tuple[str, ...]:
 
     walk(node.meta.get("from_node"))
     return tuple(dict.fromkeys(roots))
+
+
+# -- exception types torch raises (exporter/_torch_formats.py reads their text) ------------
+
+
+def is_constraint_violation_error(exc: BaseException) -> bool:
+    """Whether torch raised ``exc`` for a dim spec its code contradicts:
+    ``torch._dynamo.exc.UserError`` of type ``UserErrorType.CONSTRAINT_VIOLATION`` (what
+    ``torch.export`` raises) or ``symbolic_shapes.ConstraintViolationError`` (under it)."""
+    if "torch" not in sys.modules:  # nothing torch raised can exist yet
+        return False
+    from torch._dynamo.exc import UserError, UserErrorType
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    if isinstance(exc, ConstraintViolationError):
+        return True
+    return isinstance(exc, UserError) and exc.error_type == UserErrorType.CONSTRAINT_VIOLATION
+
+
+def is_data_dependent_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch's ``GuardOnDataDependentSymNode``: a branch or size on a value
+    that depends on tensor data."""
+    if "torch" not in sys.modules:
+        return False
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return isinstance(exc, GuardOnDataDependentSymNode)

@@ -8,12 +8,12 @@ failure, with timing) so the session can show what was tried.
 from __future__ import annotations
 
 import abc
-import re
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from . import _torch_formats as formats
 from .errors import CaptureError, first_line, user_source_line
 
 __all__ = [
@@ -180,42 +180,24 @@ def get_strategy(name: str) -> type[CaptureStrategy]:
 
 def is_constraint_violation(exc: BaseException) -> bool:
     """torch rejected the dim spec itself; other strategies would hide that, not fix it."""
-    return "Constraints violated" in str(exc) or "Suggested fixes" in str(exc)
-
-
-_FIX_LINE = re.compile(r"^\s*([A-Za-z_]\w*\s*=\s*.+)$")
+    return formats.is_constraint_violation(exc)
 
 
 def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
     """The ``Suggested fixes:`` lines of a torch constraint violation, e.g. ``b = Dim('b', min=3)``."""
-    text = str(exc)
-    if "Suggested fixes:" not in text:
-        return ()
-    tail = text.split("Suggested fixes:", 1)[1]
-    fixes = []
-    for line in tail.splitlines():
-        if not line.strip():
-            if fixes:
-                break
-            continue
-        match = _FIX_LINE.match(line)
-        if not match:
-            break
-        fixes.append(match.group(1).strip())
-    return tuple(fixes)
+    return formats.suggested_fix_lines(exc)
 
 
 def _hint_for(exc: BaseException) -> str:
-    text = str(exc)
     fixes = suggested_fixes(exc)
     if fixes:
         return "torch suggests these dims (apply them to dynamic_shapes):\n" + "\n".join(fixes)
-    if "data-dependent" in text or "GuardOnDataDependent" in type(exc).__name__ + text:
+    if formats.is_data_dependent(exc):
         return (
             "a Python branch or size depends on tensor values; rewrite it with torch.cond / "
             "torch.where, or try strategy='draft' to specialize it on the example values"
         )
-    if "Constraints violated" in text:
+    if formats.is_constraint_violation(exc):
         return "the model's code pins a dim you asked to be dynamic: make it STATIC or AUTO"
     return "check the line above; strategy='auto' tries every capture strategy in turn"
 
@@ -225,7 +207,7 @@ def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
     failed = [a for a in attempts if a.error is not None]
     first = failed[0]
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
-    details = [ln.strip() for ln in str(first.error).splitlines() if ln.lstrip().startswith("- ")][:6]
+    details = ["- " + line for line in formats.violation_lines(first.error)][:6]
     error = CaptureError(
         f"could not capture the model ({first.strategy}): {first.first_error_line}"
         + "".join(f"\n  {line}" for line in details)

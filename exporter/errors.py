@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import os
-import re
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -148,42 +146,28 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_LIBRARY = re.compile(r"[/\\](site-packages|dist-packages)[/\\]|^<frozen ")
-
-
-_EXAMPLES_FILE = os.path.join(_PACKAGE_DIR, "examples.py")  # example models are user code
-
-
-def _is_library_file(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    if path == _EXAMPLES_FILE:
-        return False
-    return bool(_LIBRARY.search(filename)) or path.startswith(_PACKAGE_DIR + os.sep)
-
-
 def user_source_line(exc: BaseException) -> str | None:
-    """Best guess of the user's ``file:line: code`` that raised ``exc``.
+    """Best guess of the user's ``file:line in func: code`` that raised ``exc``.
 
-    torch often names the user frame in the message ("File x.py, line 12, in forward" or
-    "from user code: ... x.py:12"); otherwise the innermost traceback frame outside torch,
-    onnx and this package is used.
-    """
-    text = str(exc)
-    matches = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', text)
-    for filename, line, func, code in reversed(matches):
-        if not _is_library_file(filename):
-            return f"{filename}:{line} in {func}: {code.strip()}"
+    torch often names the user frame in the message ("File x.py, line 12, in forward");
+    otherwise the innermost traceback frame (cause chain included) that is the user's, by
+    :func:`exporter.frames.is_user_file` (installed model code such as transformers counts)."""
+    from ._torch_formats import traceback_frames
+    from .frames import user_frame
+
+    named = user_frame(traceback_frames(str(exc)))
+    if named is not None:
+        filename, line, func, code = named
+        return f"{filename}:{line} in {func}: {code}"
     cause: BaseException | None = exc
     frames: list[traceback.FrameSummary] = []
     while cause is not None:
-        frames.extend(traceback.extract_tb(cause.__traceback__))
+        frames.extend(traceback.extract_tb(cause.__traceback__))  # the cause's frames count as inner
         cause = cause.__cause__ or cause.__context__
-    for frame in reversed(frames):
-        if not _is_library_file(frame.filename):
-            code = (frame.line or "").strip()
-            return f"{frame.filename}:{frame.lineno} in {frame.name}: {code}"
-    return None
+    frame = user_frame(frames)
+    if frame is None:
+        return None
+    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import _torch_formats as formats
 from .axis import Axis
 
 if TYPE_CHECKING:
@@ -165,10 +166,6 @@ class Guards:
 
 # -- sources --------------------------------------------------------------------------------
 
-_SIZE = re.compile(r"\.(?:size\(\)|shape)\[(\d+)\]")  # after an input source
-_SIZE_AT_END = re.compile(_SIZE.pattern + "$")
-
-
 def input_sources(bound: BoundInputs) -> dict[str, str]:
     """Every way torch names a tensor input in a source, mapped to its leaf path: in
     non-strict mode ``L['<parameter>']`` followed by the pytree key path (``L['x']``,
@@ -186,10 +183,10 @@ def input_sources(bound: BoundInputs) -> dict[str, str]:
             if name == bound.var_keyword:  # **kw: its entries are inputs of their own name
                 path = path[len(name) + 1 :]
             if path in paths:
-                keys = pytree_keystr(key_path)
-                out[f"L[{name!r}]{keys}"] = out[f"inputs[{name!r}]{keys}"] = path
+                for source in formats.parameter_sources(name, pytree_keystr(key_path)):
+                    out[source] = path
     for leaf in bound.leaves:
-        out[f"L['flat_args'][{leaf.index}]"] = leaf.path
+        out[formats.flat_arg_source(leaf.index)] = leaf.path
     return out
 
 
@@ -197,24 +194,20 @@ def axis_of_source(source: str, bound: BoundInputs, sources: dict[str, str] | No
     """The :class:`~exporter.axis.Axis` a torch source names: ``<input source>.size()[i]`` or
     ``<input source>.shape[i]``, the input source being one of :func:`input_sources`
     (pass ``sources`` to reuse them). None for anything else (strides, unbacked values)."""
-    source = source.strip()
-    match = _SIZE_AT_END.search(source)
-    if match is None:
+    split = formats.split_size_source(source)
+    if split is None:
         return None
     sources = input_sources(bound) if sources is None else sources
-    path = sources.get(source[: match.start()])
-    return Axis(path, int(match.group(1))) if path is not None else None
+    path = sources.get(split[0])
+    return Axis(path, split[1]) if path is not None else None
 
 
 def axes_in_text(text: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> list[Axis]:
     """Every :class:`~exporter.axis.Axis` a torch message names by source, in order of appearance."""
     sources = input_sources(bound) if sources is None else sources
-    if not sources:
-        return []
-    prefixes = "|".join(re.escape(s) for s in sorted(sources, key=len, reverse=True))
     found: list[Axis] = []
-    for match in re.finditer(rf"(?<![\w\].])({prefixes}){_SIZE.pattern}", text):
-        axis = Axis(sources[match.group(1)], int(match.group(2)))
+    for base, index in formats.size_sources_in(text, sources):
+        axis = Axis(sources[base], index)
         if axis not in found:
             found.append(axis)
     return found

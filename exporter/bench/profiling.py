@@ -91,12 +91,13 @@ class ProfileResult:
 
 
 def _node_map(model: Any) -> dict[str, tuple[str, str | None, str | None]]:
+    from .. import _torch_formats as formats
     from ..graphs.metadata import fx_name_of, module_path_of
 
     out = {}
     for node in model.graph:
         if node.name:
-            out[node.name] = (node.op_type, module_path_of(node.metadata_props.get("pkg.torch.onnx.name_scopes")), fx_name_of(node))
+            out[node.name] = (node.op_type, module_path_of(formats.name_scopes_text(node)), fx_name_of(node))
     return out
 
 

@@ -9,9 +9,10 @@ FX↔ONNX mapping) all read them through here.
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import Any
+
+from .._torch_formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes, traceback_frames
 
 __all__ = [
     "FX_NODE_KEY",
@@ -23,28 +24,17 @@ __all__ = [
     "source_of_stack",
 ]
 
-FX_NODE_KEY = "pkg.torch.onnx.fx_node"
-NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
-STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
-
-_FX_NODE = re.compile(r"^%([\w.]+)\s*:")
 
 
 def fx_name_of(node: Any) -> str | None:
     """The name of the FX node an ONNX node was translated from (``None`` if not recorded)."""
-    text = node.metadata_props.get(FX_NODE_KEY, "")
-    match = _FX_NODE.match(text)
-    return match.group(1) if match else None
+    return fx_node_name(node.metadata_props.get(FX_NODE_KEY))
 
 
 def module_path_of(name_scopes: Any) -> str | None:
     """``['', 'attn', 'attn.qkv', 'linear']`` → ``attn.qkv`` (the last entry is the FX node)."""
-    if isinstance(name_scopes, str):
-        try:
-            name_scopes = ast.literal_eval(name_scopes)
-        except (ValueError, SyntaxError):
-            return None
-    if not isinstance(name_scopes, (list, tuple)) or not name_scopes:
+    name_scopes = parse_name_scopes(name_scopes)
+    if not name_scopes:
         return None
     scopes = [s for s in name_scopes[:-1] if s and not s.startswith("_empty_nn_module_stack")]
     return normalize_module_path(scopes[-1]) if scopes else ""
@@ -66,13 +56,10 @@ def normalize_module_path(path: str) -> str:
 
 def source_of_stack(stack_trace: str | None) -> str | None:
     """The innermost user frame of an FX ``stack_trace`` as ``file:line in func: code``."""
-    from ..errors import _is_library_file
+    from ..frames import user_frame
 
-    if not stack_trace:
-        return None
-    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack_trace)
+    frames = traceback_frames(stack_trace)
     if not frames:
         return None
-    user = [f for f in frames if not _is_library_file(f[0])]
-    filename, line, func, code = (user or frames)[-1]
-    return f"{filename}:{line} in {func}: {code.strip()}"
+    filename, line, func, code = user_frame(frames) or frames[-1]
+    return f"{filename}:{line} in {func}: {code}"

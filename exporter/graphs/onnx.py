@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from .._torch_formats import CLASS_HIERARCHY_KEY
 from .metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of, source_of_stack
 from .model import Graph, GraphNode, ValueInfo
 
 __all__ = ["onnx_graph", "onnx_node_name"]
 
-_CLASS_KEY = "pkg.torch.onnx.class_hierarchy"
+_CLASS_KEY = CLASS_HIERARCHY_KEY
 
 
 def _dtype(value: Any) -> str | None:

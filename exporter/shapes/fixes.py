@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import _torch_formats as formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import SpecError
@@ -19,14 +19,8 @@ if TYPE_CHECKING:
     from ..session import Session
 
 
-_DIM_FIX = re.compile(r"^Dim\(\s*['\"](\w+)['\"]\s*(?:,\s*min\s*=\s*(\d+))?\s*(?:,\s*max\s*=\s*(\d+))?\s*\)$")
-_MARKED_STATIC = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
-_ZERO_ONE = re.compile(r"0/1 specialized due to hint of (\d+) for dimension (\S+?)\.?$")
-_NOT_ALL_VALUES = re.compile(r"Not all values of (\S+) = .* satisfy the generated guard (.*)$")
-
-
 def is_size_one_broadcast(text: str) -> bool:
-    return "must match the size of tensor" in text
+    return formats.is_size_mismatch(text)
 
 
 @dataclass(frozen=True)
@@ -134,10 +128,9 @@ def parse_fix_line(line: str) -> tuple[str, str, Any]:
     anything else (``"dy = dx + 1"``) → ``(name, "derived", "dx + 1")``."""
     name, _, rhs = (part.strip() for part in line.partition("="))
     rhs = rhs.split("#", 1)[0].strip()
-    match = _DIM_FIX.match(rhs)
-    if match:
-        lo, hi = match.group(2), match.group(3)
-        return name, "range", Dim(name, min=int(lo) if lo else None, max=int(hi) if hi else None)
+    call = formats.dim_call(rhs)
+    if call is not None:
+        return name, "range", Dim(name, min=call[1], max=call[2])
     if rhs.lstrip("-").isdigit():
         return name, "static", int(rhs)
     if rhs.isidentifier():
@@ -154,9 +147,7 @@ def _axes_of_name(name: str, spec: DimSpec, bound: BoundInputs) -> tuple[Axis, .
 
 
 def _torch_fix_lines(error: BaseException | None) -> tuple[str, ...]:
-    from ..capture import suggested_fixes
-
-    return suggested_fixes(error) if error is not None else ()
+    return formats.suggested_fix_lines(error) if error is not None else ()
 
 
 def suggested_fixes_of(session: Session) -> SuggestedFixes:
@@ -190,16 +181,11 @@ def _range_fixes_from_violations(
     equal to a named Dim: the fix is that Dim's range narrowed to the guard's."""
     out = []
     groups = _equal_groups(guards)
-    for line in text.splitlines():
-        match = _NOT_ALL_VALUES.search(line.strip())
-        if not match:
-            continue
-        name, guard_text = match.group(1), match.group(2)
+    for name, guard_text in formats.range_violations(text):
         axes = _axes_of_name(name, spec, bound)
         if not axes:
             continue
-        lows = [int(v) for v in re.findall(r"(?:^|\s)(\d+) <= ", guard_text)]
-        highs = [int(v) for v in re.findall(r" <= (\d+)(?:\s|$)", guard_text)]
+        lows, highs = formats.guard_bounds(guard_text)
         group = set(axes).union(*[g for g in groups if g & set(axes)])
         dims = {spec.policy(*a) for a in group if isinstance(spec.policy(*a), Dim)}
         for dim in sorted(dims, key=lambda d: d.name):
@@ -227,15 +213,10 @@ def build_fixes(
     named = {name for _, name, _, _ in parsed}
     # Violations torch states without a fix: a DYNAMIC axis the code pins to a constant, a
     # DYNAMIC axis 0/1-specialized (no size-oblivious capture).
-    for name, value in _MARKED_STATIC.findall(text):
+    for name, value in formats.marked_static(text) + formats.zero_one_specializations(text):
         if name not in named:
-            parsed.append((f"{name} = {value}", name, "static", int(value)))
+            parsed.append((f"{name} = {value}", name, "static", value))
             named.add(name)
-    for line in text.splitlines():
-        match = _ZERO_ONE.search(line.strip())
-        if match and match.group(2) not in named:
-            parsed.append((f"{match.group(2)} = {match.group(1)}", match.group(2), "static", int(match.group(1))))
-            named.add(match.group(2))
     for line, name, kind, fix_value in _range_fixes_from_violations(text, spec, bound, guards):
         if name not in named:
             parsed.append((line, name, kind, fix_value))

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import _torch_formats as formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import first_line
@@ -389,7 +390,7 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
     attempt = reported_attempt(capture.attempts)
     error = attempt.error if attempt is not None else capture.error
     text = str(error) if error is not None else ""
-    details = [ln.strip()[2:] for ln in text.splitlines() if ln.strip().startswith("- ")]
+    details = formats.violation_lines(text)
     fixes = suggested_fixes_of(session)
     fix_by_axis = {(row[0], row[1]): row for row in fixes.changes()}
     broadcast = is_size_one_broadcast(text)

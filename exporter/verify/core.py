@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from .. import _torch_formats as formats
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
@@ -91,17 +91,15 @@ def _clone_tensors(value: Any) -> Any:
 
 def _ort_error_text(exc: BaseException, session: Any) -> str:
     """onnxruntime's message, plus the FX node and source line of the ONNX node it names."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
-    text = re.sub(r"Status Message: \S+:\d+ .*? was false\. ", "Status Message: ", text)
-    match = re.search(r"Name:'([^']+)'", str(exc))
-    if match:
+    text = formats.ort_error_message(exc)
+    name = formats.ort_error_node(exc)
+    if name is not None:
         try:
-            node = next((n for n in session.stage_output("optimize").graph if n.name == match.group(1)), None)
+            node = next((n for n in session.stage_output("optimize").graph if n.name == name), None)
         except Exception:  # noqa: BLE001
             node = None
         if node is not None:
-            source = source_of_stack(node.metadata_props.get("pkg.torch.onnx.stack_trace"))
+            source = source_of_stack(formats.stack_trace_text(node))
             fx_name = fx_name_of(node)
             text += f" [ONNX node {node.name!r} ({node.op_type}) from FX {fx_name}" + (f" at {source}" if source else "") + "]"
     return text

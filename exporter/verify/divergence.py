@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _torch_formats as formats
 from ..errors import first_line
 from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack  # noqa: F401  (imported from here too)
 from .tolerance import compare
@@ -172,7 +173,7 @@ def first_divergence(
                 continue
             fx_node = fx_nodes.get(fx_key)
             stack = fx_node.meta.get("stack_trace") if fx_node is not None else None
-            stack = stack or node.metadata_props.get("pkg.torch.onnx.stack_trace")
+            stack = stack or formats.stack_trace_text(node)
             return Divergence(
                 case, "onnx",
                 f"ONNX {node.op_type} differs from FX {fx_key} ({check.describe()})",
@@ -181,7 +182,7 @@ def first_divergence(
                 onnx_value=value.name,
                 fx_node=fx_key,
                 fx_target=str(fx_node.target) if fx_node is not None else None,
-                module_path=module_path_of(node.metadata_props.get("pkg.torch.onnx.name_scopes")),
+                module_path=module_path_of(formats.name_scopes_text(node)),
                 source=source_of_stack(stack),
                 max_abs=check.max_abs,
                 compared=compared,

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _torch_formats as formats
 from ..axis import Axis
 from ..dims import Dim
 
@@ -111,7 +112,7 @@ def _source_patterns(sources: Mapping[str, str], path: str, axis: int) -> list[s
     (``L['x'].size()[0]``, ``L['flat_args'][0].size()[0]``, ``guards.input_sources``), and by
     path (``x.size()[0]``, ``x.shape[0]``)."""
     keyed = [source for source, leaf in sources.items() if leaf == path]
-    return [f"{source}.size()[{axis}]" for source in keyed] + [f"{path}.size()[{axis}]", f"{path}.shape[{axis}]"]
+    return [formats.size_source(base, axis) for base in (*keyed, path)] + [Axis(path, axis).label]
 
 
 def _group_causes(session: Any, program: Any, axes: Sequence[tuple[str, int]], symbol: str | None) -> tuple[str, ...]:

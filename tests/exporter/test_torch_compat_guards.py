@@ -220,34 +220,6 @@ def test_a_third_party_wrapping_log_guard_meanwhile_neither_recurses_nor_loses_g
         ShapeEnv._log_guard = before
 
 
-def test_installed_package_code_is_user_code_but_stdlib_torch_and_the_exporter_are_not():
-    import os
-    import sysconfig
-
-    import exporter
-
-    for key in ("purelib", "platlib"):
-        assert compat._is_user_file(os.path.join(sysconfig.get_paths()[key], "somepkg", "m.py"))
-    assert not compat._is_user_file(os.__file__)
-    assert not compat._is_user_file(torch.__file__)
-    assert not compat._is_user_file(compat.__file__)
-    assert compat._is_user_file(os.path.join(os.path.dirname(exporter.__file__), "examples.py"))
-    assert compat._is_user_file(__file__)
-
-
-def test_an_ipython_cell_is_user_code_when_linecache_has_its_lines():
-    import linecache
-
-    cell = "<ipython-input-3-0123456789ab>"
-    assert not compat._is_user_file(cell)
-    linecache.cache[cell] = (10, None, ["x = 1\n"], cell)
-    try:
-        assert compat._is_user_file(cell)
-        assert not compat._is_user_file("<string>")
-    finally:
-        del linecache.cache[cell]
-
-
 def test_pytree_keystr_writes_key_paths_as_torch_sources_do():
     import collections
 

@@ -1,0 +1,114 @@
+"""One user-frame rule for error messages, guard provenance and the first divergent node:
+installed model code (transformers) is the user's; torch, onnx & co., numpy, the exporter
+(but its example models) and the standard library are not."""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import os
+import sysconfig
+
+import pytest
+import torch
+
+import exporter
+from exporter import AUTO, ExportOptions, Session
+from exporter.frames import is_user_file, user_frame
+from exporter.graphs.metadata import source_of_stack
+
+SITE = os.path.join(os.sep, "venv", "lib", "python3.11", "site-packages")
+
+
+@pytest.mark.parametrize("package", ["transformers", "timm", "my_models"])
+def test_installed_model_code_in_a_site_packages_path_is_user_code(package):
+    assert is_user_file(os.path.join(SITE, package, "models", "bert", "modeling_bert.py"))
+    assert is_user_file(os.path.join(SITE.replace("site-", "dist-"), package, "m.py"))
+
+
+@pytest.mark.parametrize("package", ["torch", "functorch", "onnx", "onnxscript", "onnx_ir", "onnxruntime", "numpy", "sympy", "exporter"])
+def test_libraries_in_a_site_packages_path_are_not_user_code(package):
+    assert not is_user_file(os.path.join(SITE, package, "nn", "functional.py"))
+
+
+def test_the_real_libraries_stdlib_and_exporter_are_not_user_code_but_its_examples_are():
+    import numpy
+    import onnx
+
+    for key in ("purelib", "platlib"):
+        assert is_user_file(os.path.join(sysconfig.get_paths()[key], "somepkg", "m.py"))
+    for module in (os, torch, numpy, onnx, exporter.frames):
+        assert not is_user_file(module.__file__), module
+    assert is_user_file(os.path.join(os.path.dirname(exporter.__file__), "examples.py"))
+    assert is_user_file(__file__)
+    assert not is_user_file("<frozen importlib._bootstrap>") and not is_user_file("") and not is_user_file(None)
+
+
+def test_an_ipython_cell_is_user_code_when_linecache_has_its_lines():
+    cell = "<ipython-input-3-0123456789ab>"
+    assert not is_user_file(cell)
+    linecache.cache[cell] = (10, None, ["x = 1\n"], cell)
+    try:
+        assert is_user_file(cell)
+        assert not is_user_file("<string>")
+    finally:
+        del linecache.cache[cell]
+
+
+def test_user_frame_is_the_innermost_user_frame_of_tuples_or_frame_summaries():
+    transformers = os.path.join(SITE, "transformers", "modeling_bert.py")
+    frames = [("/home/me/run.py", 3), (transformers, 40), (os.path.join(SITE, "torch", "nn", "linear.py"), 125)]
+    assert user_frame(frames) == (transformers, 40)
+    assert user_frame(frames[2:]) is None
+    assert user_frame([{"file": transformers}], filename=lambda f: f["file"]) == {"file": transformers}
+
+
+TRANSFORMERS_MODEL = '''
+import torch
+
+
+class FakeBert(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 2:
+            return x * 2
+        return x + 1
+
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(7, 7, 7)
+'''
+
+
+@pytest.fixture(scope="module")
+def installed_model(tmp_path_factory):
+    """A model module that lives at ``.../site-packages/transformers/modeling_fake.py``."""
+    package = tmp_path_factory.mktemp("env") / "site-packages" / "transformers"
+    package.mkdir(parents=True)
+    path = package / "modeling_fake.py"
+    path.write_text(TRANSFORMERS_MODEL)
+    spec = importlib.util.spec_from_file_location("fake_transformers_modeling", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_guards_are_located_in_installed_model_code(installed_model):
+    session = Session(installed_model.FakeBert(), (torch.randn(4, 3),), {}, ExportOptions(dynamic_shapes={"x": {0: AUTO}}))
+    (guard,) = [g for g in session.guards if "> 2" in g.expression]
+    assert guard.file == installed_model.__file__ and guard.code == "if x.shape[0] > 2:"
+
+
+def test_errors_name_the_line_in_installed_model_code(installed_model):
+    failure = Session(installed_model.Broken(), (torch.randn(4, 3),)).run("capture").failure
+    assert failure.source.startswith(f"{installed_model.__file__}:14 in forward: return x.reshape(7, 7, 7)")
+
+
+def test_a_stack_trace_maps_to_its_installed_model_frame_not_torchs():
+    transformers = os.path.join(SITE, "transformers", "models", "bert", "modeling_bert.py")
+    torch_file = os.path.join(SITE, "torch", "nn", "modules", "module.py")
+    stack = (
+        f'File "{transformers}", line 120, in forward\n    return self.dense(x)\n'
+        f'File "{torch_file}", line 1775, in _call_impl\n    return forward_call(*args, **kwargs)'
+    )
+    assert source_of_stack(stack) == f"{transformers}:120 in forward: return self.dense(x)"
