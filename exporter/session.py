@@ -579,6 +579,19 @@ class Session:
 
         return benchmark(self, **options)
 
+    def compare(self, variants: Any = True, **options: Any) -> Any:
+        """Variants against onnxruntime, timed in the same interleaved rounds (the unoptimized
+        model, onnxruntime's optimization levels, 1 / 2 / all threads by default; see
+        :mod:`exporter.bench.compare`): a :class:`~exporter.bench.Comparison`. Options: those of
+        :func:`exporter.bench.benchmark` (``budget`` is per variant)."""
+        from .bench import benchmark
+        from .bench.compare import Comparison
+
+        result = benchmark(self, compare=variants, **options)
+        if result.comparison is not None:
+            return result.comparison
+        return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled)
+
     def benchmark_sweep(self, dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), **options: Any) -> Any:
         """Latency against the size of one dynamic dim: a :class:`~exporter.bench.SweepResult`."""
         from .bench import benchmark_sweep

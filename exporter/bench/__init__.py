@@ -13,30 +13,53 @@ median is within ``precision`` of it. Statistics:
 p50/p90/p99, mean ± stdev with a 95% confidence interval of the mean (Student t), and a
 distribution-free 95% interval of the median (order statistics).
 
+Compared engines are timed fairly: onnxruntime's pool threads do not spin after a run, both
+engines get the same thread count, and they alternate in interleaved rounds (A B B A ...), so the
+headline ratio is taken round by round, with a bootstrap 95% interval. ``result.noise`` records
+how busy the machine was (run-queue wait of our threads, other processes' CPU use, load
+average, a calibration loop, p90/p50) and ``result.warning`` says plainly when the figure
+cannot be trusted. ``compare=`` adds variants (the unoptimized model, onnxruntime's
+optimization levels, thread counts) to the same rounds.
+
 Everything returned is a frozen dataclass with ``to_frame()`` and ``summary()``; a failure
 (an engine that raises, an export that failed) is recorded in the result, never raised.
 """
 
 from ..progress import Progress
+from .compare import DEFAULT_VARIANTS, Comparison, Variant, VariantTiming
 from .latency import BenchmarkResult, EngineTiming, SweepResult, benchmark, benchmark_sweep
+from .noise import Calibration, Load, LoadProbe, Noise
 from .profiling import NodeTime, ProfileResult, parse_profile, profile
+from .rounds import Contender, Rounds, bootstrap_median_ci, time_rounds
 from .runner import BenchConfig, OrtRunner
 from .stats import LatencyStats
 from .timing import time_calls
 
 __all__ = [
+    "DEFAULT_VARIANTS",
     "BenchConfig",
     "BenchmarkResult",
+    "Calibration",
+    "Comparison",
+    "Contender",
     "EngineTiming",
     "LatencyStats",
+    "Load",
+    "LoadProbe",
+    "Noise",
     "NodeTime",
     "OrtRunner",
     "ProfileResult",
     "Progress",
+    "Rounds",
     "SweepResult",
+    "Variant",
+    "VariantTiming",
     "benchmark",
     "benchmark_sweep",
+    "bootstrap_median_ci",
     "parse_profile",
     "profile",
     "time_calls",
+    "time_rounds",
 ]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ExportError, Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
+from .compare import (Comparison, Variant, VariantTiming, comparison_of, eager_contender, ort_contender, rss_bytes,
+                      rss_growth_mb, state_mb, variants_of)
+from .noise import LoadProbe, Noise
+from .rounds import Contender, Rounds, bootstrap_median_ci, time_rounds
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
 from .stats import LatencyStats
-from .timing import time_calls
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class EngineTiming:
     warmup_runs: int = 0
     stopped: str = ""
     seconds: float = 0.0
+    rss_growth_mb: float | None = None  # see VariantTiming.rss_growth_mb
 
     @property
     def ok(self) -> bool:
@@ -33,7 +38,13 @@ class EngineTiming:
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """onnxruntime (and eager PyTorch) latency at one set of inputs."""
+    """onnxruntime (and eager PyTorch) latency at one set of inputs.
+
+    With eager, both engines were timed in interleaved rounds: ``speedup_rounds`` holds each
+    round's eager / onnxruntime ratio, ``speedup`` is their median and ``speedup_ci`` its 95%
+    bootstrap interval. ``noise`` says how far to trust it (``warning`` is its plain sentence,
+    ``None`` when the machine was quiet enough); ``comparison`` holds the variants asked for
+    with ``compare=``."""
 
     ort: EngineTiming
     eager: EngineTiming | None
@@ -43,6 +54,10 @@ class BenchmarkResult:
     error: str | None = None
     failure: Failure | None = None
     cancelled: bool = False
+    speedup_rounds: tuple[float, ...] = ()
+    speedup_ci: tuple[float, float] | None = None
+    noise: Noise | None = None
+    comparison: Comparison | None = None
 
     @property
     def ok(self) -> bool:
@@ -55,16 +70,33 @@ class BenchmarkResult:
 
     @property
     def speedup(self) -> float | None:
-        """Eager p50 / onnxruntime p50: above 1 means onnxruntime is faster."""
+        """Eager time / onnxruntime time: above 1 means onnxruntime is faster. The median of the
+        per-round ratios when there were rounds, else the ratio of the two p50s."""
         if self.eager is None or not (self.eager.ok and self.ort.ok):
             return None
+        if self.speedup_rounds:
+            ordered = sorted(self.speedup_rounds)
+            middle = len(ordered) // 2
+            return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
         return self.eager.stats.p50 / self.ort.stats.p50  # type: ignore[union-attr]
 
     @property
     def ratio(self) -> float | None:
-        """onnxruntime p50 / eager p50 (below 1 means onnxruntime is faster)."""
+        """onnxruntime time / eager time (below 1 means onnxruntime is faster)."""
         speedup = self.speedup
         return None if speedup is None else 1.0 / speedup
+
+    @property
+    def ratio_ci(self) -> tuple[float, float] | None:
+        """The 95% interval of :attr:`ratio` (the inverse of :attr:`speedup_ci`)."""
+        if self.speedup_ci is None or self.speedup_ci[0] <= 0:
+            return None
+        return 1.0 / self.speedup_ci[1], 1.0 / self.speedup_ci[0]
+
+    @property
+    def warning(self) -> str | None:
+        """A plain sentence when the machine was too busy for the figures to mean much."""
+        return self.noise.warning if self.noise is not None else None
 
     def to_frame(self) -> Any:
         import pandas as pd
@@ -76,9 +108,16 @@ class BenchmarkResult:
             row: dict[str, Any] = {"engine": timing.engine}
             if timing.stats is not None:
                 row.update(timing.stats.to_dict())
-            row.update({"warmup_runs": timing.warmup_runs, "stopped": timing.stopped, "error": timing.error})
+            row.update({"warmup_runs": timing.warmup_runs, "stopped": timing.stopped,
+                        "rss_growth_mb": timing.rss_growth_mb, "error": timing.error})
+            row.update({"speedup": self.speedup, "speedup_ci_low": self.speedup_ci[0] if self.speedup_ci else None,
+                        "speedup_ci_high": self.speedup_ci[1] if self.speedup_ci else None,
+                        "rounds": len(self.speedup_rounds) or (self.noise.rounds if self.noise else None),
+                        "warning": self.warning})
             rows.append(row)
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        frame.attrs["warning"] = self.warning
+        return frame
 
     def summary(self) -> str:
         if self.cancelled:
@@ -93,7 +132,16 @@ class BenchmarkResult:
             body = timing.stats.summary() if timing.stats else f"failed: {timing.error}"
             lines.append(f"  {timing.engine:<12} {body}")
         if self.speedup is not None:
-            lines.append(f"  onnxruntime / eager p50 = {self.ratio:.3f} (onnxruntime {self.speedup:.2f}x {'faster' if self.speedup >= 1 else 'slower'})")
+            interval = ""
+            if self.speedup_ci is not None:
+                interval = (f"; 95% interval {self.speedup_ci[0]:.2f}–{self.speedup_ci[1]:.2f}x over "
+                            f"{len(self.speedup_rounds)} interleaved rounds")
+            lines.append(f"  onnxruntime / eager p50 = {self.ratio:.3f} (onnxruntime {self.speedup:.2f}x "
+                         f"{'faster' if self.speedup >= 1 else 'slower'}{interval})")
+        if self.comparison is not None:
+            lines.extend("  " + line for line in self.comparison.summary().splitlines() if "WARNING" not in line)
+        if self.warning:
+            lines.append(f"  WARNING: {self.warning}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -135,12 +183,27 @@ class SweepResult:
                     row.update({f"{prefix}p50_ms": stats.p50 * 1e3, f"{prefix}p90_ms": stats.p90 * 1e3,
                                 f"{prefix}p99_ms": stats.p99 * 1e3, f"{prefix}runs": stats.runs})
             row["speedup"] = point.speedup
+            row["speedup_ci_low"] = point.speedup_ci[0] if point.speedup_ci else None
+            row["speedup_ci_high"] = point.speedup_ci[1] if point.speedup_ci else None
+            row["warning"] = point.warning
             row["error"] = point.error or point.ort.error or (point.eager.error if point.eager else None)
             rows.append(row)
         columns = ["size", "ort_p50_ms", "ort_p90_ms", "ort_p99_ms", "ort_runs", "eager_p50_ms", "eager_p90_ms",
-                   "eager_p99_ms", "eager_runs", "speedup", "error"]
+                   "eager_p99_ms", "eager_runs", "speedup", "speedup_ci_low", "speedup_ci_high", "warning", "error"]
+        always = ("size", "speedup", "speedup_ci_low", "speedup_ci_high", "warning", "error")
         frame = pd.DataFrame(rows)
-        return frame.reindex(columns=[c for c in columns if c in frame.columns or c in ("size", "speedup", "error")])
+        frame = frame.reindex(columns=[c for c in columns if c in frame.columns or c in always])
+        frame.attrs["warning"] = self.warning
+        return frame
+
+    @property
+    def warning(self) -> str | None:
+        """Which sizes were measured on a busy machine, and the first size's reason."""
+        busy = [(size, point.warning) for size, point in zip(self.sizes, self.points) if point.warning]
+        if not busy:
+            return None
+        names = ", ".join(str(size) for size, _ in busy)
+        return f"at {self.dim}={names}: {busy[0][1]}"
 
     def summary(self) -> str:
         if self.cancelled:
@@ -148,12 +211,15 @@ class SweepResult:
         if self.error:
             return f"Sweep over {self.dim} could not run: {self.error}"
         lines = [f"Latency vs {self.dim}" + (f" ({self.config.describe()})" if self.config else "")]
-        lines.append(f"  {'size':>6} {'ort p50 ms':>11} {'eager p50 ms':>13} {'speedup':>8}")
+        lines.append(f"  {'size':>6} {'ort p50 ms':>11} {'eager p50 ms':>13} {'speedup':>8} {'95% interval':>13}")
         for size, point in zip(self.sizes, self.points):
             ort_ms = f"{point.ort.stats.p50 * 1e3:.4g}" if point.ort.stats else "error"
             eager_ms = f"{point.eager.stats.p50 * 1e3:.4g}" if point.eager and point.eager.stats else "-"
             speed = f"{point.speedup:.2f}x" if point.speedup else "-"
-            lines.append(f"  {size:>6} {ort_ms:>11} {eager_ms:>13} {speed:>8}")
+            interval = f"{point.speedup_ci[0]:.2f}–{point.speedup_ci[1]:.2f}x" if point.speedup_ci else "-"
+            lines.append(f"  {size:>6} {ort_ms:>11} {eager_ms:>13} {speed:>8} {interval:>13}{'  busy' if point.warning else ''}")
+        if self.warning:
+            lines.append(f"  WARNING: {self.warning}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -168,39 +234,59 @@ class SweepResult:
         return repr_html(self)
 
 
-def _time_ort(runner: OrtRunner, feeds: Mapping[str, Any], **timing: Any) -> EngineTiming:
-    start = time.perf_counter()
-    try:
-        binding = runner.bind(feeds)
-        result = time_calls(runner.session.run_with_iobinding, binding, task="onnxruntime", **timing)
-    except Exception as exc:  # noqa: BLE001
-        return EngineTiming("onnxruntime", error=first_line(exc), seconds=time.perf_counter() - start)
-    return EngineTiming("onnxruntime", LatencyStats.from_samples(result.samples), None, result.warmup_runs,
-                        result.stopped, time.perf_counter() - start)
+def _engine_timing(name: str, rounds: Rounds, rss: float | None) -> EngineTiming:
+    i = rounds.index(name)
+    return EngineTiming(name, LatencyStats.from_samples(rounds.samples[i]), None, rounds.warmup_runs[i], rounds.stopped,
+                        rounds.seconds, rss)
 
 
-def _time_eager(model: Any, args: tuple, kwargs: Mapping[str, Any], threads: int, **timing: Any) -> EngineTiming:
+@contextlib.contextmanager
+def _eager_context(model: Any) -> Any:
+    """Inference mode, the user's buffers preserved, torch's thread count restored."""
     import torch
 
     from ..eager import preserved_buffers
 
-    start = time.perf_counter()
     previous = torch.get_num_threads()
-    kwargs = dict(kwargs)
-
-    def call(_: Any) -> None:
-        model(*args, **kwargs)
-
     try:
-        torch.set_num_threads(threads)
         with preserved_buffers(model), torch.inference_mode():
-            result = time_calls(call, None, task="eager", **timing)
-    except Exception as exc:  # noqa: BLE001
-        return EngineTiming("eager", error=first_line(exc), seconds=time.perf_counter() - start)
+            yield
     finally:
         torch.set_num_threads(previous)
-    return EngineTiming("eager", LatencyStats.from_samples(result.samples), None, result.warmup_runs,
-                        result.stopped, time.perf_counter() - start)
+
+
+def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple,
+                      kwargs: Mapping[str, Any], threads: int, provider: str) -> tuple[list[Contender], list[VariantTiming]]:
+    """A contender per variant that could be set up, and a row per variant (with its error,
+    model size and memory)."""
+    contenders, rows = [], []
+    unoptimized: bytes | None = None
+    for variant in variants:
+        count = variant.threads or threads
+        try:
+            if variant.engine == "eager":
+                contender = eager_contender(variant.name, session.model, args, kwargs, count)
+                contender.before()  # type: ignore[misc]
+                before = rss_bytes()
+                contender.call(None)
+                rows.append(VariantTiming(variant, threads=count, model_mb=state_mb(session.model),
+                                          rss_growth_mb=rss_growth_mb(before)))
+            else:
+                if variant.model == "unoptimized" and unoptimized is None:
+                    unoptimized = session.with_options(optimize=False).model_bytes
+                model_bytes = unoptimized if variant.model == "unoptimized" else session.model_bytes
+                before = rss_bytes()
+                runner = OrtRunner(model_bytes, threads=count, provider=provider, optimization_level=variant.level,
+                                   spinning=False)
+                binding = runner.bind(feeds)
+                rows.append(VariantTiming(variant, threads=count, model_mb=len(model_bytes) / 2**20,
+                                          rss_growth_mb=rss_growth_mb(before)))
+                contender = ort_contender(variant.name, runner, binding)
+        except Exception as exc:  # noqa: BLE001 - a variant that cannot run is a row with its error
+            rows.append(VariantTiming(variant, threads=count, error=first_line(exc)))
+            continue
+        contenders.append(contender)
+    return contenders, rows
 
 
 def benchmark(
@@ -217,6 +303,7 @@ def benchmark(
     provider: str = "CPUExecutionProvider",
     optimization_level: str = "all",
     eager: bool = True,
+    compare: Iterable[str | Variant] | bool | None = None,
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
     runner: OrtRunner | None = None,
@@ -225,16 +312,30 @@ def benchmark(
 ) -> BenchmarkResult:
     """Time the ONNX model in onnxruntime and (``eager=True``) the module in eager PyTorch.
 
+    Compared engines never disturb each other: onnxruntime runs with its pool threads not
+    spinning after a run (a ``runner`` passed in is switched with :meth:`OrtRunner.parked` and
+    restored afterwards), both use the same thread count, and they are timed in interleaved
+    rounds (:func:`~exporter.bench.rounds.time_rounds`) so that load on the machine hits both
+    alike. The headline is the median of the per-round ratios with a bootstrap interval, and
+    ``result.noise`` measures how busy the machine was (``result.warning`` says so plainly).
+    onnxruntime alone (``eager=False``, no ``compare``) keeps onnxruntime's spinning default.
+
     Args:
         inputs: ``(args, kwargs)`` to time; default the example inputs.
         sizes: generate inputs at these dim sizes instead (``{"batch": 32}``).
-        budget: seconds of timed calls per engine (warm-up excluded).
-        min_runs / max_runs / precision: see :func:`time_calls`.
+        budget: seconds of timed calls per contender (warm-up excluded).
+        min_runs / max_runs / precision: see :func:`~exporter.bench.rounds.time_rounds`.
         threads: intra-op threads for onnxruntime and ``torch.set_num_threads`` for eager;
             default ``torch.get_num_threads()``.
         optimization_level: onnxruntime graph optimizations: disable / basic / extended / all.
+        compare: more contenders timed in the same rounds, reported in ``result.comparison``
+            against onnxruntime: ``True`` for the usual ones (the unoptimized model, each
+            graph optimization level, 1 / 2 / all threads) or a list of
+            :class:`~exporter.bench.compare.Variant` or their names (``"unoptimized"``,
+            ``"level=basic"``, ``"threads=1"``, ``"eager threads=1"``).
         progress: called with :class:`~exporter.verify.Progress` (task ``onnxruntime`` /
-            ``eager``, done/total in seconds of budget).
+            ``eager`` / a variant's name after each of its batches, done/total the fraction
+            of the whole run).
         runner: an :class:`OrtRunner` to reuse (one onnxruntime session for several calls);
             its own threads / provider / optimization level then apply.
         observer / cancel: an :class:`~exporter.events.Observer` told the progress between
@@ -243,7 +344,8 @@ def benchmark(
     """
     reporter = progress if isinstance(progress, Reporter) else Reporter(observer, cancel, progress)
     threads = runner.settings["intra_op_num_threads"] if runner is not None else default_threads(threads)
-    timing = dict(budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup, precision=precision, progress=reporter)
+    variants = variants_of(compare, threads)
+    compared = eager or bool(variants)
     try:
         reporter.check()
         model_bytes = session.model_bytes
@@ -252,21 +354,79 @@ def benchmark(
     except ExportError as exc:  # the export failed: nothing to time
         return _failed(exc)
     args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)  # a caller's typo raises here
+    rss_ort = None
     try:
-        runner = runner or OrtRunner(model_bytes, threads=threads, provider=provider,
-                                     optimization_level=optimization_level)
+        before = rss_bytes()
+        if runner is None:
+            runner = OrtRunner(model_bytes, threads=threads, provider=provider, optimization_level=optimization_level,
+                               spinning=not compared)
+            rss_ort = before
         feeds = session.feeds(*args, **kwargs)
         shapes = tuple((name, tuple(int(d) for d in array.shape)) for name, array in feeds.items())
     except Exception as exc:  # noqa: BLE001 - onnxruntime refused the model or the inputs
         return _failed(exc)
-    config = bench_config(runner, threads, provider, budget, min_runs, precision)
-    try:
-        ort_timing = _time_ort(runner, feeds, **timing)
-        eager_timing = _time_eager(session.model, args, kwargs, threads, **timing) if eager else None
-    except Cancelled:
-        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
-                               cancelled=True)
-    return BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(runner.parked() if compared else contextlib.nullcontext())
+        stack.enter_context(_eager_context(session.model))
+        config = bench_config(runner, threads, provider, budget, min_runs, precision, interleaved=compared)
+        contenders: list[Contender] = []
+        ort_timing = eager_timing = None
+        try:
+            binding = runner.bind(feeds)  # its first run
+            ort_rss = rss_growth_mb(rss_ort)
+            contenders.append(ort_contender("onnxruntime", runner, binding))
+        except Exception as exc:  # noqa: BLE001
+            ort_timing = EngineTiming("onnxruntime", error=first_line(exc))
+        if eager:
+            contender = eager_contender("eager", session.model, args, kwargs, threads)
+            try:
+                contender.before()  # type: ignore[misc]
+                before = rss_bytes()
+                contender.call(None)  # a model that raises is reported, not timed
+                eager_rss = rss_growth_mb(before)
+                contenders.append(contender)
+            except Exception as exc:  # noqa: BLE001
+                eager_timing = EngineTiming("eager", error=first_line(exc))
+        extra, rows = _prepare_variants(session, variants, feeds, args, kwargs, threads, provider)
+        contenders.extend(extra)
+        if not contenders:
+            return BenchmarkResult(ort_timing or EngineTiming("onnxruntime", error="nothing to time"), eager_timing,
+                                   config, used_sizes, shapes)
+        probe = LoadProbe()
+        try:
+            rounds = time_rounds(contenders, budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup,
+                                 precision=precision, rewarm=1 if len(contenders) > 1 else 0, progress=reporter)
+        except Cancelled:
+            return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
+                                   cancelled=True)
+        except Exception as exc:  # noqa: BLE001 - an engine raised part-way
+            failed = EngineTiming("onnxruntime", error=first_line(exc))
+            return BenchmarkResult(failed, EngineTiming("eager", error=first_line(exc)) if eager else None, config,
+                                   used_sizes, shapes)
+        load = probe.stop()
+    if ort_timing is None:
+        ort_timing = _engine_timing("onnxruntime", rounds, ort_rss)
+    if eager and eager_timing is None:
+        eager_timing = _engine_timing("eager", rounds, eager_rss)
+    speedups = rounds.round_ratios("eager", "onnxruntime") if ort_timing.ok and eager_timing and eager_timing.ok else ()
+    interval = bootstrap_median_ci(speedups) if speedups else None
+    tails = tuple((name, stats.p90 / stats.p50) for name, stats in
+                  ((t.engine, t.stats) for t in (ort_timing, eager_timing) if t is not None and t.stats is not None)
+                  if stats.p50 > 0)
+    noise = Noise.assess(rounds.rounds, statistics.median(speedups) if speedups else None, interval, speedups, tails,
+                         load)
+    comparison = None
+    if variants:
+        baseline_row = VariantTiming(Variant("onnxruntime"), threads=threads, model_mb=len(model_bytes) / 2**20,
+                                     rss_growth_mb=ort_timing.rss_growth_mb, error=ort_timing.error)
+        eager_rows = []
+        if eager_timing is not None:
+            eager_rows = [VariantTiming(Variant("eager", engine="eager"), threads=threads,
+                                        model_mb=state_mb(session.model), rss_growth_mb=eager_timing.rss_growth_mb,
+                                        error=eager_timing.error)]
+        comparison = comparison_of(rounds, "onnxruntime", [baseline_row, *eager_rows, *rows], noise.warning)
+    return BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes, speedup_rounds=speedups,
+                           speedup_ci=interval, noise=noise, comparison=comparison)
 
 
 def _failed(exc: BaseException) -> BenchmarkResult:
@@ -305,8 +465,11 @@ def benchmark_sweep(
     """Latency of onnxruntime and eager PyTorch at each size of one dynamic dim (given by
     its label: a Dim name such as ``"batch"``, or ``"x.shape[0]"``; or by one of its axes:
     ``Axis("x", 0)``, ``("x", 0)``, ``"x.0"``); other dims stay at the
-    example size. One onnxruntime session serves every size. Raises ``ValueError`` at once for
-    a ``dim`` that names no dynamic dim; ``cancel`` is checked between timing batches."""
+    example size. One onnxruntime session serves every size. Each size is timed as
+    :func:`benchmark` does: interleaved rounds, spinning off, the ratio with its interval and
+    the noise seen at that size (``SweepResult.warning`` lists the sizes measured on a busy
+    machine). Raises ``ValueError`` at once for a ``dim`` that names no dynamic dim;
+    ``cancel`` is checked between timing batches."""
     reporter = Reporter(observer, cancel, progress)
     threads = default_threads(threads)
     try:
@@ -317,16 +480,17 @@ def benchmark_sweep(
         return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))
     label = _resolve_dim(session, dim)  # a caller's typo raises here
     try:
-        runner = OrtRunner(model_bytes, threads=threads, provider=provider, optimization_level=optimization_level)
+        runner = OrtRunner(model_bytes, threads=threads, provider=provider, optimization_level=optimization_level,
+                           spinning=not eager)
     except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime has no kernel for a dtype
         return SweepResult(label, tuple(sizes), (), None, first_line(exc))
-    config = bench_config(runner, threads, provider, budget, min_runs, precision)
+    config = bench_config(runner, threads, provider, budget, min_runs, precision, interleaved=eager)
     points: list[BenchmarkResult] = []
     total = len(sizes)
     for i, size in enumerate(sizes):
         point = benchmark(session, sizes={label: size}, budget=budget, min_runs=min_runs, precision=precision,
                           threads=threads, provider=provider, optimization_level=optimization_level, eager=eager,
-                          seed=seed, progress=reporter.scaled("sweep", i, 1.0, total, f"{label}={size}: "),
+                          seed=seed, progress=reporter.scaled("sweep", i, 1.0, total, f"{label}={size}: ", phases=()),
                           runner=runner)
         if point.cancelled:
             return SweepResult(label, tuple(sizes[: len(points)]), tuple(points), config, cancelled=True)

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+SPINNING_KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
 
 
 class OrtRunner:
-    """One onnxruntime session with explicit options; :meth:`bind` prepares an IO binding."""
+    """One onnxruntime session with explicit options; :meth:`bind` prepares an IO binding.
+
+    ``spinning``: whether onnxruntime's pool threads keep spinning after a run (onnxruntime's
+    default; fastest when onnxruntime runs alone, but the spinning threads steal the CPU from
+    whatever runs next). :meth:`parked` switches it off for a block and restores it."""
 
     def __init__(
         self,
@@ -22,11 +28,23 @@ class OrtRunner:
         provider: str = "CPUExecutionProvider",
         optimization_level: str = "all",
         profile_prefix: str | None = None,
+        spinning: bool = True,
     ) -> None:
-        import onnxruntime as ort
-
         if optimization_level not in _LEVELS:
             raise ValueError(f"optimization_level must be one of {sorted(_LEVELS)}, not {optimization_level!r}")
+        self._build = dict(model_bytes=model_bytes, threads=threads, provider=provider,
+                           optimization_level=optimization_level, profile_prefix=profile_prefix)
+        self._parked: OrtRunner | None = None
+        self._alive: list[Any] = []
+        self.spinning = spinning
+        self.session = self._new_session(spinning)
+        self.provider = self.session.get_providers()[0]
+
+    def _new_session(self, spinning: bool) -> Any:
+        import onnxruntime as ort
+
+        threads, optimization_level = self._build["threads"], self._build["optimization_level"]
+        profile_prefix = self._build["profile_prefix"]
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -36,10 +54,10 @@ class OrtRunner:
         if profile_prefix is not None:
             options.enable_profiling = True
             options.profile_file_prefix = profile_prefix
+        for key in SPINNING_KEYS:
+            options.add_session_config_entry(key, "1" if spinning else "0")
         self.options = options
-        self._alive: list[Any] = []
-        self.session = ort.InferenceSession(model_bytes, options, providers=[provider])
-        self.provider = self.session.get_providers()[0]
+        session = ort.InferenceSession(self._build["model_bytes"], options, providers=[self._build["provider"]])
         self.settings = {
             "intra_op_num_threads": threads,
             "inter_op_num_threads": 1,
@@ -48,7 +66,27 @@ class OrtRunner:
             "io_binding": True,
             "enable_cpu_mem_arena": bool(options.enable_cpu_mem_arena),
             "enable_mem_pattern": bool(options.enable_mem_pattern),
+            "allow_spinning": spinning,
         }
+        return session
+
+    @contextmanager
+    def parked(self) -> Iterator[OrtRunner]:
+        """Within the block, :attr:`session` is one whose pool threads do not spin after a run
+        (built once, on first use, with otherwise the same options); the spinning session and
+        settings come back afterwards. Bind inputs inside the block."""
+        if not self.spinning:
+            yield self
+            return
+        if self._parked is None:
+            self._parked = OrtRunner(spinning=False, **self._build)
+        saved = (self.session, self.options, self.settings, self.spinning)
+        self.session, self.options, self.settings = self._parked.session, self._parked.options, self._parked.settings
+        self.spinning = False
+        try:
+            yield self
+        finally:
+            self.session, self.options, self.settings, self.spinning = saved
 
     def bind(self, feeds: Mapping[str, Any]) -> Any:
         """An IO binding with inputs as OrtValues and outputs preallocated by one run."""
@@ -89,17 +127,23 @@ class BenchConfig:
     onnxruntime_version: str
     torch_version: str
     cpu_count: int | None = None
+    spinning: bool | None = None  # onnxruntime pool threads spinning after a run
+    interleaved: bool = False  # engines timed in alternating rounds (A B B A ...)
+    torch_interop_threads: int | None = None
 
     def describe(self) -> str:
         level = self.session_options.get("graph_optimization_level", "?")
+        spin = "" if self.spinning is None else f", spinning {'on' if self.spinning else 'off'}"
+        rounds = "; interleaved rounds" if self.interleaved else ""
         return (
-            f"{self.threads} thread(s), {self.provider}, {level}, IO binding; eager in inference_mode "
-            f"with torch.set_num_threads({self.threads}); onnxruntime {self.onnxruntime_version}, "
+            f"{self.threads} thread(s), {self.provider}, {level}, IO binding{spin}; eager in inference_mode "
+            f"with torch.set_num_threads({self.threads}){rounds}; onnxruntime {self.onnxruntime_version}, "
             f"torch {self.torch_version}"
         )
 
 
-def bench_config(runner: OrtRunner | None, threads: int, provider: str, budget: float, min_runs: int, precision: float) -> BenchConfig:
+def bench_config(runner: OrtRunner | None, threads: int, provider: str, budget: float, min_runs: int, precision: float,
+                 interleaved: bool = False) -> BenchConfig:
     import onnxruntime as ort
     import torch
 
@@ -113,6 +157,9 @@ def bench_config(runner: OrtRunner | None, threads: int, provider: str, budget: 
         onnxruntime_version=ort.__version__,
         torch_version=torch.__version__,
         cpu_count=os.cpu_count(),
+        spinning=runner.settings.get("allow_spinning") if runner else None,
+        interleaved=interleaved,
+        torch_interop_threads=torch.get_num_interop_threads(),
     )
 
 

@@ -1,0 +1,246 @@
+"""What users compare next: variants of the ONNX model and of onnxruntime's settings, timed in
+the same interleaved rounds as the headline (onnxruntime vs eager) and reported against a
+baseline with the per-round ratio's interval, plus model size and memory.
+
+A variant is data (:class:`Variant`); strings name the usual ones::
+
+    "onnxruntime"            the exported model, optimized, level "all", the benchmark's threads
+    "eager"                  the module in eager PyTorch
+    "unoptimized"            the model before the ONNX optimizer (what the optimizer bought)
+    "level=basic"            onnxruntime graph optimization level: disable / basic / extended / all
+    "threads=1", "threads=all"   onnxruntime intra-op threads (all = os.cpu_count())
+    "eager threads=1"        tokens combine: "unoptimized level=disable", ...
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .rounds import Contender, Rounds, bootstrap_median_ci
+from .stats import LatencyStats
+
+DEFAULT_VARIANTS = ("unoptimized", "level=disable", "level=basic", "level=extended", "threads=1", "threads=2",
+                    "threads=all")
+LEVELS = ("disable", "basic", "extended", "all")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One contender: an engine, and for onnxruntime the model (``optimized`` by the exporter's
+    ONNX optimizer or ``unoptimized``), the graph optimization level and the thread count
+    (``None``: the benchmark's)."""
+
+    name: str
+    engine: str = "onnxruntime"
+    model: str = "optimized"
+    level: str = "all"
+    threads: int | None = None
+
+    @classmethod
+    def parse(cls, spec: str | Variant) -> Variant:
+        if isinstance(spec, Variant):
+            return spec
+        fields: dict[str, Any] = {"name": str(spec)}
+        for token in str(spec).replace(",", " ").split():
+            key, _, value = token.partition("=")
+            if token in ("eager", "onnxruntime"):
+                fields["engine"] = token
+            elif token in ("optimized", "unoptimized"):
+                fields["model"] = token
+            elif key == "level" and value in LEVELS:
+                fields["level"] = value
+            elif key == "threads" and (value == "all" or value.isdigit()) and value != "0":
+                fields["threads"] = (os.cpu_count() or 1) if value == "all" else int(value)
+            else:
+                raise ValueError(
+                    f"unknown variant {spec!r} (token {token!r}); use eager, onnxruntime, unoptimized, "
+                    f"level=disable|basic|extended|all, threads=N|all, or a Variant"
+                )
+        return cls(**fields)
+
+    def key(self, threads: int) -> tuple:
+        """What makes two variants the same measurement."""
+        if self.engine == "eager":
+            return ("eager", self.threads or threads)
+        return ("onnxruntime", self.model, self.level, self.threads or threads)
+
+
+def variants_of(specs: Iterable[str | Variant] | bool | None, threads: int) -> tuple[Variant, ...]:
+    """Parsed variants, without the headline pair and without duplicates (``True``: the defaults)."""
+    if not specs:
+        return ()
+    if specs is True:
+        specs = DEFAULT_VARIANTS
+    seen = {Variant("onnxruntime").key(threads), Variant("eager", engine="eager").key(threads)}
+    out = []
+    for spec in specs:  # type: ignore[union-attr]
+        variant = Variant.parse(spec)
+        if variant.key(threads) not in seen:
+            seen.add(variant.key(threads))
+            out.append(variant)
+    return tuple(out)
+
+
+def rss_bytes() -> int | None:
+    """The process's resident set size (``/proc/self/statm``), ``None`` where there is none."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def rss_growth_mb(before: int | None) -> float | None:
+    after = rss_bytes()
+    return None if before is None or after is None else max(after - before, 0) / 2**20
+
+
+def ort_contender(name: str, runner: Any, binding: Any) -> Contender:
+    return Contender(name, runner.session.run_with_iobinding, binding)
+
+
+def eager_contender(name: str, model: Any, args: tuple, kwargs: Mapping[str, Any], threads: int) -> Contender:
+    import torch
+
+    kwargs = dict(kwargs)
+
+    def call(_: Any) -> None:
+        model(*args, **kwargs)
+
+    return Contender(name, call, None, lambda: torch.set_num_threads(threads))
+
+
+@dataclass(frozen=True)
+class VariantTiming:
+    """One variant's latency and its time relative to the baseline (``ratio``: variant /
+    baseline, median of the per-round ratios, with its 95% bootstrap interval; above 1 means
+    slower than the baseline).
+
+    ``model_mb``: the serialized ONNX model (what ``save()`` writes); for eager, its parameters
+    and buffers. ``rss_growth_mb``: what the process's resident memory grew by while building
+    the variant's onnxruntime session and running it once (for eager: while running it once,
+    its weights already being in memory). Freed memory is not subtracted and an allocator may
+    reuse memory already held, so it is a rough lower bound of the peak, not the peak."""
+
+    variant: Variant
+    stats: LatencyStats | None = None
+    ratio: float | None = None
+    ratio_ci: tuple[float, float] | None = None
+    threads: int | None = None
+    model_mb: float | None = None
+    rss_growth_mb: float | None = None
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Variants timed in the same interleaved rounds, each against ``baseline``."""
+
+    baseline: str
+    rows: tuple[VariantTiming, ...]
+    rounds: int = 0
+    warning: str | None = None
+    error: str | None = None
+    cancelled: bool = False
+
+    @property
+    def status(self) -> str:
+        return "cancelled" if self.cancelled else "failed" if self.error else "ok"
+
+    def row(self, name: str) -> VariantTiming:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(f"no variant {name!r}; variants: {[r.name for r in self.rows]}")
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        records = []
+        for row in self.rows:
+            variant = row.variant
+            record: dict[str, Any] = {
+                "variant": row.name, "engine": variant.engine,
+                "model": variant.model if variant.engine == "onnxruntime" else None,
+                "level": variant.level if variant.engine == "onnxruntime" else None, "threads": row.threads,
+            }
+            stats = row.stats
+            record.update({"p50_ms": stats.p50 * 1e3 if stats else None, "p90_ms": stats.p90 * 1e3 if stats else None,
+                           "runs": stats.runs if stats else None})
+            record.update({f"ratio_vs_{self.baseline}": row.ratio,
+                           "ratio_ci_low": row.ratio_ci[0] if row.ratio_ci else None,
+                           "ratio_ci_high": row.ratio_ci[1] if row.ratio_ci else None,
+                           "model_mb": row.model_mb, "rss_growth_mb": row.rss_growth_mb, "error": row.error})
+            records.append(record)
+        frame = pd.DataFrame(records)
+        frame.attrs["warning"] = self.warning
+        return frame
+
+    def summary(self) -> str:
+        if self.cancelled or self.error:
+            return "Comparison cancelled" if self.cancelled else f"Comparison could not run: {self.error}"
+        lines = [f"Variants against {self.baseline} ({self.rounds} interleaved rounds; ratio = variant time / "
+                 f"{self.baseline} time, 95% interval)"]
+        for row in self.rows:
+            if row.stats is None:
+                lines.append(f"  {row.name:<18} failed: {row.error}")
+                continue
+            ratio = "baseline" if row.name == self.baseline else _ratio_text(row.ratio, row.ratio_ci)
+            size = f"  model {row.model_mb:.3g} MB" if row.model_mb is not None else ""
+            memory = f"  rss +{row.rss_growth_mb:.3g} MB" if row.rss_growth_mb is not None else ""
+            lines.append(f"  {row.name:<18} p50 {row.stats.p50 * 1e3:.4g} ms  {ratio}{size}{memory}")
+        if self.warning:
+            lines.append(f"  WARNING: {self.warning}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())
+
+
+def _ratio_text(ratio: float | None, interval: tuple[float, float] | None) -> str:
+    if ratio is None:
+        return "-"
+    text = f"{ratio:.3g}x the time"
+    return text + (f" ({interval[0]:.3g}–{interval[1]:.3g})" if interval else "")
+
+
+def comparison_of(rounds: Rounds, baseline: str, rows: Sequence[VariantTiming], warning: str | None) -> Comparison:
+    """Fill each timed row's stats and its per-round ratio against ``baseline``."""
+    out = []
+    for row in rows:
+        if row.error is not None or row.name not in rounds.names:
+            out.append(row)
+            continue
+        stats = LatencyStats.from_samples(rounds.samples[rounds.index(row.name)])
+        ratios = rounds.round_ratios(row.name, baseline) if baseline in rounds.names else ()
+        ratio = _median(ratios)
+        interval = bootstrap_median_ci(ratios) if ratios and row.name != baseline else None
+        out.append(VariantTiming(row.variant, stats, ratio, interval, row.threads, row.model_mb, row.rss_growth_mb))
+    return Comparison(baseline, tuple(out), rounds.rounds, warning)
+
+
+def _median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def state_mb(model: Any) -> float | None:
+    try:
+        tensors = list(model.parameters()) + list(model.buffers())
+        return math.fsum(t.numel() * t.element_size() for t in tensors) / 2**20
+    except Exception:  # noqa: BLE001 - not a torch module
+        return None
