@@ -168,8 +168,14 @@ def _removed_consumers(node: GraphNode, before: Graph, optimized: Graph) -> list
     """The nodes of ``before`` that read ``node``'s (non-constant) inputs and are gone from
     ``optimized``: what a new node with new output values (a ``Split`` replacing
     ``SplitToSequence`` + ``SequenceAt``) most likely replaced."""
-    inputs = {v for v in node.inputs if v and v in before.producers or v in {i.name for i in before.inputs}}
-    return [old for old in before.nodes if old.name not in optimized and inputs.intersection(old.inputs)]
+    graph_inputs = {v.name for v in before.inputs}
+    found: dict[str, GraphNode] = {}
+    for value in node.inputs:
+        if value and (value in before.producers or value in graph_inputs):
+            for name in before.consumers.get(value, ()):
+                if name not in optimized:
+                    found.setdefault(name, before[name])
+    return list(found.values())
 
 
 def map_nodes(

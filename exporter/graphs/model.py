@@ -101,6 +101,16 @@ class Graph:
         """Value name → name of the node producing it."""
         return {value.name: node.name for node in self.nodes for value in node.outputs}
 
+    @functools.cached_property
+    def consumers(self) -> dict[str, tuple[str, ...]]:
+        """Value name → names of the nodes reading it, in graph order."""
+        out: dict[str, list[str]] = {}
+        for node in self.nodes:
+            for value in dict.fromkeys(node.inputs):
+                if value:
+                    out.setdefault(value, []).append(node.name)
+        return {k: tuple(v) for k, v in out.items()}
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(node.name for node in self.nodes)
