@@ -48,9 +48,9 @@ def failure_html(failure: Any, title: str = "") -> str:
         return ""
     stage = getattr(failure, "stage", "")
     message = getattr(failure, "message", None) or str(failure)
-    kind = getattr(failure, "type", type(failure).__name__)
+    kind = "" if isinstance(failure, str) else getattr(failure, "type", type(failure).__name__)
     parts = [f'<div class="wb-error" style="border-left: 4px solid #d62728; padding: 4px 8px; margin: 4px 0">',
-             f"<b>{esc(title or f'{stage} failed')}</b> <code>{esc(kind)}</code>",
+             f"<b>{esc(title or f'{stage} failed')}</b>" + (f" <code>{esc(kind)}</code>" if kind else ""),
              pre(message)]
     source = getattr(failure, "source", None)
     if source:

@@ -1,0 +1,275 @@
+"""The workbench widget driven as the front end drives it: control values set, buttons
+clicked; every assertion reads what the widget then shows (its widgets' values)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from exporter import AUTO, STATIC, Dim, ExportOptions, Session
+from workbench import Workbench
+
+GATES: dict[int, tuple[threading.Event, threading.Event]] = {}  # id(module) -> (entered, gate)
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.linear(x).relu()
+
+
+class Add(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class GuardedAdd(torch.nn.Module):
+    def forward(self, x, y):
+        if x.shape[0] > 4:
+            x = x * 2
+        return x + y
+
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        raise RuntimeError("this model cannot be traced")
+
+
+class Gated(torch.nn.Module):
+    """forward waits for its gate while the gate is closed, so a test can click while a
+    capture runs (the events live outside the module: torch.export restores attributes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+        GATES[id(self)] = (threading.Event(), threading.Event())
+        GATES[id(self)][1].set()
+
+    @property
+    def entered(self):
+        return GATES[id(self)][0]
+
+    @property
+    def gate(self):
+        return GATES[id(self)][1]
+
+    def forward(self, x):
+        self.entered.set()
+        assert self.gate.wait(60)
+        return self.linear(x)
+
+
+def shown(wb, path, axis):
+    """The result text of one row, as the page shows it."""
+    return wb.axis_row(path, axis).result.value
+
+
+def onnx_input_shapes(wb):
+    return wb.stages_view.ports.value
+
+
+def workbench(model, *args, run=True, follow="optimize", **dynamic_shapes):
+    session = Session(model, args, options=ExportOptions(dynamic_shapes=dynamic_shapes or None))
+    return Workbench(session, run=run, follow=follow).wait()
+
+
+def test_toggling_a_dim_to_static_turns_its_row_static_and_the_onnx_input_static():
+    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    assert "dynamic batch [0, inf]" in shown(wb, "x", 0)
+    assert "<code>[batch, 8]</code>" in onnx_input_shapes(wb)
+    assert wb.axis_control("x", 0).value == "Dim" and wb.axis_row("x", 0).name.value == "batch"
+
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+
+    assert "static 4" in shown(wb, "x", 0)
+    assert "<code>[4, 8]</code>" in onnx_input_shapes(wb)
+    assert wb.session.spec.policy("x", 0) is STATIC
+    assert "dynamic_shapes = None" in wb.dims_view.code.value
+
+
+def test_going_back_to_a_spec_seen_before_is_served_from_the_cache():
+    wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
+    first = wb.session
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+    wb.axis_control("x", 0).value = "Dim"  # the name field still says batch
+    wb.wait()
+    assert wb.session is first
+    assert "dynamic batch" in shown(wb, "x", 0)
+    assert "<td>capture</td><td><b style=\"color: #2ca02c\">ok</b></td>" in wb.stages_view.table.value
+
+
+def test_a_named_dim_with_bounds_from_the_name_min_max_fields_reaches_the_row():
+    wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: AUTO})
+    row = wb.axis_row("x", 0)
+    row.name.value, row.min.value, row.max.value = "rows", "2", "64"  # typed before picking Dim
+    row.policy.value = "Dim"
+    wb.wait()
+    assert "dynamic rows [2, 64]" in shown(wb, "x", 0)
+    assert "Dim('rows', min=2, max=64)" in wb.dims_view.code.value
+
+
+def test_a_bound_that_is_not_a_number_is_reported_and_nothing_is_captured():
+    wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
+    before = wb.session
+    wb.axis_row("x", 0).max.value = "lots"
+    assert "max &#x27;lots&#x27; is not an integer" in wb.dims_view.message.value
+    assert not wb.busy and wb.session is before
+
+
+def test_auto_dim_made_static_by_a_related_static_dim_names_it_and_its_line_and_one_change_fixes_it():
+    wb = workbench(Add(), torch.randn(4, 3), torch.randn(4, 3), follow="capture", x={0: AUTO})
+    text = shown(wb, "x", 0)
+    assert "static 4" in text and "equal to y.shape[0], which is static" in text
+    assert "return x + y" in text  # the user's line
+
+    wb.axis_control("y", 0).value = "AUTO"
+    wb.wait()
+    assert "dynamic x_dim0" in shown(wb, "x", 0) and "dynamic x_dim0" in shown(wb, "y", 0)
+
+
+def test_auto_mixed_with_a_named_dim_is_rejected_beside_the_last_good_result_and_one_click_exports_it():
+    wb = workbench(GuardedAdd(), torch.randn(5, 3), torch.randn(5, 3), x={0: AUTO}, y={0: AUTO})
+    assert "dynamic x_dim0 [5, inf]" in shown(wb, "y", 0)
+    row = wb.axis_row("y", 0)
+    row.name.value, row.min.value, row.max.value = "dx", "3", "6"
+    row.policy.value = "Dim"
+    wb.wait()
+
+    assert "failed" in shown(wb, "y", 0) and "last good: dynamic x_dim0 [5, inf]" in shown(wb, "y", 0)
+    assert "capture failed" in wb.dims_view.message.value
+    assert not wb.dims_view.fixes_button.disabled and "dx = Dim(&#x27;dx&#x27;, min=5, max=6)" in wb.dims_view.fixes.value
+    assert "last good export" in wb.stages_view.last_good.value
+
+    wb.dims_view.fixes_button.click()
+    wb.wait()
+
+    assert "dynamic dx [5, 6]" in shown(wb, "x", 0) and "dynamic dx [5, 6]" in shown(wb, "y", 0)
+    assert "<code>[dx, 3]</code>" in onnx_input_shapes(wb)
+    assert (wb.axis_control("y", 0).value, wb.axis_row("y", 0).min.value) == ("Dim", "5")
+    assert wb.dims_view.fixes_button.disabled and wb.session.succeeded
+    assert wb.stages_view.last_good.value == "" and wb.dims_view.message.value == ""
+
+
+def test_cancel_during_a_capture_leaves_the_previous_result_shown():
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), x={0: Dim("batch")})
+    previous = wb.session
+    model.gate.clear()
+    model.entered.clear()
+
+    wb.axis_control("x", 0).value = "STATIC"
+    assert model.entered.wait(60)  # the capture is running on the worker; this thread is free
+    wb.cancel_button.click()
+    model.gate.set()
+    wb.wait()
+
+    assert wb.session is previous
+    assert "dynamic batch" in shown(wb, "x", 0)
+    assert wb.axis_control("x", 0).value == "Dim"
+    assert "<code>[batch, 8]</code>" in onnx_input_shapes(wb)
+    assert "cancelled" in wb.job_status.value and wb.cancel_button.disabled
+
+
+def test_a_new_change_while_capturing_supersedes_the_running_one():
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
+    model.gate.clear()
+    model.entered.clear()
+    wb.axis_control("x", 0).value = "STATIC"
+    assert model.entered.wait(60)
+    wb.axis_control("x", 0).value = "AUTO"
+    model.gate.set()
+    wb.wait()
+    assert wb.session.spec.policy("x", 0) is AUTO
+    assert "dynamic" in shown(wb, "x", 0)
+
+
+def test_an_export_failure_is_shown_with_its_hint_and_the_widget_keeps_working():
+    wb = workbench(Broken(), torch.randn(2, 8))
+    assert "capture failed" in wb.stages_view.error.value
+    assert "this model cannot be traced" in wb.stages_view.error.value
+    assert "failed" in wb.job_status.value
+    assert "failed" in shown(wb, "x", 0)
+    wb.axis_control("x", 0).value = "AUTO"  # still answers
+    wb.wait()
+    assert wb.session.spec.policy("x", 0) is AUTO
+
+
+def test_stages_tab_shows_each_stage_attempt_and_next_step_runs_one_stage():
+    wb = workbench(Tiny(), torch.randn(4, 8), run=False)
+    assert "not run" in wb.stages_view.table.value
+    wb.stages_view.next_button.click()
+    wb.wait()
+    table = wb.stages_view.table.value
+    assert "<td>capture</td><td><b style=\"color: #2ca02c\">ok</b>" in table
+    assert "<td>decompose</td><td><b style=\"color: #7f7f7f\">not run</b>" in table
+    assert "nonstrict" in wb.stages_view.attempts.value
+    wb.stages_view.all_button.click()  # every stage, verify and benchmark
+    wb.wait(180)
+    table = wb.stages_view.table.value
+    for step in ("optimize", "verify", "benchmark"):
+        assert f"<td>{step}</td><td><b style=\"color: #2ca02c\">" in table, step
+
+
+def test_verify_button_shows_the_verdict_and_the_case_table():
+    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    wb.verify_view.button.click()
+    wb.wait()
+    assert "passed" in wb.verify_view.status.value
+    assert "<table" in wb.verify_view.table.value and "<svg" in wb.verify_view.chart.value
+
+
+def test_benchmark_tab_shows_latency_and_the_sweep():
+    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    wb.run_analysis("benchmark", budget=0.05, min_runs=5)
+    wb.wait()
+    assert "ok" in wb.benchmark_view.status.value and "<svg" in wb.benchmark_view.chart.value
+    wb.run_analysis("benchmark_sweep", sizes=(1, 4), budget=0.05, min_runs=5)
+    wb.wait()
+    assert "latency vs batch" in wb.benchmark_view.sweep.value and "<svg" in wb.benchmark_view.sweep.value
+
+
+def test_guards_tab_draws_the_table_and_both_charts_when_shown():
+    class Branch(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] > 2:
+                return x * 2
+            return x
+
+    wb = workbench(Branch(), torch.randn(5, 3), follow="capture", x={0: AUTO})
+    assert wb.guards_view.charts.value == ""  # not drawn while hidden
+    wb.tabs.selected_index = wb.views.index(wb.guards_view)
+    assert "x.shape[0] &gt; 2" in wb.guards_view.table.value
+    assert wb.guards_view.charts.value.count("<svg") == 2
+
+
+def test_graphs_tab_draws_the_side_by_side_view_or_says_it_is_not_available():
+    wb = workbench(Tiny(), torch.randn(4, 8))
+    if not wb.graphs_view.available:
+        assert "not available" in wb.graphs_view.view.value
+        return
+    wb.graphs_view.button.click()
+    wb.wait()
+    assert "<svg" in wb.graphs_view.view.value or "wb-graph-fallback" in wb.graphs_view.view.value
+
+
+def test_axis_control_of_an_unknown_axis_names_the_axes_there_are():
+    wb = workbench(Tiny(), torch.randn(4, 8), run=False)
+    with pytest.raises(KeyError, match="the axes are x.0, x.1"):
+        wb.axis_control("x", 2)
+
+
+def test_dom_hooks_for_the_browser_test():
+    wb = workbench(Tiny(), torch.randn(4, 8), run=False)
+    assert "wb-workbench" in wb._dom_classes
+    assert "wb-axis-x-0" in wb.axis_control("x", 0)._dom_classes
+    assert "wb-dim-result-x-0" in wb.axis_row("x", 0).result._dom_classes
+    assert list(wb.axis_control("x", 0).options) == ["AUTO", "STATIC", "DYNAMIC", "Dim"]
