@@ -32,6 +32,11 @@ _DIM_CALL = re.compile(r"^Dim\(\s*['\"](\w+)['\"]\s*(?:,\s*min\s*=\s*(\d+))?\s*(
 _SIZE_MISMATCH = "must match the size of tensor"
 
 
+def _line_matches(pattern: re.Pattern[str], exc: BaseException | str) -> list[re.Match[str]]:
+    """The match of ``pattern`` in each line of a message that has one, in order."""
+    return [match for line in str(exc).splitlines() if (match := pattern.search(line.strip()))]
+
+
 def is_constraint_violation(exc: BaseException) -> bool:
     """torch rejected the dim spec itself: a ``UserError`` of type ``CONSTRAINT_VIOLATION`` (or
     the ``ConstraintViolationError`` under it); for other types, its wording."""
@@ -88,23 +93,13 @@ def marked_static(exc: BaseException | str) -> list[tuple[str, int]]:
 def zero_one_specializations(exc: BaseException | str) -> list[tuple[str, int]]:
     """``(source, hint)`` for each "0/1 specialized due to hint of <hint> for dimension
     <source>" (a size-0/1 example asked dynamic, captured without size-oblivious mode)."""
-    found = []
-    for line in str(exc).splitlines():
-        match = _ZERO_ONE.search(line.strip())
-        if match:
-            found.append((match.group(2), int(match.group(1))))
-    return found
+    return [(match.group(2), int(match.group(1))) for match in _line_matches(_ZERO_ONE, exc)]
 
 
 def range_violations(exc: BaseException | str) -> list[tuple[str, str]]:
     """``(name, guard)`` for each "Not all values of <name> = ... satisfy the generated guard
     <guard>" (``name`` is a Dim name or an input source)."""
-    found = []
-    for line in str(exc).splitlines():
-        match = _NOT_ALL_VALUES.search(line.strip())
-        if match:
-            found.append((match.group(1), match.group(2)))
-    return found
+    return [(match.group(1), match.group(2)) for match in _line_matches(_NOT_ALL_VALUES, exc)]
 
 
 def guard_bounds(guard: str) -> tuple[list[int], list[int]]:

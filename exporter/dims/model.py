@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from ..axis import Axis
 from ..errors import SpecError
 from ..inputs import BoundInputs
 
@@ -92,6 +93,11 @@ class AxisEntry:
     path: str
     axis: int
     policy: AxisPolicy
+
+    @property
+    def axis_key(self) -> Axis:
+        """This entry's :class:`~exporter.axis.Axis` (``path``, ``axis``)."""
+        return Axis(self.path, self.axis)
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,7 @@ class DimSpec:
     def describe(self) -> str:
         if not self.entries:
             return "all dims static"
-        return ", ".join(f"{e.path}.{e.axis}={e.policy!r}" for e in self.entries)
+        return ", ".join(f"{e.axis_key.dotted}={e.policy!r}" for e in self.entries)
 
     def __repr__(self) -> str:
         return f"DimSpec({self.describe()})"
