@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from exporter import AUTO, Dim, ExportOptions, Session  # noqa: E402
-from exporter.bench import BenchmarkResult, EngineTiming, LatencyStats, ProfileResult, SweepResult  # noqa: E402
+from exporter.bench import BenchmarkResult, EngineTiming, LatencyStats, Noise, ProfileResult, SweepResult  # noqa: E402
 from workbench.render import bench_charts  # noqa: E402
 
 
@@ -70,11 +70,32 @@ def test_latency_vs_size_draws_a_line_per_engine_over_the_swept_sizes():
     sizes = (1, 4, 16)
     points = tuple(BenchmarkResult(timing("onnxruntime", 1e-4 * n), timing("eager", 3e-4 * n), None) for n in sizes)
     figure = renders(bench_charts.latency_vs_size(SweepResult("batch", sizes, points)))
-    (ax,) = figure.axes
+    ax, ratio_ax = figure.axes
     assert [line.get_label() for line in ax.lines] == ["onnxruntime p50", "eager PyTorch p50"]
     assert list(ax.lines[0].get_xdata()) == [1, 4, 16]
     assert ax.lines[1].get_ydata()[2] == pytest.approx(3e-4 * 16 * 1e3 * 1.03, rel=0.05)
     assert ax.get_xlabel() == "batch" and ax.get_xscale() == "log"
+    assert ratio_ax.get_ylabel() == "eager time / onnxruntime time"
+    eager_only = SweepResult("batch", sizes, tuple(BenchmarkResult(timing("onnxruntime", 1e-4), None, None) for _ in sizes))
+    assert len(renders(bench_charts.latency_vs_size(eager_only)).axes) == 1  # no ratio without eager
+
+
+def test_latency_vs_size_shows_each_sizes_ratio_interval_and_a_busy_note():
+    sizes = (1, 8)
+    intervals = ((2.0, 3.0), (0.4, 9.8))
+    busy = Noise.assess(20, 3.0, intervals[1], [0.4, 3.0, 9.8], (("eager", 1.1),), None)
+    points = tuple(BenchmarkResult(timing("onnxruntime", 1e-4), timing("eager", 2.5e-4), None, speedup_rounds=(2.5,),
+                                   speedup_ci=interval, noise=busy if interval == intervals[1] else None)
+                   for interval in intervals)
+    figure = renders(bench_charts.latency_vs_size(SweepResult("batch", sizes, points)))
+    ax, ratio_ax = figure.axes
+    (band,) = ratio_ax.collections[:1]
+    corners = {(round(x), round(y, 3)) for x, y in band.get_paths()[0].vertices}
+    assert {(1, 2.0), (1, 3.0), (8, 0.4), (8, 9.8)} <= corners  # each size's interval, not a point
+    assert [t.get_text() for t in ax.texts] == ["machine busy: rerun when idle"]
+    histogram = renders(bench_charts.latency_histogram(points[1]))
+    assert "(95% 0.40–9.80x)" in histogram.axes[0].get_title()
+    assert [t.get_text() for t in histogram.axes[0].texts] == ["machine busy: rerun when idle"]
 
 
 def test_profile_bars_have_one_bar_per_op_type(session):

@@ -18,8 +18,14 @@ ORT_COLOR = "#1f77b4"
 EAGER_COLOR = "#ff7f0e"
 PASS_COLOR = "#2ca02c"
 FAIL_COLOR = "#d62728"
+RATIO_COLOR = "#2f4f4f"
 
 
+def _busy_note(ax: Any, warning: str | None) -> None:
+    """A red note in the axes' top-left corner when the result says the machine was busy."""
+    if warning:
+        ax.text(0.01, 0.98, "machine busy: rerun when idle", transform=ax.transAxes, ha="left", va="top",
+                color=FAIL_COLOR, fontsize="small", gid="busy-note")
 
 
 def latency_histogram(result: Any, *, bins: int = 40) -> Any:
@@ -42,17 +48,26 @@ def latency_histogram(result: Any, *, bins: int = 40) -> Any:
     title = "latency distribution"
     if result.speedup is not None:
         title += f": onnxruntime {result.speedup:.2f}x eager"
+        interval = getattr(result, "speedup_ci", None)
+        if interval is not None:
+            title += f" (95% {interval[0]:.2f}–{interval[1]:.2f}x)"
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize="small")
+    _busy_note(ax, getattr(result, "warning", None))
     return figure
 
 
 def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
-    """p50 latency (p90 as a band top) against the swept dim, onnxruntime and eager."""
+    """Top: p50 latency (p90 as a band top) against the swept dim, onnxruntime and eager.
+    Bottom (when eager was timed): onnxruntime's speedup over eager per size, its median over
+    rounds with the 95% interval as a band and error bars. A red note when any size was
+    measured on a busy machine (``sweep.warning``)."""
     if sweep.error:
         return message_figure(f"sweep could not run: {sweep.error}")
-    figure = new_figure()
-    ax = figure.add_subplot()
+    ratios = [(size, point.speedup, getattr(point, "speedup_ci", None))
+              for size, point in zip(sweep.sizes, sweep.points) if point.speedup is not None]
+    figure = new_figure(6.4, 5.4 if ratios else 3.6)
+    ax = figure.add_subplot(2, 1, 1) if ratios else figure.add_subplot()
     for engine, color in (("ort", ORT_COLOR), ("eager", EAGER_COLOR)):
         points = [
             (size, getattr(point, engine).stats)
@@ -74,7 +89,26 @@ def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
     ax.set_ylabel("latency (ms)")
     ax.set_title(f"latency vs {sweep.dim}")
     ax.legend(fontsize="small")
+    _busy_note(ax, getattr(sweep, "warning", None))
+    if ratios:
+        _speedup_axes(figure.add_subplot(2, 1, 2, sharex=ax), sweep.dim, ratios, log)
     return figure
+
+
+def _speedup_axes(ax: Any, dim: str, ratios: list[tuple[int, float, Any]], log: bool) -> None:
+    sizes = [size for size, _, _ in ratios]
+    middle = [ratio for _, ratio, _ in ratios]
+    low = [interval[0] if interval else ratio for _, ratio, interval in ratios]
+    high = [interval[1] if interval else ratio for _, ratio, interval in ratios]
+    ax.fill_between(sizes, low, high, color=RATIO_COLOR, alpha=0.15, label="95% interval over rounds")
+    ax.errorbar(sizes, middle, yerr=[[m - lo for m, lo in zip(middle, low)], [hi - m for m, hi in zip(middle, high)]],
+                fmt="o-", color=RATIO_COLOR, capsize=3, label="onnxruntime speedup (median of rounds)")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel(dim)
+    ax.set_ylabel("eager time / onnxruntime time")
+    ax.legend(fontsize="small")
 
 
 def profile_bars(profile: Any, *, by: str = "op_type", top: int = 12) -> Any:
