@@ -1,0 +1,169 @@
+"""``%onnx_export`` through a real IPython ``InteractiveShell``: loading the extension, the line
+and cell forms, ``-o``, ``--dynamic`` reaching the ONNX dim names, usage mistakes as one-line
+``UsageError`` s, and a failing export shown as a message with the shell still alive."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import get_ipython
+
+import workbench.magics
+
+MODELS = '''
+import torch
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x, scale=None):
+        y = self.linear(x)
+        return y if scale is None else y * scale
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        raise RuntimeError("this model cannot be traced")
+
+model = Tiny()
+x = torch.randn(4, 8)
+'''
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "workbench")
+    assert shell.run_cell(MODELS).success
+    return shell
+
+
+def onnx_dims(session):
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in session.model_proto.graph.input}
+
+
+def test_load_ext_registers_the_line_and_cell_magic(ip):
+    magics = ip.magics_manager.magics
+    assert "onnx_export" in magics["line"] and "onnx_export" in magics["cell"]
+
+
+def test_line_magic_stores_the_session_and_dynamic_names_the_onnx_dims(ip, capsys, tmp_path):
+    target = tmp_path / "tiny.onnx"
+    ip.run_line_magic("onnx_export", f"-o session --no-verify --dynamic x.0=batch --save {target} model(x)")
+    session = ip.user_ns["session"]
+    assert session.succeeded and onnx_dims(session) == {"x": ["batch", 8]}
+    printed = capsys.readouterr().out
+    assert "[batch, 8]" in printed and f"saved {target}" in printed
+    assert onnx_dims_of_file(target) == {"x": ["batch", 8]}
+
+
+def onnx_dims_of_file(path):
+    proto = onnx.load(str(path))
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in proto.graph.input}
+
+
+def test_line_magic_passes_keyword_arguments_and_options(ip, capsys):
+    ip.run_line_magic("onnx_export", "-o scaled --no-verify --no-optimize --opset 18 --strategy strict "
+                                     "--dynamic x.0=rows:2:64 model(x, scale=torch.tensor(2.0))")
+    session = ip.user_ns["scaled"]
+    assert session.succeeded and "scale" in session.inputs.paths
+    assert (session.options.opset_version, session.options.strategy, session.options.optimize) == (18, "strict", False)
+    assert (session.dims["x", 0].min, session.dims["x", 0].max) == (2, 64)
+    assert "verif" not in capsys.readouterr().out.lower()
+
+
+def test_cell_magic_runs_the_set_up_code_and_exports_the_last_line(ip, capsys):
+    ip.run_cell_magic("onnx_export", "-o from_cell --dynamic x.0=batch",
+                      "small = Tiny()\nbatch_of_two = torch.randn(2, 8)\nsmall(batch_of_two)\n")
+    session = ip.user_ns["from_cell"]
+    assert session.model is ip.user_ns["small"]
+    assert onnx_dims(session) == {"x": ["batch", 8]}
+    assert "Verification PASSED" in capsys.readouterr().out  # verify runs unless --no-verify
+
+
+def test_cell_magic_through_run_cell_like_a_notebook(ip):
+    result = ip.run_cell("%%onnx_export -o via_cell --no-verify\nm3 = Tiny()\nm3(torch.randn(3, 8))\n")
+    assert result.success and ip.user_ns["via_cell"].succeeded
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("", "give the call to export"),
+        ("--dynamic x0=batch model(x)", "is not INPUT.AXIS=NAME"),
+        ("--dynamic x.zero=batch model(x)", "is not an integer"),
+        ("--opset 99 model(x)", "99"),
+        ("--strategy fastest model(x)", "unknown strategy 'fastest'"),
+        ("--no-such-option model(x)", "unrecognized arguments"),
+        ("-o 1st model(x)", "is not a Python name"),
+        ("model", "is not a call"),
+        ("model(x", "is not a Python call"),
+        ("model(undefined_tensor)", "NameError: name 'undefined_tensor' is not defined"),
+        ("--dynamic y.0=batch model(x)", "unknown input 'y'"),
+        ("--dynamic x.5=batch model(x)", "axis 5"),
+        ("--save /nonexistent/dir/m.onnx model(x)", "/nonexistent/dir"),
+    ],
+)
+def test_a_usage_mistake_is_a_one_line_usage_error(ip, line, message):
+    with pytest.raises(UsageError) as raised:
+        ip.run_line_magic("onnx_export", line)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_cell_magic_usage_mistakes_are_usage_errors(ip):
+    with pytest.raises(UsageError, match="end the %%onnx_export cell with the call"):
+        ip.run_cell_magic("onnx_export", "", "y = 1\n")
+    with pytest.raises(UsageError, match="the cell's last line"):
+        ip.run_cell_magic("onnx_export", "model(x)", "model(x)\n")
+
+
+def test_a_failing_export_is_shown_as_a_message_and_the_shell_stays_alive(ip, capsys):
+    result = ip.run_cell("%onnx_export -o broken Broken()(x)")
+    assert result.success  # no exception reached the shell
+    printed = capsys.readouterr()
+    assert "[capture]" in printed.out and "this model cannot be traced" in printed.out
+    assert "Traceback" not in printed.out + printed.err
+    assert ip.user_ns["broken"].failed_stage.name == "capture"
+    assert ip.run_cell("after = 1 + 1").success and ip.user_ns["after"] == 2
+
+
+def test_a_usage_error_in_a_notebook_cell_is_one_line_not_a_traceback(ip, capsys):
+    result = ip.run_cell("%onnx_export --opset 99 model(x)")
+    printed = capsys.readouterr()
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "Traceback" not in printed.out + printed.err
+
+
+def test_with_a_front_end_the_magic_displays_the_workbench(ip, monkeypatch):
+    shown = []
+    monkeypatch.setattr(workbench.magics, "shows_widgets", lambda shell: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    ip.run_line_magic("onnx_export", "-o live --no-verify --dynamic x.0=batch model(x)")
+    (wb,) = shown
+    wb.wait()
+    assert wb.session is ip.user_ns["live"]
+    assert "dynamic batch [0, inf]" in wb.axis_row("x", 0).result.value
+    assert "<code>[batch, 8]</code>" in wb.stages_view.ports.value
+
+
+def test_with_a_front_end_a_failing_export_is_shown_in_the_widget(ip, monkeypatch):
+    shown = []
+    monkeypatch.setattr(workbench.magics, "shows_widgets", lambda shell: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    assert ip.run_cell("%onnx_export Broken()(x)").success
+    (wb,) = shown
+    wb.wait()
+    assert "this model cannot be traced" in wb.stages_view.error.value
+    assert ip.run_cell("still = 'alive'").success
+
+
+def test_no_widget_prints_text_even_with_a_front_end(ip, monkeypatch, capsys):
+    monkeypatch.setattr(workbench.magics, "shows_widgets", lambda shell: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj: pytest.fail("no widget expected"))
+    ip.run_line_magic("onnx_export", "--no-widget --no-verify model(x)")
+    assert "optimize" in capsys.readouterr().out
