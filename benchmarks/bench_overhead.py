@@ -14,12 +14,23 @@ Run: ``python benchmarks/bench_overhead.py [--rounds N] [--budget S] [--threads 
     the round ratios. Target: within 2% (0.98 .. 1.02). For reference the script also times a
     bare ``InferenceSession.run(None, feeds)`` loop on prebuilt numpy feeds (no IO binding).
 
-(2) onnxruntime vs eager PyTorch (inference mode, same thread count) p50 latency for the demo
-    block (``exporter.examples.demo_block``) and a 2-layer ``torch.nn.TransformerEncoder``
-    (d_model 64, 4 heads, feed-forward 256, random weights), each verified over a shape sweep
-    first.
+(2) The eager baseline. Each round alternates a compared ``session.benchmark()`` (onnxruntime
+    and eager in interleaved rounds, spinning off) with a bare eager loop run alone (inference
+    mode, the same thread count, the same number of calls): harness eager p50 / bare eager p50
+    per round, median over rounds. Target: within 5%.
 
-Numbers vary run to run on a shared machine; the script prints its load average.
+(3) Stability of the headline: ``session.benchmark()`` called 5 times in a row with its
+    defaults; max / min of the 5 speedups. Target on an idle machine: at most 1.3. Each call's
+    interval and noise warning are printed: on a busy machine the spread is expected to be
+    wider and the warnings say so.
+
+(4) onnxruntime vs eager PyTorch (inference mode, same thread count) for the demo block
+    (``exporter.examples.demo_block``) and a 2-layer ``torch.nn.TransformerEncoder``
+    (d_model 64, 4 heads, feed-forward 256, random weights), each verified over a shape sweep
+    first: the median of per-round ratios with its 95% interval.
+
+Numbers vary run to run on a shared machine; the script prints its load average before and
+after.
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ import warnings
 from typing import Any
 
 TARGET = 0.02
+EAGER_TARGET = 0.05
+SPREAD_TARGET = 1.3
 
 
 def quiet() -> None:
@@ -117,6 +130,68 @@ def overhead(session: Any, rounds: int, budget: float, threads: int, verbose: bo
     print(f"    bare run(None, numpy feeds) / bare IO binding: {statistics.median(plain_ratios):.3f}")
 
 
+def bare_eager(model: Any, args: tuple, kwargs: dict, threads: int, calls: int) -> list[float]:
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    perf = time.perf_counter_ns
+    samples = []
+    append = samples.append
+    try:
+        with torch.inference_mode():
+            for _ in range(5):
+                model(*args, **kwargs)
+            for _ in range(calls):
+                t0 = perf()
+                model(*args, **kwargs)
+                append(perf() - t0)
+    finally:
+        torch.set_num_threads(previous)
+    return [s / 1e9 for s in samples]
+
+
+def eager_baseline(session: Any, rounds: int, budget: float, threads: int) -> None:
+    args, kwargs = session.inputs.args, dict(session.inputs.kwargs)
+    ratios, rows = [], []
+    for i in range(rounds):
+        order = ["harness", "bare"] if i % 2 == 0 else ["bare", "harness"]
+        medians: dict[str, float] = {}
+        calls = None
+        for name in order:
+            if name == "harness":
+                result = session.benchmark(budget=budget, threads=threads, precision=0.0)
+                medians["harness"] = result.eager.stats.p50
+                calls = result.eager.stats.runs
+            else:
+                samples = bare_eager(session.model, args, kwargs, threads, calls or max(100, int(budget / 3e-4)))
+                medians["bare"] = statistics.median(samples)
+        ratios.append(medians["harness"] / medians["bare"])
+        rows.append((medians["harness"], medians["bare"]))
+    ratio = statistics.median(ratios)
+    verdict = "ok" if abs(ratio - 1) <= EAGER_TARGET else "MISS"
+    print(f"\n(2) eager baseline: demo block, {threads} thread(s), {rounds} rounds x {budget:g} s")
+    print(f"    median over rounds: harness eager p50 {statistics.median(r[0] for r in rows) * 1e3:.4f} ms, "
+          f"bare eager alone p50 {statistics.median(r[1] for r in rows) * 1e3:.4f} ms")
+    print(f"    harness eager / bare eager median ratio: {ratio:.4f} (rounds: {min(ratios):.3f} .. {max(ratios):.3f}; "
+          f"target 1 ± {EAGER_TARGET}) {verdict}")
+
+
+def headline_spread(session: Any, calls: int, threads: int | None) -> None:
+    speedups = []
+    print(f"\n(3) headline stability: {calls} x session.benchmark() with its defaults, demo block")
+    for i in range(calls):
+        result = session.benchmark(threads=threads)
+        speedups.append(result.speedup)
+        low, high = result.speedup_ci
+        print(f"    call {i + 1}: onnxruntime {result.speedup:.3f}x faster (95% {low:.3f}–{high:.3f}x, "
+              f"{len(result.speedup_rounds)} rounds; eager p50 {result.eager.stats.p50 * 1e3:.4f} ms)"
+              f"{'  BUSY: ' + result.warning if result.warning else ''}")
+    spread = max(speedups) / min(speedups)
+    verdict = "ok" if spread <= SPREAD_TARGET else "MISS"
+    print(f"    max / min of the {calls} headlines: {spread:.3f} (target <= {SPREAD_TARGET} on an idle machine) {verdict}")
+
+
 def transformer_encoder(batch: int = 4, seq: int = 32) -> tuple:
     import torch
 
@@ -133,8 +208,9 @@ def transformer_encoder(batch: int = 4, seq: int = 32) -> tuple:
 def ort_vs_eager(budget: float, threads: int) -> None:
     from exporter.examples import demo_block
 
-    print(f"\n(2) onnxruntime vs eager PyTorch, {threads} thread(s), p50 latency, {budget:g} s per engine")
-    header = f"    {'model':<26} {'inputs':<38} {'verify':<8} {'ort p50 ms':>10} {'eager p50 ms':>12} {'ort/eager':>9} {'speedup':>8}"
+    print(f"\n(4) onnxruntime vs eager PyTorch, {threads} thread(s), p50 latency, {budget:g} s per engine")
+    header = (f"    {'model':<26} {'inputs':<38} {'verify':<8} {'ort p50 ms':>10} {'eager p50 ms':>12} {'ort/eager':>9} "
+              f"{'speedup':>8} {'95% interval':>15}")
     print(header)
     for name, factory in (("demo block", demo_block), ("2-layer TransformerEncoder", transformer_encoder)):
         model, args, kwargs, dims = factory()
@@ -144,8 +220,11 @@ def ort_vs_eager(budget: float, threads: int) -> None:
         shapes = ", ".join(f"{n}{list(s)}" for n, s in result.input_shapes)
         print(
             f"    {name:<26} {shapes:<38} {verified.status:<8} {result.ort.stats.p50 * 1e3:>10.4f} "
-            f"{result.eager.stats.p50 * 1e3:>12.4f} {result.ratio:>9.3f} {result.speedup:>7.2f}x"
+            f"{result.eager.stats.p50 * 1e3:>12.4f} {result.ratio:>9.3f} {result.speedup:>7.2f}x "
+            f"{result.speedup_ci[0]:>7.2f}–{result.speedup_ci[1]:.2f}x"
         )
+        if result.warning:
+            print(f"      BUSY: {result.warning}")
         print(f"      ort   {result.ort.stats.summary()}")
         print(f"      eager {result.eager.stats.summary()}")
 
@@ -156,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-budget", type=float, default=0.25, help="seconds of timed calls per round (default 0.25)")
     parser.add_argument("--overhead-threads", type=int, default=1,
                         help="intra-op threads for (1); 1 keeps it insensitive to other load (default 1)")
-    parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per engine in (2) (default 2)")
-    parser.add_argument("--threads", type=int, default=None, help="threads for (2) (default torch's)")
+    parser.add_argument("--eager-rounds", type=int, default=8, help="harness/bare eager rounds in (2) (default 8)")
+    parser.add_argument("--repeats", type=int, default=5, help="benchmark() calls in (3) (default 5)")
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per engine in (4) (default 2)")
+    parser.add_argument("--threads", type=int, default=None, help="threads for (2)-(4) (default torch's)")
     parser.add_argument("--skip-models", action="store_true", help="only measure the harness overhead")
     parser.add_argument("--verbose", action="store_true", help="print every round of (1)")
     options = parser.parse_args(argv)
@@ -171,9 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {os.cpu_count()} CPUs, "
           f"load average {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     model, args, kwargs, dims = demo_block()
-    overhead(export(model, args, kwargs, dims), options.rounds, options.round_budget, options.overhead_threads, options.verbose)
+    session = export(model, args, kwargs, dims)
+    overhead(session, options.rounds, options.round_budget, options.overhead_threads, options.verbose)
     if not options.skip_models:
+        eager_baseline(session, options.eager_rounds, 2 * options.round_budget, threads)
+        headline_spread(session, options.repeats, options.threads)
         ort_vs_eager(options.budget, threads)
+    print(f"\nload average after: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
 
