@@ -1,0 +1,126 @@
+"""The tutorial notebooks in ``notebooks/``, executed top to bottom in a real Jupyter kernel
+(nbclient) with widget state stored, in a temporary working directory.
+
+Each test runs one notebook as committed, then a few check cells appended to a copy (the
+committed notebook stays a tutorial, not a test), and asserts on the outputs, the files the
+notebook wrote and the widgets' final state. Any error in any cell fails the test with the
+cell's traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+CELL_TIMEOUT = 300  # one cell; a notebook takes well under a minute here
+WAIT_FOR_WIDGETS = """
+import gc
+from workbench import Workbench
+
+workbenches = [o for o in gc.get_objects() if isinstance(o, Workbench)]
+for each in workbenches:
+    each.wait(120)
+print("workbenches:", len(workbenches))
+"""
+
+
+def execute(name: str, workdir: Path, checks: list[str] = ()) -> "nbformat.NotebookNode":
+    """Run ``notebooks/<name>.ipynb`` and then ``checks`` (code cells) in one kernel whose
+    working directory is ``workdir``; return the executed notebook (the checks' cells last)."""
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    notebook.cells.extend(nbformat.v4.new_code_cell(code) for code in checks)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    client = nbclient.NotebookClient(
+        notebook, timeout=CELL_TIMEOUT, kernel_name="python3", store_widget_state=True,
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    start = time.perf_counter()
+    client.execute(env=env)
+    print(f"{name}: {time.perf_counter() - start:.1f} s")
+    return notebook
+
+
+def text_of(cell) -> str:
+    """Everything a code cell printed or displayed as text (stdout, stderr, text/plain)."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.output_type == "stream":
+            parts.append(output.text)
+        elif "data" in output:
+            parts.append(output.data.get("text/plain", ""))
+    return "".join(parts)
+
+
+def cell_with(notebook, source: str):
+    """The first code cell whose source contains ``source``."""
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and source in cell.source:
+            return cell
+    raise AssertionError(f"no code cell contains {source!r}")
+
+
+def widget_values(notebook) -> dict[str, str]:
+    """``{css class: value}`` of every stored widget that has a ``wb-`` class and a value
+    (the text of an HTML widget's value, without tags)."""
+    states = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    values = {}
+    for model in states.values():
+        state = model.get("state", {})
+        for css in state.get("_dom_classes", ()):
+            if css.startswith("wb-") and "value" in state:
+                values[css] = re.sub(r"<[^>]+>", "", str(state["value"]))  # HTML widgets: text only
+    return values
+
+
+def onnx_input_dims(path: Path) -> dict[str, list]:
+    import onnx
+
+    model = onnx.load(str(path))
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input}
+
+
+# -- the notebooks as committed ---------------------------------------------------------------
+def test_every_notebook_has_a_test_here_and_is_committed_without_outputs():
+    names = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    source = Path(__file__).read_text()
+    assert names, "no notebooks found"
+    for name in names:
+        assert f'execute("{name}"' in source, f"{name}.ipynb is not executed by this module"
+        notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        nbformat.validate(notebook)
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, f"{name}: commit it with outputs cleared"
+        assert notebook.metadata.kernelspec.name == "python3"
+
+
+# -- 01 ---------------------------------------------------------------------------------------
+def test_01_quickstart_exports_shows_the_widget_saves_a_named_dim_and_writes_the_report(tmp_path):
+    notebook = execute("01_quickstart", tmp_path, [
+        WAIT_FOR_WIDGETS,
+        "assert len(workbenches) == 1 and workbenches[0].session.succeeded, workbenches\n"
+        "assert workbenches[0].session.spec == session.spec",
+    ])
+    assert "x: ['batch', 16]" in text_of(cell_with(notebook, "saved = onnx.load(path)"))
+    assert onnx_input_dims(tmp_path / "out" / "tiny.onnx") == {"x": ["batch", 16]}
+    assert re.search(r"shape \(9, 3\) max difference \d", text_of(cell_with(notebook, "x9 = torch.randn(9, 16)")))
+    assert "Verification PASSED" in text_of(cell_with(notebook, "verification = session.verify()"))
+    report = (tmp_path / "out" / "tiny_report.html").read_text()
+    for section in ("Stages", "Dims", "Guards", "Graphs", "Verification"):
+        assert f">{section}<" in report, section
+    assert "<svg" in report and "<script" not in report
+    values = widget_values(notebook)
+    assert "passed" in values["wb-verify-status"], values.get("wb-verify-status")
+    assert "batch" in values["wb-onnx-ports"] and "ok" in values["wb-stages-table"]
+    assert values["wb-dim-result-x-0"].startswith("dynamic"), values["wb-dim-result-x-0"]
