@@ -117,6 +117,29 @@ class JobRunner:
         self._queue(job)
         return job
 
+    def beside(self, work: Callable[[], Any]) -> None:
+        """Run ``work`` on the export worker after what is queued, without cancelling the
+        current job (drawing a tab's charts); :meth:`wait` waits for it too."""
+        from exporter.worker import submit_work
+
+        marker = object()
+        with self._lock:
+            self._active.add(marker)  # type: ignore[arg-type]
+            self._idle.clear()
+
+        def run() -> None:
+            try:
+                work()
+            except Exception:  # noqa: BLE001
+                _log.exception("workbench: %r failed", work)
+            finally:
+                with self._lock:
+                    self._active.discard(marker)  # type: ignore[arg-type]
+                    if not self._active:
+                        self._idle.set()
+
+        submit_work(run)
+
     def cancel(self) -> Job | None:
         """Cancel the current job; return it (None if there was none)."""
         with self._lock:

@@ -108,7 +108,7 @@ class Workbench(widgets.VBox):
 
         self.dims_view.show_spec(session.spec)
         if session.stages:
-            self._render(session)
+            self._runner.beside(lambda: self._render_locked(session))
         if run:
             first = steps_until("optimize") + ((Step("save", {"path": save}),) if save is not None else ())
             first += ((Step("verify"),) if verify else ()) + ((Step("benchmark"),) if benchmark else ())
@@ -171,17 +171,16 @@ class Workbench(widgets.VBox):
     def cancel(self) -> None:
         """Stop the background job at its next step and put the previous result back on screen."""
         with self._render_lock:
-            job = self._runner.cancel()
+            job = self._runner.current
             if job is None:
                 return
             previous = job.previous
-            self._shown = previous
             self.dims_view.show_spec(previous.spec)
-            self._status(f"cancelled {job.label}: showing the previous result")
-            if previous.stages:
-                self._render(previous)
-            else:
-                self.stages_view.reset()
+            # Drawing reads the session, which the worker may hold while it finishes the
+            # cancelled step: the previous result is drawn by the worker, as a job of its own.
+            self._runner.start(previous, (Step("show"),), f"cancelled {job.label}: showing the previous result",
+                               previous)
+            self._status(f"cancelling {job.label}…")
 
     # -- control handlers (kernel thread) ---------------------------------------------------------
     def _run_clicked(self, until: str) -> None:
@@ -217,8 +216,7 @@ class Workbench(widgets.VBox):
 
     def _tab_selected(self, change: Any) -> None:
         if self.views[change["new"] or 0] is self.guards_view:
-            with self._render_lock:
-                self._safely(self.guards_view.draw)
+            self._runner.beside(lambda: self._render_locked(None))
 
     # -- jobs -------------------------------------------------------------------------------------
     def _start(self, session: Any, steps: tuple[Step, ...], label: str) -> None:
@@ -244,6 +242,8 @@ class Workbench(widgets.VBox):
             return submit_work(session.save, step.options["path"])
         if step.task == "graphs":
             return submit_work(graph_renderer(), session)
+        if step.task == "show":
+            return submit_work(lambda: session)
         raise ValueError(f"unknown step {step.task!r}")
 
     def _on_step(self, job: Any, step: Step, result: Any) -> bool:
@@ -274,6 +274,13 @@ class Workbench(widgets.VBox):
             if step.task == "graphs":
                 self.graphs_view.show(result)
                 return True
+            if step.task == "show":
+                self._shown = session = job.session
+                if session.stages:
+                    self._render(session)
+                else:
+                    self.stages_view.reset()
+                return True
         return False
 
     def _stage_done(self, job: Any, result: Any) -> bool:
@@ -282,7 +289,7 @@ class Workbench(widgets.VBox):
             return False
         if session.result("capture").status == "ok":
             self._last_good = session
-        if result.status == "ok" and result.name == "optimize" or (result.name == "optimize" and result.status == "skipped"):
+        if result.name == "optimize" and result.ok:
             self._ports[id(session)] = self._onnx_ports(session)
         self._shown = session
         self._render(session)
@@ -296,6 +303,10 @@ class Workbench(widgets.VBox):
             if job.cancelled:
                 self.progress.value = 0.0
                 return
+            if job.steps[-1].task == "show":
+                self.progress.value = 0.0
+                self._status(job.label)
+                return
             failed = self._shown.failed_stage if self._shown is not None else None
             if failed is not None:
                 self.progress.bar_style = "danger"
@@ -307,31 +318,39 @@ class Workbench(widgets.VBox):
                 self._status(f"done: {job.label} in {took:.2f} s" + (f"; {self.last_message}" if self.last_message else ""))
 
     # -- observer sink (worker thread) ---------------------------------------------------------
+    # These run while the worker holds the session's lock: they only set widget values and
+    # never wait for the render lock (a kernel-thread caller holding it could be waiting for
+    # that session).
     def stage_started(self, job: Any, stage: str) -> None:
-        with self._render_lock:
-            if self._runner.is_current(job):
-                self._status(f"{stage}… ({job.label})")
-                self.stages_view.started(stage)
+        if self._runner.is_current(job):
+            self._status(f"{stage}… ({job.label})")
+            self.stages_view.started(stage)
 
     def stage_ended(self, job: Any, result: Any) -> None:
-        with self._render_lock:
-            if self._runner.is_current(job):
-                self.stages_view.ended(result)
-                if result.name in STAGES:
-                    self.progress.value = (STAGES.index(result.name) + 1) / len(STAGES)
+        if self._runner.is_current(job):
+            self.stages_view.ended(result)
+            if result.name in STAGES:
+                self.progress.value = (STAGES.index(result.name) + 1) / len(STAGES)
 
     def attempt_made(self, job: Any, attempt: Any) -> None:
-        with self._render_lock:
-            if self._runner.is_current(job):
-                self.stages_view.attempt(attempt)
+        if self._runner.is_current(job):
+            self.stages_view.attempt(attempt)
 
     def progress_made(self, job: Any, task: str, done: float, total: float, note_text: str = "") -> None:
-        with self._render_lock:
-            if self._runner.is_current(job):
-                self.progress.value = 0.0 if total <= 0 else min(1.0, done / total)
-                self._status(f"{task} {done:.0f}/{total:.0f} {note_text}".rstrip())
+        if self._runner.is_current(job):
+            self.progress.value = 0.0 if total <= 0 else min(1.0, done / total)
+            self._status(f"{task} {done:.0f}/{total:.0f} {note_text}".rstrip())
 
-    # -- rendering --------------------------------------------------------------------------------
+    # -- rendering (on the worker thread) ---------------------------------------------------------
+    def _render_locked(self, session: Any) -> None:
+        """Draw ``session`` (None: only the Guards tab of the session shown) unless a job
+        has replaced what is shown meanwhile."""
+        with self._render_lock:
+            if session is None:
+                self._safely(self.guards_view.draw)
+            elif self._shown is session and not self._runner.current:
+                self._render(session)
+
     def _render(self, session: Any) -> None:
         """Every view from ``session`` (its capture has run): the widget only reads the core."""
         self._safely(self.stages_view.show, session, self._last_good, self._ports.get(id(session)))

@@ -176,6 +176,20 @@ def test_cancel_during_a_capture_leaves_the_previous_result_shown():
     assert wb.axis_control("x", 0).value == "Dim"
     assert "<code>[batch, 8]</code>" in onnx_input_shapes(wb)
     assert "cancelled" in wb.job_status.value and wb.cancel_button.disabled
+    assert "<td>optimize</td><td><b style=\"color: #2ca02c\">ok</b>" in wb.stages_view.table.value
+
+
+def test_cancel_while_running_all_steps_of_the_shown_session_does_not_hang():
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), run=False)
+    model.gate.clear()
+    wb.stages_view.all_button.click()  # capture, ..., on the session already shown
+    assert model.entered.wait(60)
+    wb.cancel_button.click()  # returns at once although the worker holds that session
+    model.gate.set()
+    wb.wait(60)
+    assert "cancelled" in wb.job_status.value
+    assert wb.session.spec == wb.requested_session.spec
 
 
 def test_a_new_change_while_capturing_supersedes_the_running_one():
@@ -247,6 +261,7 @@ def test_guards_tab_draws_the_table_and_both_charts_when_shown():
     wb = workbench(Branch(), torch.randn(5, 3), follow="capture", x={0: AUTO})
     assert wb.guards_view.charts.value == ""  # not drawn while hidden
     wb.tabs.selected_index = wb.views.index(wb.guards_view)
+    wb.wait()  # drawn on the export worker
     assert "x.shape[0] &gt; 2" in wb.guards_view.table.value
     assert wb.guards_view.charts.value.count("<svg") == 2
 
