@@ -478,6 +478,10 @@ def benchmark_section(result: Any, title: str = "Benchmark") -> Section:
     if result.speedup is not None:
         faster = "faster" if result.speedup >= 1 else "slower"
         items.append(("onnxruntime / eager p50", f"{result.ratio:.3f} (onnxruntime {result.speedup:.2f}x {faster})"))
+        interval = getattr(result, "speedup_ci", None)
+        if interval is not None:
+            items.append(("95% interval", f"{interval[0]:.2f}–{interval[1]:.2f}x over {len(result.speedup_rounds)} "
+                                          "interleaved rounds"))
     rows = []
     for timing in (result.ort, result.eager):
         if timing is None:
@@ -490,6 +494,10 @@ def benchmark_section(result: Any, title: str = "Benchmark") -> Section:
                          f"{_ms(s.mean)} ± {_ms(s.stdev)}", ""))
     body: list[Block] = [KeyValues(tuple(items))] if items else []
     body.append(Table.from_rows(("engine", "runs", "p50 ms", "p90 ms", "p99 ms", "mean ± sd ms", "error"), rows))
+    if getattr(result, "warning", None):
+        body.insert(0, Note(result.warning, "warn"))
+    if getattr(result, "comparison", None) is not None:
+        body.append(Pre(result.comparison.summary()))
     return Section(title, badge, tuple(body))
 
 
@@ -511,8 +519,13 @@ def sweep_section(result: Any, title: str | None = None) -> Section:
         error = point.error or (point.ort.error if point.ort else None) or (point.eager.error if point.eager else None)
         rows.append((size, _ms(ort.p50 if ort else None), _ms(ort.p90 if ort else None),
                      _ms(eager.p50 if eager else None),
-                     f"{point.speedup:.2f}x" if point.speedup else "", error))
-    body.append(Table.from_rows(("size", "ort p50 ms", "ort p90 ms", "eager p50 ms", "speedup", "error"), rows))
+                     f"{point.speedup:.2f}x" if point.speedup else "",
+                     f"{point.speedup_ci[0]:.2f}–{point.speedup_ci[1]:.2f}x" if getattr(point, "speedup_ci", None) else "",
+                     error))
+    body.append(Table.from_rows(("size", "ort p50 ms", "ort p90 ms", "eager p50 ms", "speedup", "95% interval", "error"),
+                                rows))
+    if getattr(result, "warning", None):
+        body.append(Note(result.warning, "warn"))
     return Section(title, badge, tuple(body))
 
 

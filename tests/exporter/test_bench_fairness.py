@@ -204,3 +204,20 @@ def test_sweep_times_each_size_in_fair_rounds_with_an_interval(session):
     assert all(p.config.spinning is False and p.config.interleaved for p in sweep.points)
     assert sweep.config.spinning is False
     assert "95% interval" in sweep.summary()
+
+
+def test_the_notebook_display_shows_the_interval_and_the_busy_warning(session):
+    from exporter.bench import BenchmarkResult, EngineTiming, LatencyStats, SweepResult
+    from exporter.display import render
+
+    def timing(engine, scale):
+        return EngineTiming(engine, LatencyStats.from_samples([scale * (1 + 0.01 * (i % 7)) for i in range(50)]))
+
+    busy = Noise.assess(20, 3.0, (0.4, 9.8), [0.4, 3.0, 9.8], (("eager", 1.1),), quiet_load(cpu_wait=0.5))
+    result = BenchmarkResult(timing("onnxruntime", 1e-4), timing("eager", 3e-4), None, speedup_rounds=(2.0, 3.0, 4.0),
+                             speedup_ci=(0.4, 9.8), noise=busy)
+    text = render(result).to_text()
+    assert busy.warning in text and "0.40–9.80x over 3 interleaved rounds" in text
+    sweep_text = render(SweepResult("batch", (8,), (result,))).to_text()
+    assert "0.40–9.80x" in sweep_text and "at batch=8: the machine was busy" in sweep_text
+    assert "the machine was busy (its threads waited for a CPU 50% of the time)" in render(result).to_html()
