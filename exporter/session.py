@@ -563,6 +563,21 @@ class Session:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.summary())
 
+    def _repr_html_(self) -> str:
+        """A compact summary for notebooks (and static renderings): stages, and the dims and
+        guards once captured. Never raises."""
+        from .display import session_html
+
+        return session_html(self)
+
+    def report(self, path: Any, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Any:
+        """Write one standalone HTML report of this export (stages, dims, guards, the graphs as
+        SVG when Graphviz is installed, and ``verify`` / ``benchmark`` results if given), that
+        opens offline, atomically; returns its path."""
+        from .report import write_report
+
+        return write_report(self, path, verify=verify, benchmark=benchmark, graphs=graphs)
+
     # -- verification and benchmarking --
     def verify(self, **options: Any) -> Any:
         """ONNX vs eager at the example inputs and over a sweep of sizes, plus the contract

@@ -362,3 +362,29 @@ def test_benchmark_with_a_typo_in_sizes_raises_value_error_at_once():
     session = session_of(Counting(), dynamic_shapes={"x": {0: Dim("batch")}})
     with pytest.raises(ValueError, match="unknown dim 'btach'"):
         session.benchmark(sizes={"btach": 4}, budget=0.05)
+
+
+def test_a_session_shows_as_html_and_writes_its_report(tmp_path):
+    from html.parser import HTMLParser
+
+    session = session_of(Counting())
+    session.run()
+
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.text = []
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    shown = Text()
+    shown.feed(session._repr_html_())
+    words = " ".join(shown.text)
+    assert all(stage in words for stage in ("capture", "decompose", "translate", "optimize"))
+    path = session.report(tmp_path / "report.html")
+    assert path.read_text(encoding="utf-8").count("<svg") >= 1
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)=["']?https?:""", text)  # opens offline (XML namespaces aside)
