@@ -220,4 +220,4 @@ def test_the_notebook_display_shows_the_interval_and_the_busy_warning(session):
     assert busy.warning in text and "0.40–9.80x over 3 interleaved rounds" in text
     sweep_text = render(SweepResult("batch", (8,), (result,))).to_text()
     assert "0.40–9.80x" in sweep_text and "at batch=8: the machine was busy" in sweep_text
-    assert "the machine was busy (its threads waited for a CPU 50% of the time)" in render(result).to_html()
+    assert "the machine was busy (its threads waited for a CPU 50% of the time;" in render(result).to_html()
