@@ -90,6 +90,10 @@ class Lab:
     process: subprocess.Popen
     log: Path
 
+    def wait_ready(self) -> Lab:
+        _wait_for_server(self.url, self.token, self.process, self.log)
+        return self
+
     def notebook_url(self, name: str) -> str:
         return f"{self.url}/lab/tree/{name}?token={self.token}"
 
@@ -116,7 +120,8 @@ def _wait_for_server(url: str, token: str, process: subprocess.Popen, log: Path)
 
 
 def start_lab(base: Path) -> Lab:
-    """Start ``jupyter lab`` on a free 127.0.0.1 port, everything it writes kept under ``base``."""
+    """Start ``jupyter lab`` on a free 127.0.0.1 port, everything it writes kept under ``base``;
+    call :meth:`Lab.wait_ready` before using it (the browser starts meanwhile)."""
     root, config, runtime = base / "root", base / "config", base / "runtime"
     settings, workspaces = base / "settings", base / "workspaces"
     for directory in (root, config / "labconfig", runtime, settings, workspaces):
@@ -148,13 +153,7 @@ def start_lab(base: Path) -> Lab:
         command.append("--allow-root")
     with open(log, "wb") as out:
         process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for_server(url, token, process, log)
-    except Exception:
-        stop_lab(process)
-        raise
-    return Lab(url, token, root, process, log)
+    return Lab(f"http://127.0.0.1:{port}", token, root, process, log)
 
 
 def stop_lab(process: subprocess.Popen) -> None:
@@ -181,8 +180,9 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(lab):
+def browser():
     """Headless Debian Chromium through Playwright, with a fresh profile."""
+    require_prerequisites()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -194,10 +194,16 @@ def browser(lab):
 
 
 @pytest.fixture(scope="module")
-def page(browser):
+def page(lab, browser):
+    """A page in a fresh browser context, once the server answers."""
+    lab.wait_ready()
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
     page = context.new_page()
     page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.console_errors = errors  # read by wait_for_widget
     try:
         yield page
     finally:
@@ -246,3 +252,41 @@ def run_all(page, timeout: float = 90_000) -> None:
 def cell_errors(page) -> list[str]:
     """The text of every error output in the notebook."""
     return page.locator(".jp-Cell-outputArea .jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+
+
+@pytest.fixture
+def failure_screenshot(request, artifacts):
+    """Register a page: if the test fails, a full-page screenshot is saved beside the artifacts."""
+    pages = []
+    yield pages.append
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for i, page in enumerate(pages):
+            try:
+                page.screenshot(path=str(artifacts / f"FAILED-{request.node.name}-{i}.png"), full_page=True)
+            except Exception:  # noqa: BLE001 - the test's own failure is what matters
+                pass
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def wait_for_widget(page, selector: str, timeout: float = 60_000) -> None:
+    """Wait until a widget matching ``selector`` is shown in an output area; fail at once, with
+    the browser console's errors, if the widget manager shows a JavaScript error instead."""
+    page.wait_for_function(
+        """(selector) => document.querySelector(selector) !== null ||
+            [...document.querySelectorAll('.jp-Cell-outputArea')].some(
+                area => area.innerText.includes('javascript error'))""",
+        arg=f".jp-Cell-outputArea {selector}",
+        timeout=timeout,
+    )
+    broken = page.locator(".jp-Cell-outputArea", has_text="javascript error")
+    if broken.count() or page.locator(f".jp-Cell-outputArea {selector}").count() == 0:
+        errors = "\n".join(getattr(page, "console_errors", [])) or "(no console error recorded)"
+        pytest.fail(f"the widget did not render; the browser console says:\n{errors}", pytrace=False)
+    page.locator(f".jp-Cell-outputArea {selector}").first.wait_for(state="visible", timeout=timeout)
