@@ -210,8 +210,8 @@ class Workbench(widgets.VBox):
             return
         self.dims_view.show_error("")
         derived = self._sessions.setdefault(derived.spec, derived)
-        if derived is base and not self._runner.busy:
-            return
+        if derived is base:
+            return  # nothing changed (the controls were set to what they already said)
         self._start(derived, steps_until(self._follow), f"capturing {row.path}.{row.axis}={policy!r}")
 
     def _tab_selected(self, change: Any) -> None:

@@ -192,7 +192,8 @@ class ExportMagics(Magics):
         if not body or not (isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call)):
             raise UsageError("end the %%onnx_export cell with the call to export, e.g. model(x)")
         setup = ast.Module(body=body[:-1], type_ignores=[])
-        exec(compile(setup, "<onnx_export cell>", "exec"), namespace)  # the user's code: its errors are theirs
+        filename = self.shell.compile.cache(source)  # so tracebacks and guard sources show the cell's lines
+        exec(compile(setup, filename, "exec"), namespace)  # the user's code: its errors are theirs
         return parse_call(ast.get_source_segment(source, body[-1].value) or ast.unparse(body[-1].value), namespace)
 
     @staticmethod

@@ -85,6 +85,20 @@ def test_cell_magic_runs_the_set_up_code_and_exports_the_last_line(ip, capsys):
     assert "Verification PASSED" in capsys.readouterr().out  # verify runs unless --no-verify
 
 
+def test_a_guard_in_a_class_defined_in_the_cell_cites_the_cells_line(ip, capsys):
+    ip.run_cell_magic("onnx_export", "-o guarded --no-verify --dynamic x.0=auto", (
+        "class Branch(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if x.shape[0] > 2:\n"
+        "            return x * 2\n"
+        "        return x\n"
+        "Branch()(torch.randn(5, 3))\n"
+    ))
+    row = ip.user_ns["guarded"].dims["x", 0]
+    assert (row.obtained, row.min) == ("dynamic", 3)
+    assert row.source.endswith(":3: if x.shape[0] > 2:")
+
+
 def test_cell_magic_through_run_cell_like_a_notebook(ip):
     result = ip.run_cell("%%onnx_export -o via_cell --no-verify\nm3 = Tiny()\nm3(torch.randn(3, 8))\n")
     assert result.success and ip.user_ns["via_cell"].succeeded
