@@ -70,17 +70,23 @@ def cell_with(notebook, source: str):
     raise AssertionError(f"no code cell contains {source!r}")
 
 
-def widget_values(notebook) -> dict[str, str]:
-    """``{css class: value}`` of every stored widget that has a ``wb-`` class and a value
-    (the text of an HTML widget's value, without tags)."""
+def widget_states(notebook) -> dict[str, dict]:
+    """``{css class: state}`` of every stored widget that has a ``wb-`` CSS class."""
     states = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    values = {}
+    found = {}
     for model in states.values():
         state = model.get("state", {})
         for css in state.get("_dom_classes", ()):
-            if css.startswith("wb-") and "value" in state:
-                values[css] = re.sub(r"<[^>]+>", "", str(state["value"]))  # HTML widgets: text only
-    return values
+            if css.startswith("wb-"):
+                found[css] = state
+    return found
+
+
+def widget_values(notebook) -> dict[str, str]:
+    """``{css class: value}`` of every stored ``wb-`` widget that has a value (the text of an
+    HTML widget's value, without tags)."""
+    return {css: re.sub(r"<[^>]+>", "", str(state["value"]))
+            for css, state in widget_states(notebook).items() if "value" in state}
 
 
 def onnx_input_dims(path: Path) -> dict[str, list]:
@@ -124,3 +130,43 @@ def test_01_quickstart_exports_shows_the_widget_saves_a_named_dim_and_writes_the
     assert "passed" in values["wb-verify-status"], values.get("wb-verify-status")
     assert "batch" in values["wb-onnx-ports"] and "ok" in values["wb-stages-table"]
     assert values["wb-dim-result-x-0"].startswith("dynamic"), values["wb-dim-result-x-0"]
+
+
+# -- 02 ---------------------------------------------------------------------------------------
+def test_02_dynamic_shapes_policies_both_auto_caveats_fixed_and_the_size_one_example(tmp_path):
+    notebook = execute("02_dynamic_shapes", tmp_path, [
+        WAIT_FOR_WIDGETS,
+        """
+assert onnx_inputs(static) == {"x": [4, 3], "skip": [4, 3]}
+assert dynamic.dims["x", 0].obtained == dynamic.dims["skip", 0].obtained == "dynamic"
+assert dynamic.dims["x", 0].symbol == dynamic.dims["skip", 0].symbol
+assert onnx_inputs(auto) == {"x": ["x_dim0", "x_dim1"], "skip": ["x_dim0", "x_dim1"]}
+assert onnx_inputs(named) == {"x": ["batch", 3], "skip": ["batch", 3]}
+
+row = caveat1.dims["x", 0]
+assert caveat1.succeeded and (row.requested, row.obtained) == ("AUTO", "static")
+assert "equal to skip.shape[0], which is static" in row.reason, row.reason
+assert strict.failed_stage.name == "capture" and [f.text for f in strict.suggested_fixes] == ["x.shape[0] = 4"]
+assert onnx_inputs(fixed1) == {"x": ["batch", 3], "skip": ["batch", 3]}
+
+assert caveat2.failed_stage.name == "capture"
+assert [f.text.split("  #")[0] for f in caveat2.suggested_fixes] == ["batch = Dim('batch', min=5, max=64)"]
+assert fixed2.succeeded and onnx_inputs(fixed2) == {"x": ["batch", 3], "skip": ["batch", 3]}
+assert (fixed2.dims["x", 0].min, fixed2.dims["x", 0].max) == (5, 64)
+assert "x.shape[0] > 4" in fixed2.dims["x", 0].reason
+
+assert onnx_inputs(one) == {"input": ["input_dim0", 3]}
+assert broadcast.dims["x", 0].obtained == "failed" and "make this axis STATIC" in broadcast.dims["x", 0].reason
+assert fixed3.succeeded and onnx_inputs(fixed3) == {"x": [1, 3], "skip": [4, 3]}
+print("checks passed")
+""",
+    ])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    assert "size 5 matches PyTorch: True" in text_of(cell_with(notebook, "x_5 = torch.randn(5, 3)"))
+    assert "batch = Dim('batch', min=5, max=64)" in text_of(cell_with(notebook, "caveat2.run()"))
+    # the widget of %onnx_export shows the failed capture and offers the fix
+    states = widget_states(notebook)
+    assert states["wb-apply-fixes"]["disabled"] is False
+    values = widget_values(notebook)
+    assert "capture failed" in values["wb-dims-message"], values["wb-dims-message"]
+    assert values["wb-dim-result-skip-0"].startswith("failed"), values["wb-dim-result-skip-0"]
