@@ -88,6 +88,22 @@ def bare_run(session: Any, feeds: dict, calls: int) -> list[float]:
     return [s / 1e9 for s in samples]
 
 
+def alternate(rounds: int, harness: Any, bare: Any) -> list[tuple[int, float, float]]:
+    """``rounds`` rounds of ``harness()`` -> (p50, calls) and ``bare(calls)`` -> p50, the order
+    alternating (harness first in even rounds): (calls, harness p50, bare p50) per round."""
+    rows = []
+    for i in range(rounds):
+        medians: dict[str, float] = {}
+        calls = None
+        for name in ("harness", "bare") if i % 2 == 0 else ("bare", "harness"):
+            if name == "harness":
+                medians["harness"], calls = harness()
+            else:
+                medians["bare"] = bare(calls)
+        rows.append((calls, medians["harness"], medians["bare"]))
+    return rows
+
+
 def overhead(session: Any, rounds: int, budget: float, threads: int, verbose: bool = False) -> None:
     from exporter.bench import OrtRunner
 
@@ -96,23 +112,19 @@ def overhead(session: Any, rounds: int, budget: float, threads: int, verbose: bo
     binding = runner.bind(feeds)
     run = runner.session.run_with_iobinding
     bare_iobinding(run, binding, 200)  # warm-up, as the harness does its own
+    def harness() -> tuple[float, int]:
+        stats = session.benchmark(runner=runner, eager=False, budget=budget, precision=0.0).ort.stats
+        return stats.p50, stats.runs
+
+    def bare(calls: int | None) -> float:
+        return statistics.median(bare_iobinding(run, binding, calls or max(200, int(budget / 5e-5))))
+
     ratios, plain_ratios, rows = [], [], []
-    for i in range(rounds):
-        contenders = ["harness", "bare"] if i % 2 == 0 else ["bare", "harness"]
-        medians: dict[str, float] = {}
-        calls = None
-        for name in contenders:
-            if name == "harness":
-                result = session.benchmark(runner=runner, eager=False, budget=budget, precision=0.0)
-                medians["harness"] = result.ort.stats.p50
-                calls = result.ort.stats.runs
-            else:
-                samples = bare_iobinding(run, binding, calls or max(200, int(budget / 5e-5)))
-                medians["bare"] = statistics.median(samples)
+    for i, (calls, harness_p50, bare_p50) in enumerate(alternate(rounds, harness, bare)):
         plain = statistics.median(bare_run(runner.session, feeds, calls or 1000))
-        ratios.append(medians["harness"] / medians["bare"])
-        plain_ratios.append(plain / medians["bare"])
-        rows.append((i + 1, calls, medians["harness"], medians["bare"], plain))
+        ratios.append(harness_p50 / bare_p50)
+        plain_ratios.append(plain / bare_p50)
+        rows.append((i + 1, calls, harness_p50, bare_p50, plain))
     print(f"(1) harness overhead: demo block x{list(session.inputs.leaves[0].shape)}, {threads} thread(s), "
           f"{rounds} rounds x {budget:g} s")
     if verbose:
@@ -153,21 +165,15 @@ def bare_eager(model: Any, args: tuple, kwargs: dict, threads: int, calls: int) 
 
 def eager_baseline(session: Any, rounds: int, budget: float, threads: int) -> None:
     args, kwargs = session.inputs.args, dict(session.inputs.kwargs)
-    ratios, rows = [], []
-    for i in range(rounds):
-        order = ["harness", "bare"] if i % 2 == 0 else ["bare", "harness"]
-        medians: dict[str, float] = {}
-        calls = None
-        for name in order:
-            if name == "harness":
-                result = session.benchmark(budget=budget, threads=threads, precision=0.0)
-                medians["harness"] = result.eager.stats.p50
-                calls = result.eager.stats.runs
-            else:
-                samples = bare_eager(session.model, args, kwargs, threads, calls or max(100, int(budget / 3e-4)))
-                medians["bare"] = statistics.median(samples)
-        ratios.append(medians["harness"] / medians["bare"])
-        rows.append((medians["harness"], medians["bare"]))
+    def harness() -> tuple[float, int]:
+        stats = session.benchmark(budget=budget, threads=threads, precision=0.0).eager.stats
+        return stats.p50, stats.runs
+
+    def bare(calls: int | None) -> float:
+        return statistics.median(bare_eager(session.model, args, kwargs, threads, calls or max(100, int(budget / 3e-4))))
+
+    rows = [(harness_p50, bare_p50) for _, harness_p50, bare_p50 in alternate(rounds, harness, bare)]
+    ratios = [harness_p50 / bare_p50 for harness_p50, bare_p50 in rows]
     ratio = statistics.median(ratios)
     verdict = "ok" if abs(ratio - 1) <= EAGER_TARGET else "MISS"
     print(f"\n(2) eager baseline: demo block, {threads} thread(s), {rounds} rounds x {budget:g} s")
