@@ -310,13 +310,13 @@ def torch():
 
 @pytest.fixture(scope="module")
 def exported(torch):
-    from exporter import ExportOptions, Session
+    from exporter import Dim, ExportOptions, Session
 
     class Double(torch.nn.Module):
         def forward(self, x):
             return x * 2
 
-    session = Session(Double(), (torch.randn(3, 4),), options=ExportOptions(dynamic_shapes={"x": {0: "batch"}}))
+    session = Session(Double(), (torch.randn(3, 4),), options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
     session.run()
     return session
 

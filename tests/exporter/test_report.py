@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from exporter import ExportOptions, Session  # noqa: E402
+from exporter import Dim, ExportOptions, Session  # noqa: E402
 from exporter.errors import SerializeError  # noqa: E402
 from exporter.report import report_html, write_report  # noqa: E402
 
@@ -77,7 +77,7 @@ class Double(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def exported():
-    session = Session(Double(), (torch.randn(3, 4),), options=ExportOptions(dynamic_shapes={"x": {0: "batch"}}))
+    session = Session(Double(), (torch.randn(3, 4),), options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
     session.run()
     return session
 
