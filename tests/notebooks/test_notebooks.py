@@ -170,3 +170,31 @@ print("checks passed")
     values = widget_values(notebook)
     assert "capture failed" in values["wb-dims-message"], values["wb-dims-message"]
     assert values["wb-dim-result-skip-0"].startswith("failed"), values["wb-dim-result-skip-0"]
+
+
+# -- 03 ---------------------------------------------------------------------------------------
+def test_03_debugging_exports_strategies_draft_report_guards_and_the_position_range(tmp_path):
+    notebook = execute("03_debugging_exports", tmp_path, ["""
+assert [(a.strategy, a.outcome) for a in session.attempts] == [("nonstrict", "failed"), ("strict", "failed"), ("draft", "ok")]
+assert "data-dependent" in session.attempts[0].first_error_line
+assert session.strategy == "draft" and session.succeeded
+guards = session.guards.to_frame()
+assert list(guards["kind"]) == ["runtime_assert"] and list(guards["code"]) == ["if x.sum() > 0:"], guards
+assert fixed.strategy == "nonstrict" and [a.outcome for a in fixed.attempts] == ["ok"]
+
+assert bounded.failed_stage.name == "capture"
+assert "Not all values of seq" in str(bounded.failed_stage.failure)
+found = auto.guards.to_frame()
+assert "Min(16, ids.shape[1])" in found["expression"][0], found
+assert "self.positions(position_ids)" in found["code"][0]
+assert [c.status for c in beyond.cases] == ["pass", "eager_error"]
+row = in_range.dims["ids", 1]
+assert in_range.succeeded and (row.obtained, row.min, row.max, row.dim) == ("dynamic", 1, 16, "seq")
+assert verified.ok and 16 in next(g for g in verified.groups if g.label == "seq").sizes
+print("checks passed")
+"""])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    shown = text_of(cell_with(notebook, "negative = -3 * torch.ones(2, 4)"))
+    assert "PyTorch: [-4.0, -4.0, -4.0, -4.0]" in shown and "ONNX:    [-6.0, -6.0, -6.0, -6.0]" in shown
+    assert "right for a negative sum: True" in text_of(cell_with(notebook, "class GateWhere"))
+    assert "eager PyTorch raised" in text_of(cell_with(notebook, "beyond = auto.verify"))
