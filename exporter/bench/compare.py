@@ -75,6 +75,8 @@ def variants_of(specs: Iterable[str | Variant] | bool | None, threads: int) -> t
         return ()
     if specs is True:
         specs = DEFAULT_VARIANTS
+    elif isinstance(specs, (str, Variant)):
+        specs = (specs,)
     seen = {Variant("onnxruntime").key(threads), Variant("eager", engine="eager").key(threads)}
     out = []
     for spec in specs:  # type: ignore[union-attr]
