@@ -14,27 +14,13 @@ Screenshots go to ``$WB_ARTIFACTS`` or ``tests/browser/artifacts/`` (git-ignored
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("WB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-SERVER_START_TIMEOUT = 60.0
+from harness import CHROMIUM, CHROMIUM_FLAGS, require_prerequisites, start_lab, stop_lab
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -48,124 +34,12 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
-def unavailable(reason: str) -> None:
-    """Skip, or in CI (``$CI`` set) fail: CI installs everything these tests need."""
-    if os.environ.get("CI"):
-        pytest.fail(f"browser test prerequisites missing in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def require_prerequisites() -> None:
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        unavailable(f"chromium not found at {CHROMIUM} (Debian: apt-get install chromium)")
-    for module, package in (("playwright", "playwright"), ("jupyterlab", "jupyterlab"),
-                            ("ipywidgets", "ipywidgets"), ("nbformat", "nbformat")):
-        try:
-            __import__(module)
-        except ImportError:
-            unavailable(f"{module} is not installed (pip install {package})")
-
-
 @pytest.fixture(scope="module")
 def artifacts() -> Path:
     """Where screenshots go: ``$WB_ARTIFACTS`` or ``tests/browser/artifacts/``."""
     path = Path(os.environ.get("WB_ARTIFACTS") or HERE / "artifacts")
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class Lab:
-    """A running JupyterLab server: its URL, token, root directory and process."""
-
-    url: str
-    token: str
-    root: Path
-    process: subprocess.Popen
-    log: Path
-
-    def wait_ready(self) -> Lab:
-        _wait_for_server(self.url, self.token, self.process, self.log)
-        return self
-
-    def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}?token={self.token}"
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-def _wait_for_server(url: str, token: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with {process.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"jupyter lab did not answer within {SERVER_START_TIMEOUT:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
-
-
-def start_lab(base: Path) -> Lab:
-    """Start ``jupyter lab`` on a free 127.0.0.1 port, everything it writes kept under ``base``;
-    call :meth:`Lab.wait_ready` before using it (the browser starts meanwhile)."""
-    root, config, runtime = base / "root", base / "config", base / "runtime"
-    settings, workspaces = base / "settings", base / "workspaces"
-    for directory in (root, config / "labconfig", runtime, settings, workspaces):
-        directory.mkdir(parents=True, exist_ok=True)
-    (config / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    # Server extensions the tests do not use: fewer imports at start-up.
-    (config / "jupyter_server_config.json").write_text(
-        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_lsp": False, "jupyter_server_terminals": False}}})
-    )
-    token, port = secrets.token_hex(16), _free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(config),
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-        "JUPYTERLAB_SETTINGS_DIR": str(settings),
-        "JUPYTERLAB_WORKSPACES_DIR": str(workspaces),
-        "JUPYTER_PLATFORM_DIRS": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parents[1]), os.environ.get("PYTHONPATH")])),
-        "HF_HUB_OFFLINE": "1",
-    }
-    log = base / "jupyter.log"
-    command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
-    return Lab(f"http://127.0.0.1:{port}", token, root, process, log)
-
-
-def stop_lab(process: subprocess.Popen) -> None:
-    """SIGTERM to the server's own PID (it shuts its kernels down), SIGKILL if it hangs."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -210,50 +84,6 @@ def page(lab, browser):
         context.close()
 
 
-def write_notebook(root: Path, name: str, cells: list[str]) -> Path:
-    """A notebook of code cells with the python3 kernel, written to ``root / name``."""
-    import nbformat
-
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    path = root / name
-    nbformat.write(notebook, path)
-    return path
-
-
-def open_notebook(page, lab: Lab, name: str) -> None:
-    """Open a notebook and wait until its kernel is idle."""
-    page.goto(lab.notebook_url(name))
-    page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=60_000)
-    wait_idle(page, timeout=60_000)
-
-
-def wait_idle(page, timeout: float = 60_000) -> None:
-    """Wait for the status bar's kernel status to read ``| Idle``."""
-    page.get_by_text("| Idle").first.wait_for(state="visible", timeout=timeout)
-
-
-def run_all(page, timeout: float = 90_000) -> None:
-    """Run menu → Run All Cells (JupyterLab 4 has no default shortcut), then wait until every
-    code cell has an execution count and the kernel is idle."""
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
-    page.wait_for_function(
-        """() => {
-            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-        }""",
-        timeout=timeout,
-    )
-    wait_idle(page, timeout=timeout)
-
-
-def cell_errors(page) -> list[str]:
-    """The text of every error output in the notebook."""
-    return page.locator(".jp-Cell-outputArea .jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
-
-
 @pytest.fixture
 def failure_screenshot(request, artifacts):
     """Register a page: if the test fails, a full-page screenshot is saved beside the artifacts."""
@@ -274,19 +104,3 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{report.when}", report)
     return report
 
-
-def wait_for_widget(page, selector: str, timeout: float = 60_000) -> None:
-    """Wait until a widget matching ``selector`` is shown in an output area; fail at once, with
-    the browser console's errors, if the widget manager shows a JavaScript error instead."""
-    page.wait_for_function(
-        """(selector) => document.querySelector(selector) !== null ||
-            [...document.querySelectorAll('.jp-Cell-outputArea')].some(
-                area => area.innerText.includes('javascript error'))""",
-        arg=f".jp-Cell-outputArea {selector}",
-        timeout=timeout,
-    )
-    broken = page.locator(".jp-Cell-outputArea", has_text="javascript error")
-    if broken.count() or page.locator(f".jp-Cell-outputArea {selector}").count() == 0:
-        errors = "\n".join(getattr(page, "console_errors", [])) or "(no console error recorded)"
-        pytest.fail(f"the widget did not render; the browser console says:\n{errors}", pytrace=False)
-    page.locator(f".jp-Cell-outputArea {selector}").first.wait_for(state="visible", timeout=timeout)

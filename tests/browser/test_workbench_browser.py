@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import cell_errors, open_notebook, run_all, wait_for_widget, write_notebook
+from harness import cell_errors, open_notebook, run_all, wait_for_widget, write_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 
