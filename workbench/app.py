@@ -112,7 +112,7 @@ class Workbench(widgets.VBox):
         if run:
             first = steps_until("optimize") + ((Step("save", {"path": save}),) if save is not None else ())
             first += ((Step("verify"),) if verify else ()) + ((Step("benchmark"),) if benchmark else ())
-            self._start(session, first, f"exporting {self._model_name(session)}")
+            self._start(session, first, f"exporting {self._model_label(session)}")
 
     # -- public API -----------------------------------------------------------------------------
     @property
@@ -405,12 +405,12 @@ class Workbench(widgets.VBox):
         return {name for name, (of, _) in self._analyses.items() if of is session}
 
     @staticmethod
-    def _model_name(session: Any) -> str:
+    def _model_label(session: Any) -> str:
         return type(session.model).__name__
 
     def _title(self, session: Any) -> str:
         inputs = ", ".join(f"{leaf.path}: {list(leaf.shape)}" for leaf in session.inputs.leaves)
-        return f"<b>ONNX export workbench</b> — <code>{html.escape(self._model_name(session))}</code>({html.escape(inputs)})"
+        return f"<b>ONNX export workbench</b> — <code>{html.escape(self._model_label(session))}</code>({html.escape(inputs)})"
 
     def __repr__(self) -> str:
         return f"Workbench({self._shown.summary()})"
