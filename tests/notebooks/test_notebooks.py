@@ -198,3 +198,28 @@ print("checks passed")
     assert "PyTorch: [-4.0, -4.0, -4.0, -4.0]" in shown and "ONNX:    [-6.0, -6.0, -6.0, -6.0]" in shown
     assert "right for a negative sum: True" in text_of(cell_with(notebook, "class GateWhere"))
     assert "eager PyTorch raised" in text_of(cell_with(notebook, "beyond = auto.verify"))
+
+
+def image_outputs(cell) -> int:
+    return sum(1 for o in cell.get("outputs", []) if "data" in o and ({"image/png", "image/svg+xml"} & set(o.data)))
+
+
+# -- 04 ---------------------------------------------------------------------------------------
+def test_04_verify_flags_the_model_wrong_at_other_sizes_and_benchmark_sweep_profile_run(tmp_path):
+    notebook = execute("04_verify_and_benchmark", tmp_path, ["""
+assert [d.dim_param or d.dim_value for d in lenient.model_proto.graph.input[0].type.tensor_type.shape.dim] == ["batch", "seq", 16]
+assert result.status == "failed" and result.case("example").ok
+wrong = sorted(dict(f.sizes)["seq"] for f in result.findings if f.kind == "wrong_at_size")
+assert wrong == [2, 3], wrong
+assert "x.shape[1] > 4" in result.summary() and "dropped runtime assert" in result.summary()
+assert strict.failed_stage.name == "capture"
+assert safe.spec.policy("x", 1) == Dim("seq", min=5) and safe.verify().ok
+assert bench.ok and bench.ort.stats.p50 > 0 and bench.eager.stats.p50 > 0, bench.summary()
+assert list(sweep.to_frame()["size"]) == [4, 16, 64] and sweep.to_frame()["error"].isna().all()
+assert "MatMul" in set(profile.by_op_type()["op_type"]) and "attn" in set(profile.by_module()["module"])
+print("checks passed")
+"""])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    assert "wrong at size batch=2, seq=2" in text_of(cell_with(notebook, "result = lenient.verify()"))
+    for chart in ("verify_chart(result)", "latency_histogram(bench)", "latency_vs_size(sweep)", "profile_bars(profile)"):
+        assert image_outputs(cell_with(notebook, chart)) == 1, chart
