@@ -511,3 +511,26 @@ def is_data_dependent_error(exc: BaseException) -> bool:
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     return isinstance(exc, GuardOnDataDependentSymNode)
+
+
+# -- guard solving (exporter/shapes/solve.py) ----------------------------------------------
+
+
+def condition_holds_on(expr: Any, symbol: Any, lo: int, hi: int | None) -> bool | None:
+    """Whether the sympy boolean ``expr`` holds for every ``symbol`` in ``[lo, hi]`` (``hi``
+    None: unbounded), by torch's value-range analysis (``torch.utils._sympy.value_ranges.
+    bound_sympy``): True when proved, False when it fails for every size there, None when
+    the analysis cannot tell."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+    try:
+        result = bound_sympy(expr, {symbol: ValueRanges(sympy.Integer(lo), int_oo if hi is None else sympy.Integer(hi))})
+    except Exception:  # noqa: BLE001 - an expression the analysis does not cover
+        return None
+    if result.lower is sympy.true and result.upper is sympy.true:
+        return True
+    if result.lower is sympy.false and result.upper is sympy.false:
+        return False
+    return None

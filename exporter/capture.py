@@ -198,12 +198,39 @@ def _hint_for(exc: BaseException) -> str:
             "torch.where, or try strategy='draft' to specialize it on the example values"
         )
     if formats.is_constraint_violation(exc):
+        if formats.range_violations(exc) and not formats.marked_static(exc):
+            return (
+                "the model's code bounds a dim whose Dim range is wider: narrow the range to what "
+                "the guard allows (session.apply_suggested_fixes() solves the guards and does it), "
+                "or name the axis with a string, which takes the guards' range"
+            )
         return "the model's code pins a dim you asked to be dynamic: make it STATIC or AUTO"
     return "check the line above; strategy='auto' tries every capture strategy in turn"
 
 
-def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
-    """One error that names the first real failure and lists every attempt."""
+def _solved_hint(attempt: CaptureAttempt, spec: Any, bound: Any) -> str | None:
+    """The exact new spec for a rejected one, solved from the guards (``exporter.shapes``)."""
+    from .guards import guards_from_events
+    from .shapes.fixes import build_fixes
+
+    try:
+        guards = guards_from_events(attempt.guards, bound, attempt.strategy)
+        fixes = build_fixes(attempt.error, spec, bound, guards)
+    except Exception:  # noqa: BLE001 - the generic hint is still right
+        return None
+    changes = fixes.changes()
+    if not changes or fixes.error:
+        return None
+    from .axis import Axis
+
+    lines = [f"{Axis(path, axis).label}: {after}" for path, axis, _, after in changes]
+    return "change these dims (session.apply_suggested_fixes() applies them):\n" + "\n".join(lines)
+
+
+def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound: Any = None) -> CaptureError:
+    """One error that names the first real failure and lists every attempt. With the session's
+    ``spec`` and ``bound`` inputs, a rejected spec's hint is the exact new spec, solved from
+    the guards."""
     failed = [a for a in attempts if a.error is not None]
     first = failed[0]
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
@@ -213,7 +240,11 @@ def capture_error(attempts: tuple[CaptureAttempt, ...]) -> CaptureError:
         + "".join(f"\n  {line}" for line in details)
         + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
         source=user_source_line(first.error),
-        hint=_hint_for(first.error),
+        hint=(
+            _solved_hint(first, spec, bound)
+            if spec is not None and bound is not None and formats.is_constraint_violation(first.error)
+            else None
+        ) or _hint_for(first.error),
     )
     error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
     error.__cause__ = first.error

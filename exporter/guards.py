@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _torch_formats as formats
@@ -73,6 +73,7 @@ class Guard:
     code: str | None = None
     stack: tuple[str, ...] = ()
     strategy: str = ""
+    expr: Any = field(default=None, compare=False, repr=False)  # torch's sympy boolean (``symbolic``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
@@ -298,6 +299,7 @@ def _record(event: Any, bound: BoundInputs, strategy: str, printer: Any, inputs:
         code=code,
         stack=tuple(f"{f}:{n} in {fn}" for f, n, fn, _ in frames[:-1]),
         strategy=strategy,
+        expr=event.expr,
     )
 
 

@@ -18,16 +18,17 @@ Per input (a leaf path such as ``x`` or ``cache.0.key``) and per axis, one of:
 * keys that are leaf paths (``{"cache.0.key": {0: "batch"}}``), which refine their container's
   spec;
 * legacy ``dynamic_axes`` (``{"x": {0: "batch"}}`` or ``{"x": [0]}``; ``None`` entries ignored);
-* plain strings as dim names.
+* plain strings as dim names, with ``torch.onnx.export``'s meaning (:class:`Name`: dynamic,
+  named in the ONNX model, bounded by the model's guards instead of failing on them).
 
 Everything is validated against the example inputs before any export starts: a bad spec
 raises :class:`~exporter.SpecError` naming the input, the axis and the fix.
 """
 
 from . import model
-from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Policy
+from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Name, Policy
 
 # AxisEntry is importable from here too, as before the split, but was never in __all__.
 AxisEntry = model.AxisEntry
 
-__all__ = ["AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Policy", "AxisPolicy"]
+__all__ = ["AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Name", "Policy", "AxisPolicy"]

@@ -77,6 +77,28 @@ class Dim:
         return f"Dim({self.name!r}{bounds})"
 
 
+@dataclass(frozen=True, repr=False)
+class Name(Dim):
+    """A dim name as ``torch.onnx.export`` reads a string (``{0: "seq"}``, ``dynamic_axes``):
+    dynamic (``Dim.DYNAMIC`` to torch), named ``seq`` in the ONNX model, and bounded by the
+    model's guards: a guard that only bounds it (``seq <= 128``, ``seq != 1``) narrows its
+    range instead of failing. Axes with one name share one ONNX ``dim_param`` and move
+    together when verified, as torch.onnx users expect (torch ties their symbols only when
+    the model's code equates them). A :class:`Dim` object is strict instead: a guard that
+    narrows its range rejects the export, with a fix. A name has no bounds of its own."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min is not None or self.max is not None:
+            raise SpecError(
+                f"the dim name {self.name!r} cannot carry bounds",
+                hint=f"use a Dim for a range: Dim({self.name!r}, min={self.min or 0}, max={self.max})",
+            )
+
+    def __repr__(self) -> str:
+        return repr(self.name)
+
+
 AxisPolicy = Union[Policy, Dim]
 
 

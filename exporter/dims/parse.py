@@ -12,7 +12,7 @@ from typing import Any
 from ..axis import Axis
 from ..errors import SpecError
 from ..inputs import BoundInputs, Leaf
-from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Policy, default_dim_name
+from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Name, Policy, default_dim_name
 from .tree import Tree
 
 
@@ -128,9 +128,9 @@ def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
         return STATIC
     if value is True:
         return AUTO
-    if isinstance(value, str):
+    if isinstance(value, str):  # torch.onnx.export's meaning: Dim.DYNAMIC, named in ONNX
         try:
-            return Dim(value)
+            return Name(value)
         except SpecError as exc:
             raise SpecError(exc.reason, input=leaf.path, axis=axis, hint=exc.hint) from None
     if isinstance(value, numbers.Integral):
@@ -379,6 +379,9 @@ def parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], Ax
 
 def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSpec:
     """Validate cross-axis rules and order the entries by input then axis."""
+    # A name that is also a Dim object elsewhere in the spec means that Dim (one dim, as before).
+    strict = {p.name: p for p in value.values() if isinstance(p, Dim) and not isinstance(p, Name)}
+    value = {k: strict.get(p.name, p) if isinstance(p, Name) else p for k, p in value.items()}
     named: dict[str, tuple[Dim, str, int, int]] = {}
     for (path, axis), policy in value.items():
         if not isinstance(policy, Dim):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..inputs import BoundInputs, Leaf
-from .model import AUTO, DYNAMIC, AxisPolicy, Dim, DimSpec
+from .model import AUTO, DYNAMIC, AxisPolicy, Dim, DimSpec, Name
 from .tree import Tree
 
 
@@ -19,7 +19,7 @@ def to_torch(spec: DimSpec, bound: BoundInputs) -> dict[str, Any] | None:
     def convert(policy: AxisPolicy) -> Any:
         if policy is AUTO:
             return torch.export.Dim.AUTO
-        if policy is DYNAMIC:
+        if policy is DYNAMIC or isinstance(policy, Name):  # a name: what torch.onnx.export passes
             return torch.export.Dim.DYNAMIC
         if policy.name not in torch_dims:
             kwargs = {k: v for k, v in (("min", policy.min), ("max", policy.max)) if v is not None}
@@ -32,22 +32,28 @@ def to_torch(spec: DimSpec, bound: BoundInputs) -> dict[str, Any] | None:
 
 
 def to_code(spec: DimSpec, bound: BoundInputs) -> str:
-    """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``."""
+    """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``. Dim
+    names given as strings stay strings (``{0: 'seq'}``), the form ``torch.onnx.export`` and
+    ``exporter.export`` take; ``torch.export.export`` wants ``Dim.DYNAMIC`` there
+    (``spec.to_torch``)."""
+    named = {k: v for k, v in spec.named_dims().items() if not isinstance(v, Name)}
     names = set(spec.named_dims())
     alias = "Dim"
     while alias in names:  # a dim called "Dim" must not shadow the class
         alias = "_" + alias
     header = "from torch.export import Dim" + (f" as {alias}" if alias != "Dim" else "")
     lines = [header, ""]
-    for dim in spec.named_dims().values():
+    for dim in named.values():
         args = "".join(
             f", {k}={v}" for k, v in (("min", dim.min), ("max", dim.max)) if v is not None
         )
         lines.append(f"{dim.name} = {alias}({dim.name!r}{args})")
-    if spec.named_dims():
+    if named:
         lines.append("")
 
-    def convert(policy: AxisPolicy) -> _Code:
+    def convert(policy: AxisPolicy) -> Any:
+        if isinstance(policy, Name):  # kept a string: torch.onnx.export's (and export()'s) form
+            return policy.name
         if isinstance(policy, Dim):
             return _Code(policy.name)
         return _Code(f"{alias}.{policy.name}")

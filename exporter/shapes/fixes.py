@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _torch_formats as formats
 from ..axis import Axis
-from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
+from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec, Name
 from ..errors import SpecError
 from ..guards import EQUALITY, Guards, axis_of_source, reported_attempt
 from .common import spec_from
@@ -197,6 +197,66 @@ def _range_fixes_from_violations(
     return out
 
 
+def _guard_fixes(spec: DimSpec, bound: BoundInputs, guards: Guards | None) -> list[tuple[str, str, str, Any]]:
+    """Fixes solved from the guard expressions (``exporter.shapes.solve``): each strict Dim
+    narrowed to the range every guard on its axes allows (``s != 1`` → ``min=2``,
+    ``s == Min(128, s)`` → ``max=128``, ``1 + (s - 1) // 4 != 1`` → ``min=5``), all dims at
+    once; a range of one size makes the dim static."""
+    from .solve import axis_ranges
+
+    if guards is None:
+        return []
+    ranges = axis_ranges(guards, bound)
+    out: list[tuple[str, str, str, Any]] = []
+    for name, dim in spec.named_dims().items():
+        if isinstance(dim, Name):
+            continue  # a name is bounded by the guards already: nothing to fix
+        axes = [Axis(e.path, e.axis) for e in spec if isinstance(e.policy, Dim) and e.policy.name == name]
+        lo, hi = dim.min or 0, dim.max
+        cited: list[str] = []
+        for axis in axes:
+            found = ranges.get(axis)
+            if found is None:
+                continue
+            lo = max(lo, found.min)
+            hi = found.max if hi is None else (hi if found.max is None else min(hi, found.max))
+            cited.extend(g.expression for g in found.guards)
+        if (lo, hi) == (dim.min or 0, dim.max):
+            continue
+        why = "  # from " + "; ".join(dict.fromkeys(cited)) if cited else ""
+        if hi is not None and hi <= lo:
+            out.append((f"{name} = {lo}{why}", name, "static", lo))
+            continue
+        fixed = Dim(name, min=lo or None, max=hi)
+        out.append((f"{name} = {fixed!r}{why}", name, "range", fixed))
+    return out
+
+
+def _merge_guard_fixes(parsed: list[tuple[str, str, str, Any]], solved: list[tuple[str, str, str, Any]]) -> None:
+    """Add the solved fixes to torch's: a solved range replaces torch's range for the same dim,
+    intersected with it (torch's ``seq = Dim('seq')`` is often the unchanged dim); torch's
+    static and equality fixes stay."""
+    index = {name: i for i, (_, name, _, _) in enumerate(parsed)}
+    for line, name, kind, value in solved:
+        i = index.get(name)
+        if i is None:
+            parsed.append((line, name, kind, value))
+            continue
+        _, _, torch_kind, torch_value = parsed[i]
+        if torch_kind != "range" or kind != "range" or not isinstance(torch_value, Dim):
+            if torch_kind == "range":
+                parsed[i] = (line, name, kind, value)
+            continue
+        lo = max(value.min or 0, torch_value.min or 0)
+        his = [h for h in (value.max, torch_value.max) if h is not None]
+        hi = min(his) if his else None
+        if hi is not None and hi <= lo:
+            parsed[i] = (f"{name} = {lo}", name, "static", lo)
+        else:
+            fixed = Dim(name, min=lo or None, max=hi)
+            parsed[i] = (line.replace(repr(value), repr(fixed), 1), name, "range", fixed)
+
+
 def build_fixes(
     error: BaseException | None, spec: DimSpec, bound: BoundInputs, guards: Guards | None = None
 ) -> SuggestedFixes:
@@ -217,6 +277,9 @@ def build_fixes(
         if name not in named:
             parsed.append((f"{name} = {value}", name, "static", value))
             named.add(name)
+    if error is not None and formats.is_constraint_violation(error):
+        _merge_guard_fixes(parsed, _guard_fixes(spec, bound, guards))
+        named = {name for _, name, _, _ in parsed}
     for line, name, kind, fix_value in _range_fixes_from_violations(text, spec, bound, guards):
         if name not in named:
             parsed.append((line, name, kind, fix_value))

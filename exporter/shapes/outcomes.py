@@ -245,9 +245,12 @@ def dim_outcomes(session: Session) -> DimOutcomes:
     from .._torch_compat import program_ranges
     from ..translate import dim_names, symbol_of
 
+    from .solve import axis_ranges
+
     program = capture.output
     symbols = symbol_of(program, bound)
     ranges = program_ranges(program)
+    caps = axis_ranges(guards, bound)  # Min/Max/<= guards torch keeps out of range_constraints
     names = dim_names(program, bound, spec, symbols)  # symbol_of runs once
     groups: dict[str, list[tuple[str, int]]] = {}
     static_axes: dict[tuple[str, int], int] = {}
@@ -269,6 +272,7 @@ def dim_outcomes(session: Session) -> DimOutcomes:
             else:
                 lo, hi = ranges.get(symbol, (0, None))
                 members = groups.get(symbol, [key])
+                lo, hi = _with_caps(lo, hi, [caps[m] for m in members if m in caps])
                 outcomes.append(
                     _dynamic_outcome(
                         leaf.path, axis, example, policy, symbol, names.get(symbol, symbol), lo, hi,
@@ -276,6 +280,17 @@ def dim_outcomes(session: Session) -> DimOutcomes:
                     )
                 )
     return DimOutcomes(tuple(outcomes), spec, bound, capture.strategy)
+
+
+def _with_caps(lo: int, hi: int | None, found: list) -> tuple[int, int | None]:
+    """A program range narrowed by the ranges solved from the guards (``shapes.solve``)."""
+    for size_range in found:
+        if size_range.is_static:
+            continue  # a pin on a dim that stayed symbolic is a branch on the example, no range
+        lo = max(lo, size_range.min)
+        if size_range.max is not None:
+            hi = size_range.max if hi is None else min(hi, size_range.max)
+    return lo, hi
 
 
 def _static_outcome(

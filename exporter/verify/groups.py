@@ -31,6 +31,7 @@ class DimGroup:
     onnx_dims: tuple[str | int | None, ...]
     sizes: tuple[int, ...] = ()
     causes: tuple[str, ...] = ()
+    cap: int | None = None  # the largest size a guard allows (``Min(128, s)``), above the example
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
@@ -146,6 +147,9 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
     onnx_dims = onnx_input_dims(onnx_model if onnx_model is not None else session.stage_output("optimize"))
     symbols = symbol_of(program, session.inputs)
     ranges = {str(sym): _range_of(vr) for sym, vr in program.range_constraints.items()}
+    from ..shapes.solve import axis_ranges
+
+    caps = axis_ranges(session.guards, session.inputs)
 
     groups: dict[Any, list[Any]] = {}
     for entry in session.spec:
@@ -170,6 +174,18 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
         requested_range = (lo, min(his) if his else None)
         symbol = key[1] if key[0] == "symbol" else None
         obtained = ranges.get(symbol, (0, None)) if symbol else (example, example)
+        cap = None
+        if symbol:  # Min/Max/<= guards torch keeps out of range_constraints cap the range
+            for axis in axes:
+                found = caps.get(axis)
+                # A guard pinning a dim that stayed symbolic (``s == 1`` on a size-1 example) is
+                # no cap: it is a branch taken on the example, which the sweep must check.
+                if found is not None and not found.is_static:
+                    lo_cap = max(obtained[0], found.min)
+                    hi_cap = obtained[1] if found.max is None else found.max if obtained[1] is None else min(obtained[1], found.max)
+                    obtained = (lo_cap, hi_cap)
+                    if found.max is not None and found.max > example:
+                        cap = found.max if cap is None else min(cap, found.max)
         label = named[0].name if named else axes[0].label
         requested = ", ".join(dict.fromkeys(policy_text(e.policy) for e in entries))
         dims = tuple(
@@ -187,6 +203,7 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
                 obtained_range=obtained,
                 onnx_dims=dims,
                 causes=_group_causes(session, program, axes, symbol),
+                cap=cap,
             )
         )
     return tuple(out)
@@ -209,12 +226,19 @@ def sizes_by_label(groups: Sequence[DimGroup], sizes: Mapping[Any, Any], what: s
     return {resolve_group(groups, key, what).label: value for key, value in sizes.items()}
 
 
-_KINDS = ("min", "1", "2", "odd", "larger", "max")
+_KINDS = ("min", "1", "2", "odd", "larger", "max", "past cap")
 
 
 def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
     """Candidate sizes by kind for one group, inside its requested range."""
     lo, hi = group.requested_range
+    cap = group.cap
+    past_cap = None
+    if cap is not None and (hi is None or cap < hi) and cap > group.example:
+        # A guard caps the dim (position embeddings): generated sizes stay inside the cap, and
+        # one size just past it tells the model's own limit (eager refuses it: noted, not a
+        # failure) from a branch the ONNX model dropped (eager runs it: compared).
+        hi, past_cap = cap, cap + 1
     top = hi if hi is not None else max_size
     example = group.example
     odd = next((n for n in range(3, top + 1, 2) if n != example and n >= lo), None)
@@ -229,11 +253,14 @@ def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
         "larger": larger,
         "max": hi if hi is not None and hi <= max_size else None,
     }
-    return {
+    out = {
         kind: size
         for kind, size in found.items()
         if size is not None and size >= lo and (hi is None or size <= hi) and size <= max_size
     }
+    if past_cap is not None and past_cap <= max_size:
+        out["past cap"] = past_cap
+    return out
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import torch
 
 import exporter
 from exporter import AUTO, DYNAMIC, STATIC, Dim, DimSpec, ExportOptions, Session
-from exporter.dims import AxisEntry
+from exporter.dims import AxisEntry, Name
 from exporter.translate import symbol_of
 
 TorchDim = torch.export.Dim
@@ -127,10 +127,24 @@ BATCH_ON_X = {
 }
 
 
+def _has_string(value) -> bool:
+    if isinstance(value, str):
+        return True
+    if isinstance(value, dict):
+        return any(_has_string(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_string(v) for v in value)
+    return False
+
+
 @pytest.mark.parametrize("options", list(BATCH_ON_X.values()), ids=list(BATCH_ON_X))
 def test_every_accepted_form_of_a_named_axis_gives_the_same_spec(options):
     spec = spec_of(Scale(), (x34(), x34()), **options)
-    assert spec.entries == (AxisEntry("x", 0, Dim("batch")),)
+    # A string (or a dynamic_axes name) is torch.onnx.export's name: dynamic, bounded by
+    # guards; a Dim object is a strict named dim. Both name the axis 'batch'.
+    uses_string = _has_string(options)
+    expected = Name("batch") if uses_string else Dim("batch")
+    assert spec.entries == (AxisEntry("x", 0, expected),)
 
 
 def test_a_dimspec_is_accepted_as_is_and_revalidated():
@@ -170,7 +184,7 @@ PER_AXIS = [
     (TorchDim.DYNAMIC, DYNAMIC),
     (TorchDim.STATIC, None),
     (4, None),  # the example size itself: static
-    ("n", Dim("n")),
+    ("n", Name("n")),
     (Dim("n", min=2, max=64), Dim("n", min=2, max=64)),
     (TorchDim("n", min=2, max=64), Dim("n", min=2, max=64)),
 ]
@@ -193,7 +207,7 @@ def test_legacy_dynamic_axes_none_entry_means_no_dynamic_axes():
     assert spec_of(Scale(), (x34(), x34()), dynamic_axes={"x": None}).is_static()
 
 
-def test_dims_sharing_a_name_become_one_named_dim():
+def test_a_string_naming_a_dim_object_used_elsewhere_means_that_dim():
     spec = spec_of(Add(), (x34(), x34()), dynamic_shapes={"x": {0: "batch"}, "y": {0: TorchDim("batch")}})
     assert spec.named_dims() == {"batch": Dim("batch")}
     assert [e.policy for e in spec] == [Dim("batch"), Dim("batch")]
@@ -206,9 +220,9 @@ def test_nested_dict_and_list_specs_follow_the_input_structure():
         dynamic_shapes={"inputs": {"ids": {0: "batch"}}, "cache": [{0: "batch"}, {"key": {1: "past"}}]},
     )
     assert list(spec) == [
-        AxisEntry("inputs.ids", 0, Dim("batch")),
-        AxisEntry("cache.0", 0, Dim("batch")),
-        AxisEntry("cache.1.key", 1, Dim("past")),
+        AxisEntry("inputs.ids", 0, Name("batch")),
+        AxisEntry("cache.0", 0, Name("batch")),
+        AxisEntry("cache.1.key", 1, Name("past")),
     ]
 
 
@@ -217,7 +231,7 @@ def test_a_leaf_path_key_refines_the_spec_of_its_container():
     spec = spec_of(Nested(), args, dynamic_shapes={"cache": True, "cache.1.key": {1: "past"}, "cache.0": None})
     assert list(spec) == [
         AxisEntry("cache.1.key", 0, AUTO),
-        AxisEntry("cache.1.key", 1, Dim("past")),
+        AxisEntry("cache.1.key", 1, Name("past")),
     ]
 
 
@@ -228,10 +242,10 @@ def test_a_leaf_path_key_refines_the_spec_of_its_container():
 )
 def test_a_registered_dataclass_input_takes_a_spec_by_position_by_name_or_as_an_instance(pair_spec):
     spec = spec_of(UsesPair(), (Pair(torch.randn(3, 4), torch.randn(5)),), dynamic_shapes={"p": pair_spec})
-    assert list(spec) == [AxisEntry("p.a", 0, Dim("rows"))]
-    # torch.export wants a dataclass's spec as a list in field order.
+    assert list(spec) == [AxisEntry("p.a", 0, Name("rows"))]
+    # torch.export wants a dataclass's spec as a list in field order (a name is Dim.DYNAMIC).
     bound = Session(UsesPair(), (Pair(torch.randn(3, 4), torch.randn(5)),)).inputs
-    assert plain(spec.to_torch(bound)) == {"p": [{0: ("rows", 0, "int_oo")}, None]}
+    assert spec.to_torch(bound) == {"p": [{0: TorchDim.DYNAMIC}, None]}
 
 
 def test_var_positional_inputs_accept_the_torch_form_and_their_leaf_names():
@@ -269,7 +283,8 @@ def test_var_keyword_inputs_accept_the_torch_form_and_their_own_names():
     "flattens differently)",
 )
 def test_var_keyword_inputs_are_captured_with_named_dims():
-    session = Session(VarKwargs(), (x34(),), {"y": x34()}, ExportOptions(dynamic_shapes={"x": {0: "b"}, "y": {0: "b"}}))
+    b = Dim("b")
+    session = Session(VarKwargs(), (x34(),), {"y": x34()}, ExportOptions(dynamic_shapes={"x": {0: b}, "y": {0: b}}))
     assert plain(session.spec.to_torch(session.inputs)) == {"x": {0: ("b", 0, "int_oo")}, "extra": {"y": {0: ("b", 0, "int_oo")}}}
     assert session.exported_program is not None
 
@@ -277,7 +292,7 @@ def test_var_keyword_inputs_are_captured_with_named_dims():
 @pytest.mark.parametrize("n, mask", [(3, None), (2.5, None), (3, "a string")])
 def test_non_tensor_inputs_accept_none_and_are_skipped_by_a_whole_structure_spec(n, mask):
     spec = spec_of(WithNonTensors(), (x34(), n), {"mask": mask}, dynamic_shapes={"x": {0: "b"}, "n": None, "mask": None})
-    assert list(spec) == [AxisEntry("x", 0, Dim("b"))]
+    assert list(spec) == [AxisEntry("x", 0, Name("b"))]
 
 
 def test_an_unused_default_parameter_may_be_given_none():
@@ -289,8 +304,8 @@ def test_spec_with_axis_returns_a_new_spec_and_none_removes_the_axis():
     bound = Session(Scale(), (x34(), x34())).inputs
     spec = DimSpec.parse({"x": {0: "batch"}}, bound)
     wider = spec.with_axis(bound, "y", -1, TorchDim.DYNAMIC)
-    assert list(wider) == [AxisEntry("x", 0, Dim("batch")), AxisEntry("y", 1, DYNAMIC)]
-    assert list(spec) == [AxisEntry("x", 0, Dim("batch"))]  # unchanged
+    assert list(wider) == [AxisEntry("x", 0, Name("batch")), AxisEntry("y", 1, DYNAMIC)]
+    assert list(spec) == [AxisEntry("x", 0, Name("batch"))]  # unchanged
     assert wider.with_axis(bound, "x", 0, None).entries == (AxisEntry("y", 1, DYNAMIC),)
 
 
@@ -299,7 +314,7 @@ def test_to_dynamic_axes_keeps_user_names_and_parses_back_to_the_same_named_dims
     legacy = session.spec.to_dynamic_axes()
     assert legacy == {"x": {0: "batch"}, "y": {1: "y_dim1"}}
     again = spec_of(Scale(), (x34(), x34()), dynamic_axes=legacy)
-    assert again.policy("x", 0) == Dim("batch")
+    assert again.policy("x", 0) == Name("batch")
 
 
 # -- to_code: the torch code a user copies ---------------------------------------------------
@@ -322,6 +337,8 @@ def test_to_code_execs_to_dynamic_shapes_that_torch_export_accepts_with_the_same
     dynamic_shapes = namespace["dynamic_shapes"]
 
     assert DimSpec.parse(dynamic_shapes, session.inputs) == session.spec
+    # Names stay strings (torch.onnx.export's form); torch.export gets them as Dim.DYNAMIC.
+    dynamic_shapes = DimSpec.parse(dynamic_shapes, session.inputs).to_torch(session.inputs)
     from_code = torch.export.export(model, args, dynamic_shapes=dynamic_shapes, strict=False)
     from_spec = torch.export.export(model, args, dynamic_shapes=session.spec.to_torch(session.inputs), strict=False)
     assert _dims_and_ranges(from_code, session.inputs) == _dims_and_ranges(from_spec, session.inputs)
@@ -350,10 +367,11 @@ def test_to_code_for_nested_and_dataclass_inputs_round_trips():
     namespace: dict = {}
     exec(session.spec.to_code(session.inputs), namespace)  # noqa: S102
     assert DimSpec.parse(namespace["dynamic_shapes"], session.inputs) == session.spec
-    torch.export.export(Nested(), args, dynamic_shapes=namespace["dynamic_shapes"], strict=False)
+    assert namespace["dynamic_shapes"]["cache"] == [{0: "batch"}, {"key": {1: "past"}}]  # names stay strings
+    torch.export.export(Nested(), args, dynamic_shapes=session.spec.to_torch(session.inputs), strict=False)
 
     pair = (Pair(torch.randn(3, 4), torch.randn(5)),)
-    session = Session(UsesPair(), pair, None, ExportOptions(dynamic_shapes={"p": {"a": {0: "rows"}}}))
+    session = Session(UsesPair(), pair, None, ExportOptions(dynamic_shapes={"p": {"a": {0: Dim("rows")}}}))
     namespace = {}
     exec(session.spec.to_code(session.inputs), namespace)  # noqa: S102
     assert plain(namespace["dynamic_shapes"]) == {"p": [{0: ("rows", 0, "int_oo")}, None]}

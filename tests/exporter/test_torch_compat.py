@@ -191,3 +191,15 @@ def test_fx_node_origins_lead_decomposed_nodes_back_to_captured_nodes(program):
     assert origins and all(names and set(names) <= captured for names in origins.values()), origins
     gelu = next(name for name in origins if name.startswith("gelu"))
     assert origins[gelu] == ("gelu",)
+
+
+def test_condition_holds_on_proves_refutes_or_cannot_tell_with_torch_value_ranges():
+    import sympy
+
+    from torch.utils._sympy.functions import FloorDiv
+
+    s = sympy.Symbol("s", integer=True, positive=True)
+    assert compat.condition_holds_on(sympy.Ne(s, 1), s, 2, None) is True
+    assert compat.condition_holds_on(sympy.Ne(FloorDiv(s - 1, 4) + 1, 1), s, 5, 1000) is True
+    assert compat.condition_holds_on(sympy.Eq(s, 1), s, 2, 10) is False
+    assert compat.condition_holds_on(sympy.Ne(s, 1), s, 0, 10) is None
