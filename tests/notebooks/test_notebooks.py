@@ -223,3 +223,24 @@ print("checks passed")
     assert "wrong at size batch=2, seq=2" in text_of(cell_with(notebook, "result = lenient.verify()"))
     for chart in ("verify_chart(result)", "latency_histogram(bench)", "latency_vs_size(sweep)", "profile_bars(profile)"):
         assert image_outputs(cell_with(notebook, chart)) == 1, chart
+
+
+# -- 06 ---------------------------------------------------------------------------------------
+def test_06_from_dynamic_axes_keeps_the_legacy_dim_names_in_the_migrated_model(tmp_path):
+    notebook = execute("06_from_dynamic_axes", tmp_path, ["""
+assert step1.succeeded and migrated.succeeded
+assert step1.dims.groups() == {"batch": ("input_ids.0", "attention_mask.0"), "seq": ("input_ids.1", "attention_mask.1")}
+assert migrated.spec.policy("input_ids", 1) == Dim("seq", min=1, max=512)
+assert migrated.verify().ok
+print("checks passed")
+"""])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    assert "unknown input 'logits'" in text_of(cell_with(notebook, "except SpecError as error:"))
+    legacy = onnx_input_dims(tmp_path / "legacy.onnx")
+    migrated = onnx_input_dims(tmp_path / "migrated.onnx")
+    assert legacy == migrated == {"input_ids": ["batch", "seq"], "attention_mask": ["batch", "seq"]}
+    import onnx
+
+    outputs = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+               for v in onnx.load(str(tmp_path / "migrated.onnx")).graph.output}
+    assert outputs == {"logits": ["batch", 3]}
