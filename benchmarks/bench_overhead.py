@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-budget", type=float, default=0.25, help="seconds of timed calls per round (default 0.25)")
     parser.add_argument("--overhead-threads", type=int, default=1,
                         help="intra-op threads for (1); 1 keeps it insensitive to other load (default 1)")
-    parser.add_argument("--eager-rounds", type=int, default=8, help="harness/bare eager rounds in (2) (default 8)")
+    parser.add_argument("--eager-rounds", type=int, default=16, help="harness/bare eager rounds in (2) (default 16)")
     parser.add_argument("--repeats", type=int, default=5, help="benchmark() calls in (3) (default 5)")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per engine in (4) (default 2)")
     parser.add_argument("--threads", type=int, default=None, help="threads for (2)-(4) (default torch's)")
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     session = export(model, args, kwargs, dims)
     overhead(session, options.rounds, options.round_budget, options.overhead_threads, options.verbose)
     if not options.skip_models:
-        eager_baseline(session, options.eager_rounds, 2 * options.round_budget, threads)
+        eager_baseline(session, options.eager_rounds, options.round_budget, threads)
         headline_spread(session, options.repeats, options.threads)
         ort_vs_eager(options.budget, threads)
     print(f"\nload average after: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
