@@ -89,7 +89,7 @@ class Workbench(widgets.VBox):
         self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, layout=widgets.Layout(width="240px"))
         self.progress.add_class("wb-progress")
         self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True,
-                                            button_style="warning", layout=widgets.Layout(width="100px"))
+                                            button_style="warning", layout=widgets.Layout(width="auto", min_width="100px"))
         self.cancel_button.add_class("wb-cancel")
         self.cancel_button.on_click(lambda _: self.cancel())
 

@@ -27,7 +27,7 @@ def pre(text: str, css_class: str = "") -> str:
 def badge(status: Any) -> str:
     word = str(getattr(status, "value", status))
     color = STATUS_COLORS.get(word, "#333")
-    return f'<b style="color: {color}">{esc(word)}</b>'
+    return f'<b style="color: {color}; white-space: nowrap">{esc(word)}</b>'
 
 
 def note(text: str) -> str:
