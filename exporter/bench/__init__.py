@@ -6,10 +6,11 @@ bound to ``OrtValue``s preallocated by a first run, so the timed loop calls
 of feeds). Eager PyTorch runs under ``torch.inference_mode()`` with ``torch.set_num_threads``
 set to the same thread count as onnxruntime's ``intra_op_num_threads`` (restored afterwards).
 
-Each engine is warmed up, then timed call by call (``time.perf_counter_ns``) in growing batches
-until the time budget is spent (and at least ``min_runs`` calls are done), or earlier once
-there are 300 samples (so p99 rests on a few calls) and the 95% confidence interval of the
-median is within ``precision`` of it. Statistics:
+Each engine is warmed up, then timed call by call (``time.perf_counter_ns``) in batches of about
+a twentieth of the budget, the engines taking turns (:func:`time_rounds`), until each has spent
+its time budget (with at least ``min_runs`` calls and 6 rounds), or earlier once there are 300
+samples each (so p99 rests on a few calls) and every median's 95% interval is within
+``precision`` of it. Statistics:
 p50/p90/p99, mean ± stdev with a 95% confidence interval of the mean (Student t), and a
 distribution-free 95% interval of the median (order statistics).
 

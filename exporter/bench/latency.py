@@ -142,6 +142,8 @@ class BenchmarkResult:
             lines.extend("  " + line for line in self.comparison.summary().splitlines() if "WARNING" not in line)
         if self.warning:
             lines.append(f"  WARNING: {self.warning}")
+            if self.config is not None and self.config.threads > 1:
+                lines.append("  (several threads suffer most from a busy machine: threads=1 gives steadier figures)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

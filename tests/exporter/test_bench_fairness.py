@@ -221,3 +221,13 @@ def test_the_notebook_display_shows_the_interval_and_the_busy_warning(session):
     sweep_text = render(SweepResult("batch", (8,), (result,))).to_text()
     assert "0.40–9.80x" in sweep_text and "at batch=8: the machine was busy" in sweep_text
     assert "the machine was busy (its threads waited for a CPU 50% of the time;" in render(result).to_html()
+
+
+def test_time_rounds_stops_a_slow_pair_at_three_budgets_each_with_fewer_runs():
+    import time
+
+    contenders = [Contender(name, lambda _: time.sleep(0.01)) for name in ("a", "b")]
+    start = time.perf_counter()
+    rounds = time_rounds(contenders, budget=0.05, min_runs=50, warmup=5)
+    assert rounds.rounds >= 2 and all(len(s) < 50 for s in rounds.samples)
+    assert rounds.warmup_runs == (2, 2) and time.perf_counter() - start < 1.0
