@@ -74,7 +74,8 @@ class Workbench(widgets.VBox):
                  save: Any = None, follow: str = "optimize") -> None:
         steps_until(follow)  # a typo fails here, not on the first click
         self._shown = session          # the session whose results are on screen
-        self._last_good: Any = None    # the last session whose capture succeeded
+        self._last_good: Any = None    # the last session whose capture succeeded (for the rows)
+        self._last_exported: Any = None  # the last session exported to ONNX (for the Stages tab)
         self._sessions: dict[Any, Any] = {session.spec: session}
         self._ports: dict[int, list[Any]] = {}
         self._analyses: dict[str, tuple[Any, Any]] = {}
@@ -289,6 +290,8 @@ class Workbench(widgets.VBox):
             return False
         if session.result("capture").status == "ok":
             self._last_good = session
+        if session.succeeded:
+            self._last_exported = session
         if result.name == "optimize" and result.ok:
             self._ports[id(session)] = self._onnx_ports(session)
         self._shown = session
@@ -325,6 +328,8 @@ class Workbench(widgets.VBox):
         if self._runner.is_current(job):
             self._status(f"{stage}… ({job.label})")
             self.stages_view.started(stage)
+            if stage in STAGES:
+                self.progress.value = STAGES.index(stage) / len(STAGES)
 
     def stage_ended(self, job: Any, result: Any) -> None:
         if self._runner.is_current(job):
@@ -353,7 +358,9 @@ class Workbench(widgets.VBox):
 
     def _render(self, session: Any) -> None:
         """Every view from ``session`` (its capture has run): the widget only reads the core."""
-        self._safely(self.stages_view.show, session, self._last_good, self._ports.get(id(session)))
+        exported = self._last_exported
+        self._safely(self.stages_view.show, session, exported, self._ports.get(id(session)),
+                     self._ports.get(id(exported)) if exported is not None else None)
         for name in ("verify", "benchmark"):
             shown = self._analyses.get(name)
             if shown is not None and shown[0] is session:

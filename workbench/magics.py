@@ -114,9 +114,16 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
         failed = session.failed_stage
         if failed is not None:
             say(str(failed.failure))
+            if failed.name == "capture":
+                say(session.dims.summary())
+                if session.suggested_fixes:
+                    say(session.suggested_fixes.summary())
+                    say("(session.apply_suggested_fixes() re-exports with them)")
             return False
         for port in onnx_ports(session.model_proto):
             say(f"  {port.kind:<6} {port.name:<20} {port.dtype:<8} {port.shape_text}")
+        if session.dims.differing:
+            say(session.dims.summary())
         if save is not None:
             say(f"saved {session.save(save)}")
         if verify:

@@ -28,6 +28,12 @@ class Broken(torch.nn.Module):
     def forward(self, x):
         raise RuntimeError("this model cannot be traced")
 
+class GuardedAdd(torch.nn.Module):
+    def forward(self, x, y):
+        if x.shape[0] > 4:
+            x = x * 2
+        return x + y
+
 model = Tiny()
 x = torch.randn(4, 8)
 '''
@@ -144,6 +150,14 @@ def test_a_failing_export_is_shown_as_a_message_and_the_shell_stays_alive(ip, ca
     assert "Traceback" not in printed.out + printed.err
     assert ip.user_ns["broken"].failed_stage.name == "capture"
     assert ip.run_cell("after = 1 + 1").success and ip.user_ns["after"] == 2
+
+
+def test_a_rejected_spec_prints_why_per_axis_and_the_suggested_fixes(ip, capsys):
+    ip.run_line_magic("onnx_export", "--dynamic x.0=auto --dynamic y.0=dx:3:6 "
+                                     "GuardedAdd()(torch.randn(5, 3), torch.randn(5, 3))")
+    printed = capsys.readouterr().out
+    assert "[capture]" in printed and "y.0" in printed
+    assert "dx = Dim('dx', min=5, max=6)" in printed and "apply_suggested_fixes()" in printed
 
 
 def test_a_usage_error_in_a_notebook_cell_is_one_line_not_a_traceback(ip, capsys):

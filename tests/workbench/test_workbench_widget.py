@@ -154,6 +154,7 @@ def test_auto_mixed_with_a_named_dim_is_rejected_beside_the_last_good_result_and
     assert "capture failed" in wb.dims_view.message.value
     assert not wb.dims_view.fixes_button.disabled and "dx = Dim(&#x27;dx&#x27;, min=5, max=6)" in wb.dims_view.fixes.value
     assert "last good export" in wb.stages_view.last_good.value
+    assert "its ONNX model" in wb.stages_view.last_good.value and "<code>[x_dim0, 3]</code>" in wb.stages_view.last_good.value
 
     wb.dims_view.fixes_button.click()
     wb.wait()

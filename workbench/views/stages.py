@@ -18,6 +18,12 @@ __all__ = ["STEPS", "StagesView"]
 STEPS = ("capture", "decompose", "translate", "optimize", "verify", "benchmark")
 
 
+def _ports_html(title: str, ports: list[Any]) -> str:
+    rows = "".join(f"<tr><td>{esc(p.kind)}</td><td><code>{esc(p.name)}</code></td><td>{esc(p.dtype)}</td>"
+                   f"<td><code>{esc(p.shape_text)}</code></td></tr>" for p in ports)
+    return f"<b>{esc(title)}</b><table class='wb-table'>{rows}</table>"
+
+
 class StagesView:
     """Stage table, attempts, error, ONNX ports; ``on_run(until)`` is called by the buttons
     with a step name, or ``"next"``."""
@@ -76,22 +82,20 @@ class StagesView:
         self._draw()
 
     # -- whole session ---------------------------------------------------------------------------
-    def show(self, session: Any, last_good: Any = None, ports: list[Any] | None = None) -> None:
-        """Every stage the session has run (others "not run"), its failure, its ONNX ports."""
+    def show(self, session: Any, last_good: Any = None, ports: list[Any] | None = None,
+             last_good_ports: list[Any] | None = None) -> None:
+        """Every stage the session has run (others "not run"), its failure, its ONNX ports;
+        beside a failure, the last session that exported (``last_good``) and its ports."""
         for stage in STEPS[:4]:
             self._rows[stage] = ("not run", "", "", "")
         for result in session.stages:
             self.ended(result)
         failed = session.failed_stage
         self.error.value = failure_html(failed.failure, f"{failed.name} failed") if failed is not None else ""
-        if ports:
-            rows = "".join(f"<tr><td>{esc(p.kind)}</td><td><code>{esc(p.name)}</code></td><td>{esc(p.dtype)}</td>"
-                           f"<td><code>{esc(p.shape_text)}</code></td></tr>" for p in ports)
-            self.ports.value = f"<b>ONNX model</b><table class='wb-table'>{rows}</table>"
-        else:
-            self.ports.value = ""
+        self.ports.value = _ports_html("ONNX model", ports) if ports else ""
         if failed is not None and last_good is not None and last_good is not session:
-            self.last_good.value = "<b>last good export</b>" + pre(last_good.summary())
+            self.last_good.value = ("<b>last good export</b>" + pre(last_good.summary())
+                                    + (_ports_html("its ONNX model", last_good_ports) if last_good_ports else ""))
         else:
             self.last_good.value = ""
 
