@@ -53,6 +53,7 @@ class Job:
         self.token = CancelToken()
         self.index = 0
         self.done = threading.Event()
+        self.problem: str | None = None  # set when a step could not be shown or run (the job bar says it)
         self.started = time.perf_counter()
 
     @property

@@ -83,6 +83,7 @@ class Workbench(widgets.VBox):
         self._render_lock = threading.RLock()  # one renderer at a time (worker thread vs kernel thread)
         self._runner = JobRunner(self._submit_step, self._on_step, self._on_finish, self._observer_for)
         self.last_message = ""
+        self._draw_problem: str | None = None  # a view that failed to draw during the current job
 
         self.header = widgets.HTML(self._title(session))
         self.job_status = widgets.HTML(note("idle"))
@@ -167,7 +168,8 @@ class Workbench(widgets.VBox):
         """Lay out the FX and ONNX graphs side by side in the Graphs tab (exports first if needed)."""
         if graph_renderer() is None:
             return
-        self._start(self.requested_session, steps_until("optimize") + (Step("graphs"),), "drawing the graphs")
+        self._start(self.requested_session, steps_until("optimize") + (Step("graphs", self.graphs_view.options()),),
+                    "drawing the graphs")
 
     def cancel(self) -> None:
         """Stop the background job at its next step and put the previous result back on screen."""
@@ -242,7 +244,7 @@ class Workbench(widgets.VBox):
         if step.task == "save":
             return submit_work(session.save, step.options["path"])
         if step.task == "graphs":
-            return submit_work(graph_renderer(), session)
+            return submit_work(graph_renderer(), session, **dict(step.options))
         if step.task == "show":
             return submit_work(lambda: session)
         raise ValueError(f"unknown step {step.task!r}")
@@ -253,7 +255,11 @@ class Workbench(widgets.VBox):
             if not self._runner.is_current(job):
                 return False
             if isinstance(result, BaseException):
-                self._failed(step.task, result)
+                if step.task == "graphs":  # e.g. a module name that is not in the graphs
+                    self.graphs_view.show(result)
+                    job.problem = f"drawing the graphs failed: {(str(result).splitlines() or [''])[0]}"
+                else:
+                    job.problem = self._failed(step.task, result)
                 return False
             if step.task in STAGES:
                 return self._stage_done(job, result)
@@ -311,7 +317,11 @@ class Workbench(widgets.VBox):
                 self._status(job.label)
                 return
             failed = self._shown.failed_stage if self._shown is not None else None
-            if failed is not None:
+            problem, self._draw_problem = job.problem or self._draw_problem, None
+            if problem:
+                self.progress.bar_style = "danger"
+                self._status(problem, error=True)
+            elif failed is not None:
                 self.progress.bar_style = "danger"
                 self._status(f"{failed.name} failed: {failed.failure.first_line if failed.failure else ''}", error=True)
             else:
@@ -390,14 +400,16 @@ class Workbench(widgets.VBox):
         try:
             draw(*args)
         except Exception as exc:  # noqa: BLE001 - a renderer never kills a cell
-            self._failed(getattr(draw, "__qualname__", "drawing"), exc)
+            self._draw_problem = self._failed(getattr(draw, "__qualname__", "drawing"), exc)
 
-    def _failed(self, what: str, exc: BaseException) -> None:
+    def _failed(self, what: str, exc: BaseException) -> str:
         from exporter.errors import Failure
 
         failure = Failure.from_exception(exc, what)
         self.stages_view.error.value = failure_html(failure, f"{what} failed")
-        self._status(f"{what} failed: {failure.first_line}", error=True)
+        text = f"{what} failed: {failure.first_line}"
+        self._status(text, error=True)
+        return text
 
     def _status(self, text: str, error: bool = False) -> None:
         self.job_status.value = f'<span style="color: #d62728">{esc(text)}</span>' if error else esc(text)

@@ -279,6 +279,11 @@ def test_graphs_tab_draws_the_side_by_side_view_or_says_it_is_not_available():
     wb.graphs_view.button.click()
     wb.wait()
     assert "<svg" in wb.graphs_view.view.value or "wb-graph-fallback" in wb.graphs_view.view.value
+    wb.graphs_view.expand.value = "no.such.module"
+    wb.graphs_view.button.click()
+    wb.wait()
+    assert "no module &#x27;no.such.module&#x27;" in wb.graphs_view.view.value
+    assert "drawing the graphs failed" in wb.job_status.value
 
 
 def test_axis_control_of_an_unknown_axis_names_the_axes_there_are():
@@ -293,3 +298,12 @@ def test_dom_hooks_for_the_browser_test():
     assert "wb-axis-x-0" in wb.axis_control("x", 0)._dom_classes
     assert "wb-dim-result-x-0" in wb.axis_row("x", 0).result._dom_classes
     assert list(wb.axis_control("x", 0).options) == ["AUTO", "STATIC", "DYNAMIC", "Dim"]
+
+
+def test_a_view_that_fails_to_draw_says_so_and_the_widget_keeps_working(monkeypatch):
+    wb = workbench(Tiny(), torch.randn(4, 8), run=False)
+    monkeypatch.setattr(wb.dims_view, "show", lambda *a: (_ for _ in ()).throw(RuntimeError("cannot draw")))
+    wb.run("capture")
+    wb.wait()
+    assert "cannot draw" in wb.job_status.value and "cannot draw" in wb.stages_view.error.value
+    assert stage_row(wb, "capture")[0] == "ok"  # the other views were drawn

@@ -33,10 +33,19 @@ class GraphsView:
         self.button = widgets.Button(description="Draw graphs", icon="project-diagram", disabled=not self.available)
         self.button.add_class("wb-draw-graphs")
         self.button.on_click(lambda _: on_draw())
+        self.expand = widgets.Text(placeholder="modules to open, e.g. encoder.layer.0", continuous_update=False,
+                                   description="expand", layout=widgets.Layout(width="360px"))
+        self.select = widgets.Text(placeholder="an FX or ONNX node name", continuous_update=False,
+                                   description="select", layout=widgets.Layout(width="300px"))
         self.view = widgets.HTML(note(PLACEHOLDER) if not self.available else
                                  note("Click 'Draw graphs' to lay out the FX and ONNX graphs (needs an export)."))
         self.view.add_class("wb-graphs")
-        self.widget = widgets.VBox([self.button, self.view])
+        self.widget = widgets.VBox([widgets.HBox([self.button, self.expand, self.select]), self.view])
+
+    def options(self) -> dict[str, Any]:
+        """``side_by_side`` keywords from the fields: ``expand`` (comma-separated) and ``select``."""
+        expand = tuple(p.strip() for p in self.expand.value.split(",") if p.strip())
+        return {"expand": expand, "select": self.select.value.strip() or None}
 
     def show(self, result: Any) -> None:
         """A ``GraphView`` (``.svg``, or ``.message`` and a table without Graphviz), or an error."""
