@@ -307,3 +307,12 @@ def test_a_view_that_fails_to_draw_says_so_and_the_widget_keeps_working(monkeypa
     wb.wait()
     assert "cannot draw" in wb.job_status.value and "cannot draw" in wb.stages_view.error.value
     assert stage_row(wb, "capture")[0] == "ok"  # the other views were drawn
+
+
+def test_a_torch_onnx_style_dim_name_is_shown_as_a_named_dim_and_kept_when_another_axis_changes():
+    wb = workbench(Add(), torch.randn(4, 3), torch.randn(4, 3), follow="capture", x={0: "n"}, y={0: "n"})
+    named = wb.session.spec.policy("x", 0)
+    assert wb.axis_control("x", 0).value == "Dim" and wb.axis_row("x", 0).name.value == "n"
+    wb.axis_control("x", 1).value = "AUTO"
+    wb.wait()
+    assert wb.session.spec.policy("x", 0) == named and type(wb.session.spec.policy("x", 0)) is type(named)

@@ -61,6 +61,7 @@ class AxisRow:
         self.path, self.axis, self.example = path, axis, example
         self._on_change = on_change
         self._syncing = False
+        self._shown_policy: Any = None  # the session's policy for this axis, as last shown
         css = css_name(path, axis)
         self.label = widgets.HTML(f"<code>{esc(path)}.{axis}</code> <span style='color:#666'>size {example}</span>",
                                   layout=widgets.Layout(width="160px"))
@@ -99,8 +100,11 @@ class AxisRow:
         choice = self.policy.value
         if choice != "Dim":
             return {"AUTO": AUTO, "STATIC": STATIC, "DYNAMIC": DYNAMIC}[choice]
-        return Dim(self.name.value.strip(), min=_parse_bound(self.min.value, "min"),
-                   max=_parse_bound(self.max.value, "max"))
+        name, low, high = self.name.value.strip(), _parse_bound(self.min.value, "min"), _parse_bound(self.max.value, "max")
+        shown = self._shown_policy
+        if isinstance(shown, Dim) and (shown.name, shown.min, shown.max) == (name, low, high):
+            return shown  # unchanged: keeps a torch.onnx-style dim name (exporter.dims.Name) as it is
+        return Dim(name, min=low, max=high)
 
     # -- session → control ------------------------------------------------------------------
     def syncing(self) -> Any:
@@ -119,6 +123,7 @@ class AxisRow:
         """Set the controls to ``policy`` without triggering a re-capture."""
         from exporter.dims import Dim
 
+        self._shown_policy = policy
         with self.syncing():
             if isinstance(policy, Dim):
                 self.name.value, self.min.value, self.max.value = policy.name, _bound_text(policy.min), _bound_text(policy.max)
