@@ -46,7 +46,7 @@ def _run_case(
         eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
         with preserved_buffers(session.model), torch.inference_mode():
             eager = session.model(*eager_args, **eager_kwargs)
-        expected = [leaf for _, leaf in tree_flatten_with_path(eager) if isinstance(leaf, torch.Tensor)]
+        expected = _expected_outputs(tree_flatten_with_path(eager))
     except Exception as exc:  # noqa: BLE001
         return CaseResult(name, sizes, "eager_error", error=f"eager PyTorch raised {first_line(exc)}",
                           seconds=time.perf_counter() - start), None
@@ -66,6 +66,53 @@ def _run_case(
         checks.append(compare(name, label, actual[i], expected[i], tolerances))
     status = "pass" if all(c.ok for c in checks) else "fail"
     return CaseResult(name, sizes, status, tuple(checks), seconds=time.perf_counter() - start), expected
+
+
+# onnxruntime runs these but cannot hand them to numpy ("No corresponding Numpy type"):
+# verify reads them through an exact Cast to float32 appended to a copy of the model.
+_UNREADABLE_OUTPUTS = ("FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1", "FLOAT8E8M0")
+
+
+def _readable_outputs_session(session: Any) -> Any | None:
+    """An onnxruntime session of the model with each output onnxruntime cannot return to
+    numpy cast (exactly) to float32; None when every output is readable as it is."""
+    import onnx
+
+    proto = onnx.load_from_string(session.model_bytes)
+    codes = {getattr(onnx.TensorProto, name) for name in _UNREADABLE_OUTPUTS if hasattr(onnx.TensorProto, name)}
+    changed = False
+    for output in proto.graph.output:
+        if output.type.tensor_type.elem_type not in codes:
+            continue
+        raw = output.name
+        readable = f"{raw}__as_float32"
+        proto.graph.node.append(onnx.helper.make_node("Cast", [raw], [readable], to=onnx.TensorProto.FLOAT))
+        output.name = readable
+        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        changed = True
+    if not changed:
+        return None
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
+    """The eager outputs the ONNX model returns, in order: tensors, and Python numbers (a
+    ``x.shape[1] + 1`` output is an ONNX scalar) as 0-d tensors, compared as numbers."""
+    import torch
+
+    out = []
+    for _, leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            out.append(leaf)
+        elif isinstance(leaf, (bool, int, float, complex)):
+            out.append(torch.tensor(leaf))
+        elif isinstance(leaf, torch.SymInt):  # pragma: no cover - eager returns plain ints
+            out.append(torch.tensor(int(leaf)))
+    return out
 
 
 def _training_modules(model: Any) -> list[str]:
@@ -180,6 +227,7 @@ def verify(
     sizes: Mapping[Any, Sequence[int]] | None = None,
     make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None = None,
     max_size: int = 512,
+    independent: bool = False,
     locate: bool = True,
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
@@ -199,6 +247,10 @@ def verify(
         make_inputs: hook called for every generated case with an :class:`InputCase`;
             return ``(args, kwargs)`` to replace its inputs, or None to keep them.
         max_size: largest size a generated case may use.
+        independent: sweep every torch symbol on its own. By default axes that callers size
+            together move together: axes sharing a Dim or a name, axes torch found equal, and
+            AUTO/DYNAMIC axes of different inputs at the same index with the same example size
+            (``input_ids`` and ``attention_mask`` batch), so no case feeds sizes no caller sends.
         locate: find the first divergent node of the first wrong case.
         progress: called with a :class:`Progress` after every case.
         observer: an :class:`~exporter.events.Observer`, told the progress after every case.
@@ -219,11 +271,11 @@ def verify(
         return VerifyResult("cancelled", seconds=time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - the export failed: nothing to verify
         return _error_result(exc, start)
-    groups = dim_groups(session, program, model)
+    groups = dim_groups(session, program, model, independent=independent)
     plans = plan_cases(groups, max_size, sizes)  # a caller's typo raises here, before any broad except
     try:
         contract = check_contract(session, model, program)
-        ort_session = session.ort_session
+        ort_session = _readable_outputs_session(session) or session.ort_session
     except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
         return _error_result(exc, start, groups, prefix="onnxruntime cannot load the model")
     cases: list[CaseResult] = []

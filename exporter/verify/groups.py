@@ -32,6 +32,7 @@ class DimGroup:
     sizes: tuple[int, ...] = ()
     causes: tuple[str, ...] = ()
     cap: int | None = None  # the largest size a guard allows (``Min(128, s)``), above the example
+    symbols: tuple[str, ...] = ()  # every torch symbol of the axes (moved together: one size)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
@@ -138,9 +139,56 @@ def policy_text(policy: Any) -> str:
     return repr(policy)
 
 
-def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None = None) -> tuple[DimGroup, ...]:
+def _merged(groups: dict[Any, list[Any]], bound: Any, independent: bool) -> list[tuple[list[Any], list[Any]]]:
+    """Groups that callers size together, merged: one Dim name (a string name torch kept as
+    separate symbols, as torch.onnx.export does), and, unless ``independent``, AUTO / DYNAMIC
+    axes of different inputs at the same axis index with the same example size (BERT's
+    ``input_ids`` and ``attention_mask`` batch axes, which torch keeps apart when no guard
+    equates them). Static (specialized) axes are never merged."""
+    keys = list(groups)
+    parent = list(range(len(keys)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        parent[find(j)] = find(i)
+
+    by_name: dict[str, int] = {}
+    by_role: dict[tuple[int, int], list[int]] = {}
+    for i in range(len(keys)):
+        for entry in groups[keys[i]]:
+            if isinstance(entry.policy, Dim):
+                if entry.policy.name in by_name:
+                    union(by_name[entry.policy.name], i)
+                else:
+                    by_name[entry.policy.name] = i
+            elif not independent and keys[i][0] == "symbol":
+                size = bound.leaf(entry.path).shape[entry.axis]
+                for j in by_role.setdefault((entry.axis, size), []):
+                    if all(e.path != entry.path for e in groups[keys[j]]):
+                        union(j, i)
+                        break
+                else:
+                    by_role[(entry.axis, size)].append(i)
+    merged: dict[int, tuple[list[Any], list[Any]]] = {}
+    for i, key in enumerate(keys):
+        root = merged.setdefault(find(i), ([], []))
+        root[0].append(key)
+        root[1].extend(groups[key])
+    return list(merged.values())
+
+
+def dim_groups(
+    session: Any, program: Any | None = None, onnx_model: Any | None = None, *, independent: bool = False
+) -> tuple[DimGroup, ...]:
     """The dim groups of a session: every axis the user asked not to be static, grouped by
-    the torch symbol it got (or by user Dim name), with requested and obtained ranges."""
+    the torch symbol it got (or by user Dim name), with requested and obtained ranges. Axes
+    callers size together move together (see :func:`_merged`); ``independent=True`` keeps
+    one group per torch symbol."""
     from ..translate import symbol_of
 
     program = program if program is not None else session.exported_program
@@ -165,15 +213,20 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
         groups.setdefault(key, []).append(entry)
 
     out: list[DimGroup] = []
-    for key, entries in groups.items():
+    for keys, entries in _merged(groups, session.inputs, independent):
         axes = tuple(Axis(e.path, e.axis) for e in entries)
         named = [e.policy for e in entries if isinstance(e.policy, Dim)]
         example = session.inputs.leaf(entries[0].path).shape[entries[0].axis]
         lo = max((d.min for d in named if d.min is not None), default=1)
         his = [d.max for d in named if d.max is not None]
         requested_range = (lo, min(his) if his else None)
-        symbol = key[1] if key[0] == "symbol" else None
-        obtained = ranges.get(symbol, (0, None)) if symbol else (example, example)
+        symbols = tuple(key[1] for key in keys if key[0] == "symbol")
+        symbol = symbols[0] if symbols else None
+        obtained = (example, example)
+        if symbol:  # the intersection of the ranges of every symbol moved together
+            found_ranges = [ranges.get(sym, (0, None)) for sym in symbols]
+            uppers = [r[1] for r in found_ranges if r[1] is not None]
+            obtained = (max(r[0] for r in found_ranges), min(uppers) if uppers else None)
         cap = None
         if symbol:  # Min/Max/<= guards torch keeps out of range_constraints cap the range
             for axis in axes:
@@ -200,6 +253,7 @@ def dim_groups(session: Any, program: Any | None = None, onnx_model: Any | None 
                 example=example,
                 requested_range=requested_range,
                 symbol=symbol,
+                symbols=symbols,
                 obtained_range=obtained,
                 onnx_dims=dims,
                 causes=_group_causes(session, program, axes, symbol),

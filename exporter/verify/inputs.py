@@ -33,8 +33,8 @@ def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignme
         size = assignment.get(group.label, group.example)
         for axis in group.axes:
             sizes[axis] = size
-        if group.symbol:
-            by_symbol[group.symbol] = size
+        for symbol in group.symbols or ((group.symbol,) if group.symbol else ()):
+            by_symbol[symbol] = size
     for (path, axis), expr in symbol_of(program, session.inputs).items():
         if (path, axis) in sizes or expr.lstrip("-").isdigit():
             continue

@@ -65,24 +65,43 @@ class OutputCheck:
             return f"output {self.output!r}: shape {list(self.actual_shape or ())} instead of {list(self.expected_shape or ())}"
         if self.status == "missing":
             return f"output {self.output!r} is missing"
-        if self.status == "dtype_mismatch":
+        if self.status in ("dtype_mismatch", "error"):
             return f"output {self.output!r}: {self.dtype}"
         return f"output {self.output!r}: max abs diff {self.max_abs:.3g}, max rel diff {self.max_rel:.3g} ({self.mismatched} elements beyond {self.tolerance})"
 
 
-def _to_numpy(value: Any) -> Any:
+def _to_numpy(value: Any, like: Any = None) -> Any:
+    """A numpy array of an eager tensor or an onnxruntime output. Dtypes numpy lacks go
+    through torch: bfloat16 and the float8 formats become float32; onnxruntime hands them
+    over as raw bits (a 2-byte void for bfloat16, uint8 for float8), read as ``like`` (the
+    eager output's torch dtype) says."""
     import numpy as np
     import torch
 
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
-        if value.dtype == torch.bfloat16:
+        if value.dtype == torch.bfloat16 or _is_float8(value.dtype):
             value = value.float()
         return value.numpy()
     array = np.asarray(value)
     if array.dtype.kind == "V" and array.dtype.itemsize == 2:  # bfloat16 from onnxruntime
         return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16).float().numpy()
+    if like is not None and _is_float8(like) and array.dtype.itemsize == 1:
+        return torch.from_numpy(array.view(np.uint8).copy()).view(like).float().numpy()
     return array
+
+
+def _is_float8(dtype: Any) -> bool:
+    return "float8" in str(dtype)
+
+
+def _as_complex(got: Any, want: Any) -> Any:
+    """torch.onnx writes a complex tensor as a real one with a trailing dim of 2."""
+    import numpy as np
+
+    if want.dtype.kind == "c" and got.dtype.kind != "c" and got.shape == (*want.shape, 2):
+        return got[..., 0].astype(np.float64) + 1j * got[..., 1].astype(np.float64)
+    return got
 
 
 def _dtype_name(value: Any) -> str:
@@ -99,11 +118,23 @@ def compare(case: str, name: str, actual: Any, expected: Any, tolerances: Any = 
 
     dtype = _dtype_name(expected)
     tol = tolerance_for(dtype, tolerances)
+    try:
+        return _compare(case, name, actual, expected, dtype, tol)
+    except Exception as exc:  # noqa: BLE001 - verify never raises for a model's outputs
+        return OutputCheck(case, name, "error", dtype=f"{dtype}: could not compare ({type(exc).__name__}: {exc})", tolerance=tol)
+
+
+def _compare(case: str, name: str, actual: Any, expected: Any, dtype: str, tol: Tolerance) -> OutputCheck:
+    import numpy as np
+
     want = _to_numpy(expected)
-    got = _to_numpy(actual)
+    got = _as_complex(_to_numpy(actual, like=getattr(expected, "dtype", None)), want)
     if got.shape != want.shape:
         return OutputCheck(case, name, "shape_mismatch", expected_shape=tuple(want.shape), actual_shape=tuple(got.shape), dtype=dtype, tolerance=tol)
-    if want.dtype.kind in "fc" or got.dtype.kind in "fc":
+    if want.dtype.kind == "c" or got.dtype.kind == "c":  # complex: |difference| of complex values
+        w = want.astype(np.complex128)
+        g = got.astype(np.complex128)
+    elif want.dtype.kind in "fc" or got.dtype.kind in "fc":
         w = want.astype(np.float64)
         g = got.astype(np.float64)
     else:
@@ -115,6 +146,7 @@ def compare(case: str, name: str, actual: Any, expected: Any, tolerances: Any = 
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
         diff = np.where(np.isnan(diff), np.inf, diff)
+        diff = diff.real if np.iscomplexobj(diff) else diff
         bad = diff > tol.atol + tol.rtol * np.abs(np.where(np.isfinite(w), w, 0.0))
         denom = np.abs(w)
         rel = np.where(denom > 0, diff / np.where(denom > 0, denom, 1.0), np.where(diff > 0, np.inf, 0.0))
