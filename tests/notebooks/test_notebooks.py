@@ -142,6 +142,8 @@ assert dynamic.dims["x", 0].obtained == dynamic.dims["skip", 0].obtained == "dyn
 assert dynamic.dims["x", 0].symbol == dynamic.dims["skip", 0].symbol
 assert onnx_inputs(auto) == {"x": ["x_dim0", "x_dim1"], "skip": ["x_dim0", "x_dim1"]}
 assert onnx_inputs(named) == {"x": ["batch", 3], "skip": ["batch", 3]}
+assert onnx_inputs(by_string) == {"x": ["batch", 3], "skip": ["batch", 3]}
+assert none_form.failed_stage.name == "capture" and none_form.dims["x", 0].obtained == "failed"
 
 row = caveat1.dims["x", 0]
 assert caveat1.succeeded and (row.requested, row.obtained) == ("AUTO", "static")
