@@ -87,6 +87,10 @@ def toggle_and_revisit(name: str, model, x, repeats: int) -> tuple[float, float,
         widget.append(time.perf_counter() - start)
         assert f"dynamic b{i}" in row.result.value, row.result.value
 
+    row.policy.value = "STATIC"  # seen once before the timed flips
+    wb.wait()
+    row.policy.value = "Dim"
+    wb.wait()
     revisit = []
     for i in range(repeats):
         for choice, expected in (("STATIC", "static"), ("Dim", "dynamic")):
