@@ -1,0 +1,44 @@
+"""The quickstart tutorial (``notebooks/01_quickstart.ipynb``, as committed) in a real JupyterLab
+and a real Chromium: Run All, no error in any cell, the workbench widget rendered with the
+export's ONNX inputs and a passed verification, and the files the notebook writes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from harness import cell_errors, open_notebook, run_all, wait_for_widget
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "notebooks" / "01_quickstart.ipynb"
+WIDGET = ".jp-Cell-outputArea .wb-workbench"
+
+
+def _wait_for_text(page, selector: str, text: str, timeout: float = 120_000) -> str:
+    page.wait_for_function(
+        "([selector, text]) => { const e = document.querySelector(selector);"
+        " return e !== null && e.innerText.includes(text); }",
+        arg=[selector, text],
+        timeout=timeout,
+    )
+    return page.locator(selector).first.inner_text()
+
+
+def test_quickstart_runs_top_to_bottom_in_jupyterlab(lab, page, artifacts, failure_screenshot):
+    failure_screenshot(page)
+    shutil.copy(QUICKSTART, lab.root / QUICKSTART.name)
+    open_notebook(page, lab, QUICKSTART.name)
+    run_all(page, timeout=240_000)
+    assert cell_errors(page) == []
+    assert page.locator(".jp-Cell-outputArea [data-mime-type='application/vnd.jupyter.error']").count() == 0
+
+    wait_for_widget(page, ".wb-workbench")
+    ports = _wait_for_text(page, f"{WIDGET} .wb-onnx-ports", "batch")
+    assert "x" in ports and "16" in ports
+    page.locator(f"{WIDGET} .lm-TabBar-tab", has_text="Verify").first.click()
+    assert "passed" in _wait_for_text(page, f"{WIDGET} .wb-verify-status", "passed")
+
+    page.get_by_text("x: ['batch', 16]").first.wait_for(state="visible")
+    assert (lab.root / "out" / "tiny.onnx").is_file()
+    assert (lab.root / "out" / "tiny_report.html").read_text().count("<svg") >= 1
+    page.screenshot(path=str(artifacts / "quickstart-page.png"), full_page=True)
