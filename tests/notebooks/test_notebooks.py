@@ -122,6 +122,9 @@ def test_01_quickstart_exports_shows_the_widget_saves_a_named_dim_and_writes_the
     assert onnx_input_dims(tmp_path / "out" / "tiny.onnx") == {"x": ["batch", 16]}
     assert re.search(r"shape \(9, 3\) max difference \d", text_of(cell_with(notebook, "x9 = torch.randn(9, 16)")))
     assert "Verification PASSED" in text_of(cell_with(notebook, "verification = session.verify()"))
+    graphs = cell_with(notebook, "side_by_side(session)")
+    assert any("<svg" in o.data.get("text/html", "") + o.data.get("image/svg+xml", "")
+               for o in graphs.outputs if "data" in o), "the graphs cell shows no SVG"
     report = (tmp_path / "out" / "tiny_report.html").read_text()
     for section in ("Stages", "Dims", "Guards", "Graphs", "Verification"):
         assert f">{section}<" in report, section
