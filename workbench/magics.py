@@ -87,6 +87,17 @@ def parse_call(source: str, namespace: dict[str, Any]) -> tuple[Any, tuple, dict
     return model, tuple(args), dict(kwargs)
 
 
+def _rest_of_line(line: str, argv: list[str], first: int) -> str:
+    """``line`` from where token ``argv[first]`` starts (tokens of a non-POSIX split are
+    substrings of the line, in order)."""
+    if first >= len(argv):
+        return ""
+    position = 0
+    for token in argv[:first]:
+        position = line.index(token, position) + len(token)
+    return line[line.index(argv[first], position):]
+
+
 def shows_widgets(shell: Any) -> bool:
     """Whether the shell has a Jupyter front end that can show widgets (a kernel), rather
     than a terminal IPython."""
@@ -168,9 +179,11 @@ class ExportMagics(Magics):
         """
         from IPython.utils.process import arg_split
 
-        # Split like %timeit (quotes kept), so the call reaches Python as written.
-        options = self.onnx_export.parser.parse_args(arg_split(line, posix=False))
-        model, args, kwargs = self._call(" ".join(options.call), cell)
+        # Split like %timeit (quotes kept); the call is the rest of the line from its first
+        # token on, so it reaches Python exactly as written.
+        argv = arg_split(line, posix=False)
+        options = self.onnx_export.parser.parse_args(argv)
+        model, args, kwargs = self._call(_rest_of_line(line, argv, len(argv) - len(options.call)), cell)
         session = self._session(model, args, kwargs, options)
         if options.name:
             self.shell.user_ns[options.name] = session

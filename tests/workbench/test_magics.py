@@ -82,6 +82,14 @@ def test_line_magic_passes_keyword_arguments_and_options(ip, capsys):
     assert "verif" not in capsys.readouterr().out.lower()
 
 
+def test_the_call_reaches_python_as_written_quotes_and_spaces_included(ip, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ip.run_line_magic("onnx_export", '''-o quoted --no-verify --save "x y.onnx" model(x, scale=torch.tensor(float(len("a  b"))))''')
+    session = ip.user_ns["quoted"]
+    assert float(session.kwargs["scale"]) == 4.0
+    assert "saved x y.onnx" in capsys.readouterr().out and (tmp_path / "x y.onnx").is_file()
+
+
 def test_cell_magic_runs_the_set_up_code_and_exports_the_last_line(ip, capsys):
     ip.run_cell_magic("onnx_export", "-o from_cell --dynamic x.0=batch",
                       "small = Tiny()\nbatch_of_two = torch.randn(2, 8)\nsmall(batch_of_two)\n")
