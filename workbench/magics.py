@@ -23,10 +23,16 @@ _ARGUMENTS = "__onnx_export_arguments__"
 
 
 # -- option types (argparse reports their ArgumentTypeError as a one-line UsageError) ----------
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]  # options are split without removing quotes, to keep the call intact
+    return text
+
+
 def _axis_request(text: str) -> Any:
     from exporter.cli import parse_axis_request
 
-    return parse_axis_request(text)
+    return parse_axis_request(_unquote(text))
 
 
 def _opset(text: str) -> int:
@@ -51,9 +57,7 @@ def _identifier(text: str) -> str:
 
 
 def _path(text: str) -> str:
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        text = text[1:-1]  # options are split without removing quotes, to keep the call intact
-    return text
+    return _unquote(text)
 
 
 # -- the call -----------------------------------------------------------------------------------

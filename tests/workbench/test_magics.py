@@ -59,7 +59,7 @@ def test_load_ext_registers_the_line_and_cell_magic(ip):
 
 def test_line_magic_stores_the_session_and_dynamic_names_the_onnx_dims(ip, capsys, tmp_path):
     target = tmp_path / "tiny.onnx"
-    ip.run_line_magic("onnx_export", f"-o session --no-verify --dynamic x.0=batch --save {target} model(x)")
+    ip.run_line_magic("onnx_export", f"-o session --no-verify --dynamic 'x.0=batch' --save {target} model(x)")
     session = ip.user_ns["session"]
     assert session.succeeded and onnx_dims(session) == {"x": ["batch", 8]}
     printed = capsys.readouterr().out
