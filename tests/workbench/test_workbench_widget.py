@@ -316,3 +316,19 @@ def test_a_torch_onnx_style_dim_name_is_shown_as_a_named_dim_and_kept_when_anoth
     wb.axis_control("x", 1).value = "AUTO"
     wb.wait()
     assert wb.session.spec.policy("x", 0) == named and type(wb.session.spec.policy("x", 0)) is type(named)
+
+
+def test_the_workbench_hides_no_ipywidgets_attribute_or_trait():
+    """A helper once named ``_model_name`` hid the widget's model-name trait and the page could
+    not build the widget."""
+    import ipywidgets
+
+    wb = workbench(Tiny(), torch.randn(4, 8), run=False)
+    inherited = set(dir(ipywidgets.VBox)) | set(ipywidgets.VBox.class_trait_names())
+    own = (set(vars(Workbench)) | set(vars(wb))) - {n for n in inherited if n.startswith("__")}
+    own -= {"_trait_values", "_trait_notifiers", "_trait_validators", "_cross_validation_lock", "_model_id",
+            "_property_lock", "_holding_sync", "_states_to_send", "_msg_callbacks", "_display_callbacks",
+            "comm", "_all_trait_default_generators", "_descriptors", "_instance_inits",
+            "_static_immutable_initial_values", "_trait_default_generators", "_traits"}
+    assert not own & inherited, sorted(own & inherited)
+    assert wb.get_state()["_model_name"] == "VBoxModel"
