@@ -87,7 +87,7 @@ def test_worker_thread_updates_reach_the_front_end_and_a_front_end_change_recapt
     msg_id = kernel.execute("%onnx_export --no-verify --dynamic x.0=batch model(x)")
     front.pump(lambda: "dynamic batch" in front.value("wb-dim-result-x-0"))
     assert msg_id in front.idle_at  # the cell had returned: the rows came from the worker thread
-    assert "wb-workbench" in front.classes
+    assert front.state[front.classes["wb-workbench"]]["_model_name"] == "VBoxModel"  # the page can build it
 
     front.set_state("wb-axis-x-0", index=1)  # the user picks STATIC in the page
     front.pump(lambda: "static 4" in front.value("wb-dim-result-x-0"))
