@@ -117,6 +117,32 @@ def dim_call(text: str) -> tuple[str, int | None, int | None] | None:
     return match.group(1), int(lo) if lo else None, int(hi) if hi else None
 
 
+_LIFTED_CONSTANT = re.compile(r"Constant tensor (\w+) is not in the constants dictionary")
+_TREE_NAME = "Must provide a tree_name when there might be a mismatch"
+_UNKNOWN_PYTREE = re.compile(r"Found <class '([\w.]+)'> in (output|input), which is not a known type")
+
+
+def lifted_constant(exc: BaseException | str) -> str | None:
+    """``lifted_tensor_0`` from "Constant tensor lifted_tensor_0 is not in the constants
+    dictionary" (torch's ``SpecViolationError`` for a tensor created in ``forward`` that a
+    pass lost)."""
+    match = _LIFTED_CONSTANT.search(str(exc))
+    return match.group(1) if match else None
+
+
+def is_tree_name_mismatch(exc: BaseException | str) -> bool:
+    """torch.export's "Must provide a tree_name when there might be a mismatch": the
+    ``dynamic_shapes`` do not follow ``forward``'s parameters (a ``**kwargs`` forward)."""
+    return _TREE_NAME in str(exc)
+
+
+def unknown_pytree_type(exc: BaseException | str) -> tuple[str, str] | None:
+    """``(class, "input" | "output")`` from "Found <class 'X'> in output, which is not a known
+    type": a container torch has no pytree for (a transformers ``DynamicCache``)."""
+    match = _UNKNOWN_PYTREE.search(str(exc))
+    return (match.group(1), match.group(2)) if match else None
+
+
 def is_size_mismatch(exc: BaseException | str) -> bool:
     """"The size of tensor a (n) must match the size of tensor b (m)": two sizes that must be
     equal (or broadcast) are not."""

@@ -188,7 +188,43 @@ def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
     return formats.suggested_fix_lines(exc)
 
 
-def _hint_for(exc: BaseException) -> str:
+def _kwargs_hint(bound: Any) -> str:
+    """What to do when torch.export cannot match ``dynamic_shapes`` to a ``**kwargs`` forward."""
+    var = getattr(bound, "var_keyword", None) if bound is not None else None
+    if var:
+        keys = ", ".join(repr(k) for k in bound.by_signature().get(var, {})) or "(none)"
+        top = ", ".join(repr(k) for k in bound.by_signature())
+        where = (
+            f"forward takes {keys} through **{var}; torch.export expects the top-level keys {top} "
+            f"(with {var!r} as one dict), and torch 2.13 still cannot apply a dim to a **kwargs entry"
+        )
+        first = next(iter(bound.by_signature().get(var, {})), "past_key_values")
+        fix = f"make it a parameter of forward (def forward(self, ..., {first}=None, **{var})) or wrap the model"
+    else:
+        where = "torch.export could not match dynamic_shapes to forward's parameters (a **kwargs forward)"
+        fix = "make every dynamic input a named parameter of forward, or wrap the model"
+    return (
+        f"{where}: {fix}; pass a KV cache as a named argument (past_key_values=...), "
+        "not through **kwargs"
+    )
+
+
+def _hint_for(exc: BaseException, bound: Any = None) -> str:
+    if formats.is_tree_name_mismatch(exc):
+        return _kwargs_hint(bound)
+    unknown = formats.unknown_pytree_type(exc)
+    if unknown is not None:
+        cls, where = unknown
+        if cls.endswith("DynamicCache") or ".cache_utils." in cls:
+            return (
+                f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: call "
+                "transformers.integrations.executorch.register_dynamic_cache_export_support() before exporting, "
+                "or export with use_cache=False"
+            )
+        return (
+            f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: register it "
+            "(torch.export.register_dataclass, or torch.utils._pytree.register_pytree_node)"
+        )
     fixes = suggested_fixes(exc)
     if fixes:
         return "torch suggests these dims (apply them to dynamic_shapes):\n" + "\n".join(fixes)
@@ -244,7 +280,7 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
             _solved_hint(first, spec, bound)
             if spec is not None and bound is not None and formats.is_constraint_violation(first.error)
             else None
-        ) or _hint_for(first.error),
+        ) or _hint_for(first.error, bound),
     )
     error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
     error.__cause__ = first.error

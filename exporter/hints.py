@@ -1,0 +1,55 @@
+"""What to do next when a stage after capture fails: hints built from the error and the program."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from . import _torch_formats as formats
+
+_OPERATOR = re.compile(r"\b(aten\.\w+(?:\.\w+)?|aten::\w+(?:\.\w+)?)")
+
+
+def decompose_hint(exc: BaseException, program: Any = None) -> str:
+    """The hint of a failed decompose stage: names what failed, a lifted constant (with the
+    user line that uses it, when the captured ``program`` is given) or the operator."""
+    name = formats.lifted_constant(exc)
+    if name is not None:
+        where = _constant_use(program, name)
+        return (
+            f"torch lost {name!r} while decomposing: a tensor the model creates inside forward, which "
+            f"torch.export lifted as a constant{where}. transformers' DynamicCache creates such tensors: "
+            "export without the cache (use_cache=False) or pass the cache tensors as inputs; "
+            "report it upstream with the exported program (session.save('model.pt2'))"
+        )
+    match = _OPERATOR.search(str(exc))
+    if match is not None:
+        return (
+            f"decomposing {match.group(1)} for ONNX failed; report it upstream with the exported program "
+            "(session.save('model.pt2')), or rewrite that call in the model"
+        )
+    return (
+        "a decomposition for ONNX failed (the error above says where); report it upstream with the exported "
+        "program (session.save('model.pt2'))"
+    )
+
+
+def _constant_use(program: Any, name: str) -> str:
+    """`` (used at file.py:12: code)`` for the first node using the lifted constant ``name``."""
+    if program is None:
+        return ""
+    try:
+        specs = program.graph_signature.input_specs
+        placeholder = next(spec.arg.name for spec in specs if getattr(spec, "target", None) == name)
+        node = next(n for n in program.graph.nodes if n.name == placeholder)
+    except (StopIteration, AttributeError):
+        return ""
+    for user in node.users:
+        frames = formats.traceback_frames(user.meta.get("stack_trace"))
+        from .frames import is_user_file
+
+        mine = [f for f in frames if is_user_file(f[0])]
+        if mine:
+            file, line, _, code = mine[-1]
+            return f" (used at {file}:{line}: {code})"
+    return ""
