@@ -391,6 +391,8 @@ class Workbench(widgets.VBox):
             self.benchmark_view.show(result, current)
         elif name == "benchmark_sweep":
             self.benchmark_view.show_sweep(result, current)
+        elif name == "profile":
+            self.benchmark_view.show_profile(result, current)
         if current and name in ("verify", "benchmark"):
             self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None),
                                       result.summary().splitlines()[0])

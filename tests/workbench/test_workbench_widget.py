@@ -254,6 +254,9 @@ def test_benchmark_tab_shows_latency_and_the_sweep():
     wb.run_analysis("benchmark_sweep", sizes=(1, 4), budget=0.05, min_runs=5)
     wb.wait()
     assert "latency vs batch" in wb.benchmark_view.sweep.value and "<svg" in wb.benchmark_view.sweep.value
+    wb.benchmark_view.profile_button.click()
+    wb.wait()
+    assert "Gemm" in wb.benchmark_view.profile.value and "<svg" in wb.benchmark_view.profile.value
 
 
 def test_guards_tab_draws_the_table_and_both_charts_when_shown():

@@ -1,6 +1,7 @@
 """The Benchmark tab: onnxruntime against eager PyTorch latency (``session.benchmark()``) and
-latency against the size of a dynamic dim (``session.benchmark_sweep()``), with their tables
-and the charts of :mod:`workbench.render.bench_charts`."""
+latency against the size of a dynamic dim (``session.benchmark_sweep()``) and onnxruntime's
+per-node profile by op type and module (``session.profile()``), with their tables and the
+charts of :mod:`workbench.render.bench_charts`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ class BenchmarkView:
     def __init__(self, on_run: Callable[[str], None]) -> None:
         self.button = widgets.Button(description="Run benchmark", icon="tachometer-alt")
         self.sweep_button = widgets.Button(description="Latency vs size", icon="chart-line")
+        self.profile_button = widgets.Button(description="Profile", icon="list")
+        self.profile_button.add_class("wb-run-profile")
+        self.profile_button.on_click(lambda _: on_run("profile"))
         self.button.add_class("wb-run-benchmark")
         self.sweep_button.add_class("wb-run-sweep")
         self.button.on_click(lambda _: on_run("benchmark"))
@@ -29,8 +33,9 @@ class BenchmarkView:
         self.summary = widgets.HTML()
         self.chart = widgets.HTML()
         self.sweep = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HBox([self.button, self.sweep_button, self.status]),
-                                    self.summary, self.chart, self.sweep])
+        self.profile = widgets.HTML()
+        self.widget = widgets.VBox([widgets.HBox([self.button, self.sweep_button, self.profile_button, self.status]),
+                                    self.summary, self.chart, self.sweep, self.profile])
 
     def show(self, result: Any, current: bool = True) -> None:
         stale = "" if current else " " + note("(for an earlier dim spec)")
@@ -52,3 +57,17 @@ class BenchmarkView:
             parts.append(frame_html(result.to_frame()))
             parts.append(figure_svg(latency_vs_size(result)))
         self.sweep.value = "".join(parts)
+
+    def show_profile(self, result: Any, current: bool = True) -> None:
+        stale = "" if current else " " + note("(for an earlier dim spec)")
+        if result.error or result.cancelled:
+            status = "cancelled" if result.cancelled else "failed"
+            self.profile.value = (f"<b>profile</b> {badge(status)}{stale}"
+                                  + (failure_html(result.failure) if result.failure else pre(result.error or "")))
+            return
+        from workbench.render.bench_charts import profile_bars
+
+        self.profile.value = "".join([
+            f"<b>profile</b> {badge('ok')}{stale}", pre(result.summary()),
+            figure_svg(profile_bars(result, by="op_type")), frame_html(result.to_frame("module")),
+        ])
