@@ -28,7 +28,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ._live import JobRunner, Step, observer_class
-from .views._html import badge, esc, failure_html, note
+from .views._html import esc, failure_html, note
 from .views.benchmark import BenchmarkView
 from .views.dims import AxisRow, DimsView
 from .views.graphs import GraphsView, graph_renderer
@@ -229,6 +229,7 @@ class Workbench(widgets.VBox):
             self.progress.bar_style = ""
             self.cancel_button.disabled = False
             self._status(label + "…")
+            self.last_message = ""
             self._runner.start(session, steps, label, previous)
 
     def _observer_for(self, job: Any) -> Any:

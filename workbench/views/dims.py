@@ -146,9 +146,6 @@ class AxisRow:
             parts.append(f"<br>{note('last good: ' + outcome_text(last_good))}")
         self.result.value = "".join(parts)
 
-    def show_pending(self, text: str) -> None:
-        self.result.value = note(text)
-
 
 class DimsView:
     """The Dims tab of one workbench: rows for every input axis of the session's inputs."""
@@ -186,10 +183,6 @@ class DimsView:
     def show_spec(self, spec: Any) -> None:
         for (path, axis), row in self.rows.items():
             row.show_policy(spec.policy(path, axis))
-
-    def show_pending(self, row: AxisRow | None = None, text: str = "capturing…") -> None:
-        for each in ([row] if row is not None else self.rows.values()):
-            each.show_pending(text)
 
     def show_error(self, text: str) -> None:
         self.message.value = failure_html(text, "the controls ask for a spec that is not valid") if text else ""
