@@ -246,7 +246,7 @@ def test_verify_button_shows_the_verdict_and_the_case_table():
     assert "<table" in wb.verify_view.table.value and "<svg" in wb.verify_view.chart.value
 
 
-def test_benchmark_tab_shows_latency_and_the_sweep():
+def test_benchmark_tab_shows_latency_the_sweep_and_the_profile():
     wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
     wb.run_analysis("benchmark", budget=0.05, min_runs=5)
     wb.wait()
