@@ -87,7 +87,8 @@ def time_rounds(
     calls, ``min_runs`` samples and there were ``min_rounds`` rounds (``stopped="budget"``), or
     one reached ``max_runs``; or, after 10 rounds with 300 samples each, once every median's
     95% interval is within ``precision`` of it (``"precision"``); or at 3 budgets per contender
-    of wall time (a slow model, with fewer runs). A batch lasts about ``budget / target_rounds``.
+    of wall time (a slow model, with fewer runs). A batch lasts about ``budget / target_rounds``
+    at the median call time of the contender's previous batch.
     Progress is reported after every batch, under the contender's name, as the fraction of the
     whole run done (so it only grows)."""
     if not contenders:
@@ -137,9 +138,11 @@ def time_rounds(
             samples[i].extend(chunk)
             chunk.sort()
             medians[i].append(percentile(chunk, 50) / 1e9)
-            took = sum(chunk) / 1e9
-            spent[i] += took
-            per_call[i] = took / batch
+            spent[i] += sum(chunk) / 1e9
+            # The next batch is sized on the typical call, not the mean: a few stalled calls
+            # (a busy machine) must not shrink batches to one call each, where every timed
+            # call would be the first after the other contenders ran.
+            per_call[i] = medians[i][-1]
             done = min(min(spent) / budget, 1.0) if budget > 0 else 1.0
             report(progress, contender.name, done, 1.0, f"round {rounds + 1}, {len(samples[i])} runs")
         rounds += 1

@@ -176,8 +176,8 @@ def test_compare_times_variants_in_the_same_rounds_against_onnxruntime(session):
     names = [row.name for row in comparison.rows]
     assert names == ["onnxruntime", "eager", "unoptimized", "level=disable", "threads=1", "eager threads=1"]
     assert comparison.row("onnxruntime").ratio == pytest.approx(1.0)  # "threads=2" was the baseline: dropped
-    for row in comparison.rows[1:]:
-        assert row.stats.runs >= 10 and row.ratio_ci[0] <= row.ratio <= row.ratio_ci[1]
+    for row in comparison.rows[1:]:  # a slow contender on a busy machine stops with fewer than min_runs
+        assert row.stats.runs >= comparison.rounds and row.ratio_ci[0] <= row.ratio <= row.ratio_ci[1]
     assert comparison.row("threads=1").threads == 1 and comparison.row("level=disable").variant.level == "disable"
     unoptimized = session.with_options(optimize=False).model_bytes
     assert comparison.row("unoptimized").model_mb == pytest.approx(len(unoptimized) / 2**20)
