@@ -668,12 +668,14 @@ class Session:
         """The fixes :meth:`apply_suggested_fixes` applied to reach this session, round by round."""
         return self._applied_fixes
 
-    def apply_suggested_fixes(self, max_rounds: int = 5) -> Session:
+    def apply_suggested_fixes(self, max_rounds: int = 5, *, observer: Observer | None = None,
+                              cancel: CancelToken | None = None) -> Session:
         """A session re-exported with torch's suggested fixes, applied round after round until
-        capture succeeds, nothing more is suggested, or ``max_rounds`` is reached."""
+        capture succeeds, nothing more is suggested, or ``max_rounds`` is reached (or ``cancel``
+        is set: the rounds stop where they are)."""
         from .shapes import apply_suggested_fixes
 
-        session, history = apply_suggested_fixes(self, max_rounds=max_rounds)
+        session, history = apply_suggested_fixes(self, max_rounds=max_rounds, observer=observer, cancel=cancel)
         session._applied_fixes = self.applied_fixes + history
         return session
 

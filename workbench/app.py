@@ -241,7 +241,7 @@ class Workbench(widgets.VBox):
         from exporter.worker import submit_work
 
         if step.task == "fixes":
-            return submit_work(session.apply_suggested_fixes)
+            return submit_work(session.apply_suggested_fixes, observer=observer, cancel=cancel)
         if step.task == "save":
             return submit_work(session.save, step.options["path"])
         if step.task == "graphs":

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _torch_formats as formats
 from ..axis import Axis
-from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec, Name
+from ..dims import AUTO, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name
 from ..errors import SpecError
 from ..guards import EQUALITY, Guards, axis_of_source, reported_attempt
 from .common import spec_from
@@ -136,6 +136,19 @@ def parse_fix_line(line: str) -> tuple[str, str, Any]:
     if rhs.isidentifier():
         return name, "equal", rhs
     return name, "derived", rhs
+
+
+def _derived_policy(text: Any, target_policy: Any) -> Derived | None:
+    """torch's ``b = a + 1`` / ``b = 2*a`` as a :class:`Derived` of ``a``'s (fixed) Dim; None
+    when the right side is not ``scale * dim + offset``."""
+    parts = formats.derived_fix(text) if isinstance(text, str) else None
+    if parts is None:
+        return None
+    name, scale, offset = parts
+    root = target_policy(name)
+    if not isinstance(root, Dim) or isinstance(root, Name):
+        return None
+    return Derived(root, scale, offset)
 
 
 def _axes_of_name(name: str, spec: DimSpec, bound: BoundInputs) -> tuple[Axis, ...]:
@@ -312,7 +325,7 @@ def build_fixes(
         elif kind in ("range", "equal"):
             policy = target_policy(name)
         else:
-            policy = AUTO
+            policy = _derived_policy(fix_value, target_policy) or AUTO
         for axis in axes:
             value[axis] = policy
         if axis_of_source(name, bound) is not None:  # torch named the axis by its source
@@ -347,14 +360,18 @@ def build_fixes(
     return SuggestedFixes(tuple(fixes), spec, after, diff, tuple(unapplied), problem, before_code, after_code)
 
 
-def apply_suggested_fixes(session: Session, max_rounds: int = 5) -> tuple[Session, tuple[SuggestedFixes, ...]]:
+def apply_suggested_fixes(session: Session, max_rounds: int = 5, *, observer: Any = None,
+                          cancel: Any = None) -> tuple[Session, tuple[SuggestedFixes, ...]]:
     """Re-export with the suggested fixes until capture succeeds, no new fix comes, or
-    ``max_rounds`` rounds ran. Returns the last session and the fixes applied per round."""
+    ``max_rounds`` rounds ran. Returns the last session and the fixes applied per round.
+    ``observer`` / ``cancel`` as for :meth:`Session.run`: once cancelled, the rounds stop and
+    the session reached so far is returned (its capture not run)."""
     current = session
     history: list[SuggestedFixes] = []
     seen = {current.spec}
     for _ in range(max_rounds):
-        if current.run("capture").status == "ok":
+        status = current.run("capture", observer=observer, cancel=cancel).status
+        if status in ("ok", "cancelled"):
             break
         fixes = current.suggested_fixes
         if not fixes or fixes.after in seen:

@@ -388,3 +388,12 @@ def test_a_session_shows_as_html_and_writes_its_report(tmp_path):
 
     text = path.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)=["']?https?:""", text)  # opens offline (XML namespaces aside)
+
+
+def test_apply_suggested_fixes_stops_when_cancelled():
+    session = session_of(Specializes(), dynamic_shapes={"x": {0: Dim("batch")}})
+    token = CancelToken()
+    token.cancel()
+    fixed = session.apply_suggested_fixes(cancel=token)
+    assert fixed.spec == session.spec and fixed.applied_fixes == ()
+    assert session.stages == ()  # nothing ran
