@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -410,6 +411,22 @@ def benchmark(
         ort_timing = _engine_timing("onnxruntime", rounds, ort_rss)
     if eager and eager_timing is None:
         eager_timing = _engine_timing("eager", rounds, eager_rss)
+    comparison_rows = None
+    if variants:
+        comparison_rows = [VariantTiming(Variant("onnxruntime"), threads=threads, model_mb=len(model_bytes) / 2**20,
+                                         rss_growth_mb=ort_timing.rss_growth_mb, error=ort_timing.error)]
+        if eager_timing is not None:
+            comparison_rows.append(VariantTiming(Variant("eager", engine="eager"), threads=threads,
+                                                 model_mb=state_mb(session.model),
+                                                 rss_growth_mb=eager_timing.rss_growth_mb, error=eager_timing.error))
+        comparison_rows.extend(rows)
+    return _result(rounds, load, ort_timing, eager_timing, comparison_rows,
+                   BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes))
+
+
+def _result(rounds: Rounds, load: Any, ort_timing: EngineTiming, eager_timing: EngineTiming | None,
+            comparison_rows: list[VariantTiming] | None, base: BenchmarkResult) -> BenchmarkResult:
+    """``base`` with the per-round headline, its interval, the noise and the comparison."""
     speedups = rounds.round_ratios("eager", "onnxruntime") if ort_timing.ok and eager_timing and eager_timing.ok else ()
     interval = bootstrap_median_ci(speedups) if speedups else None
     tails = tuple((name, stats.p90 / stats.p50) for name, stats in
@@ -417,18 +434,8 @@ def benchmark(
                   if stats.p50 > 0)
     noise = Noise.assess(rounds.rounds, statistics.median(speedups) if speedups else None, interval, speedups, tails,
                          load)
-    comparison = None
-    if variants:
-        baseline_row = VariantTiming(Variant("onnxruntime"), threads=threads, model_mb=len(model_bytes) / 2**20,
-                                     rss_growth_mb=ort_timing.rss_growth_mb, error=ort_timing.error)
-        eager_rows = []
-        if eager_timing is not None:
-            eager_rows = [VariantTiming(Variant("eager", engine="eager"), threads=threads,
-                                        model_mb=state_mb(session.model), rss_growth_mb=eager_timing.rss_growth_mb,
-                                        error=eager_timing.error)]
-        comparison = comparison_of(rounds, "onnxruntime", [baseline_row, *eager_rows, *rows], noise.warning)
-    return BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes, speedup_rounds=speedups,
-                           speedup_ci=interval, noise=noise, comparison=comparison)
+    comparison = comparison_of(rounds, "onnxruntime", comparison_rows, noise.warning) if comparison_rows else None
+    return dataclasses.replace(base, speedup_rounds=speedups, speedup_ci=interval, noise=noise, comparison=comparison)
 
 
 def _failed(exc: BaseException) -> BenchmarkResult:
