@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 from textwrap import dedent
 from typing import Any
 
@@ -17,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-__all__ = ["ExportMagics", "parse_call", "report_as_text", "shows_widgets"]
+__all__ = ["ExportMagics", "parse_call", "report_as_text", "shows_widgets", "split_trailing_options"]
 
 _ARGUMENTS = "__onnx_export_arguments__"
 
@@ -100,6 +101,26 @@ def _rest_of_line(line: str, argv: list[str], first: int) -> str:
     for token in argv[:first]:
         position = line.index(token, position) + len(token)
     return line[line.index(argv[first], position):]
+
+
+def split_trailing_options(call: str) -> tuple[str, str]:
+    """``model(x) --dynamic x.0=batch`` → ``("model(x)", "--dynamic x.0=batch")``: options
+    written after the call, as people do. A text that is a Python expression as it is stays
+    whole (``model(x - 1)``)."""
+    try:
+        ast.parse(call.strip(), mode="eval")
+        return call, ""
+    except SyntaxError:
+        pass
+    for match in re.finditer(r"\s(?=-)", call):
+        head = call[: match.start()]
+        try:
+            tree = ast.parse(head.strip(), mode="eval")
+        except SyntaxError:
+            continue
+        if isinstance(tree.body, ast.Call):
+            return head, call[match.end():]
+    return call, ""
 
 
 def shows_widgets(shell: Any) -> bool:
@@ -187,7 +208,11 @@ class ExportMagics(Magics):
         # token on, so it reaches Python exactly as written.
         argv = arg_split(line, posix=False)
         options = self.onnx_export.parser.parse_args(argv)
-        model, args, kwargs = self._call(_rest_of_line(line, argv, len(argv) - len(options.call)), cell)
+        first = len(argv) - len(options.call)
+        call, trailing = split_trailing_options(_rest_of_line(line, argv, first))
+        if trailing:
+            options = self.onnx_export.parser.parse_args(argv[:first] + arg_split(trailing, posix=False))
+        model, args, kwargs = self._call(call, cell)
         session = self._session(model, args, kwargs, options)
         if options.name:
             self.shell.user_ns[options.name] = session

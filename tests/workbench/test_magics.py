@@ -72,6 +72,12 @@ def onnx_dims_of_file(path):
     return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in proto.graph.input}
 
 
+def test_options_written_after_the_call_are_options_not_part_of_the_call(ip, capsys):
+    ip.run_line_magic("onnx_export", "model(x) --dynamic x.0=batch --no-verify -o after")
+    assert onnx_dims(ip.user_ns["after"])["x"] == ["batch", 8]
+    assert workbench.magics.split_trailing_options("model(x - 1)") == ("model(x - 1)", "")
+
+
 def test_line_magic_passes_keyword_arguments_and_options(ip, capsys):
     ip.run_line_magic("onnx_export", "-o scaled --no-verify --no-optimize --opset 18 --strategy strict "
                                      "--dynamic x.0=rows:2:64 model(x, scale=torch.tensor(2.0))")
