@@ -15,13 +15,15 @@ WIDGET = ".jp-Cell-outputArea .wb-workbench"
 
 
 def _wait_for_text(page, selector: str, text: str, timeout: float = 120_000) -> str:
+    """The text of ``selector`` once it contains ``text`` (textContent: JupyterLab does not lay
+    out cells scrolled out of view, so their innerText can read empty)."""
     page.wait_for_function(
         "([selector, text]) => { const e = document.querySelector(selector);"
-        " return e !== null && e.innerText.includes(text); }",
+        " return e !== null && e.textContent.includes(text); }",
         arg=[selector, text],
         timeout=timeout,
     )
-    return page.locator(selector).first.inner_text()
+    return page.locator(selector).first.text_content()
 
 
 def test_quickstart_runs_top_to_bottom_in_jupyterlab(lab, page, artifacts, failure_screenshot):
@@ -33,6 +35,7 @@ def test_quickstart_runs_top_to_bottom_in_jupyterlab(lab, page, artifacts, failu
     assert page.locator(".jp-Cell-outputArea [data-mime-type='application/vnd.jupyter.error']").count() == 0
 
     wait_for_widget(page, ".wb-workbench")
+    page.locator(WIDGET).first.scroll_into_view_if_needed()  # the graphs and tables below push it up
     ports = _wait_for_text(page, f"{WIDGET} .wb-onnx-ports", "batch")
     assert "x" in ports and "16" in ports
     page.locator(f"{WIDGET} .lm-TabBar-tab", has_text="Verify").first.click()
