@@ -534,3 +534,11 @@ def condition_holds_on(expr: Any, symbol: Any, lo: int, hi: int | None) -> bool 
     if result.lower is sympy.false and result.upper is sympy.false:
         return False
     return None
+
+
+def derived_dim_parts(value: Any) -> tuple[Any, int, int]:
+    """A torch derived dim (``2 * dx + 1``, class ``_DerivedDim``) as ``(root Dim, scale,
+    offset)``, read from its private ``root`` and ``fn`` (a linear function of the root)."""
+    root, fn = value.root, value.fn
+    offset = int(fn(0))
+    return root, int(fn(1)) - offset, offset

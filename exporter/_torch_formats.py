@@ -143,6 +143,29 @@ def unknown_pytree_type(exc: BaseException | str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
+def derived_fix(rhs: str) -> tuple[str, int, int] | None:
+    """The right side of a derived suggested fix, ``a + 1`` / ``2*a`` / ``2*a - 1``, as
+    ``(root name, scale, offset)``; None unless it is ``scale * name + offset`` with
+    ``scale >= 1`` (read with sympy)."""
+    import sympy
+
+    try:
+        expr = sympy.sympify(rhs)
+    except (sympy.SympifyError, SyntaxError, TypeError):
+        return None
+    if len(getattr(expr, "free_symbols", ())) != 1:
+        return None
+    (symbol,) = expr.free_symbols
+    try:
+        poly = sympy.Poly(expr, symbol)
+    except sympy.PolynomialError:
+        return None
+    if poly.degree() != 1 or not all(c.is_integer for c in poly.all_coeffs()):
+        return None
+    scale, offset = (int(c) for c in poly.all_coeffs())
+    return (str(symbol), scale, offset) if scale >= 1 else None
+
+
 def is_size_mismatch(exc: BaseException | str) -> bool:
     """"The size of tensor a (n) must match the size of tensor b (m)": two sizes that must be
     equal (or broadcast) are not."""

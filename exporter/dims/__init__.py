@@ -26,9 +26,9 @@ raises :class:`~exporter.SpecError` naming the input, the axis and the fix.
 """
 
 from . import model
-from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Name, Policy
+from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name, Policy
 
 # AxisEntry is importable from here too, as before the split, but was never in __all__.
 AxisEntry = model.AxisEntry
 
-__all__ = ["AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Name", "Policy", "AxisPolicy"]
+__all__ = ["AUTO", "DYNAMIC", "STATIC", "Derived", "Dim", "DimSpec", "Name", "Policy", "AxisPolicy"]

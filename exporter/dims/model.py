@@ -70,6 +70,18 @@ class Dim:
     def contains(self, size: int) -> bool:
         return (self.min is None or size >= self.min) and (self.max is None or size <= self.max)
 
+    # torch's derived dims: Dim("dx") + 1, 2 * Dim("dx")
+    def __add__(self, offset: int) -> Derived:
+        return _derived(self, 1, offset)
+
+    def __sub__(self, offset: int) -> Derived:
+        return _derived(self, 1, -offset)
+
+    def __mul__(self, scale: int) -> Derived:
+        return _derived(self, scale, 0)
+
+    __rmul__ = __mul__
+
     def __repr__(self) -> str:
         bounds = "".join(
             f", {k}={v}" for k, v in (("min", self.min), ("max", self.max)) if v is not None
@@ -99,7 +111,63 @@ class Name(Dim):
         return repr(self.name)
 
 
-AxisPolicy = Union[Policy, Dim]
+@dataclass(frozen=True)
+class Derived:
+    """An axis whose size is ``scale * root + offset`` for a named :class:`Dim` ``root``
+    (torch's derived dims: ``2 * dx``, ``dx + 1``). Write it as torch does,
+    ``Dim("dx") * 2 + 1``, or give torch's ``2 * dx``."""
+
+    root: Dim
+    scale: int = 1
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.root, Dim) or isinstance(self.root, Name):
+            raise SpecError(
+                f"a derived dim needs a Dim as its root, not {self.root!r}",
+                hint="dx = Dim('dx'); then use dx + 1 or 2 * dx",
+            )
+        if not isinstance(self.scale, int) or not isinstance(self.offset, int) or self.scale < 1:
+            raise SpecError(
+                f"derived dim {self.root.name}: scale={self.scale!r}, offset={self.offset!r} must be ints, scale >= 1",
+                hint=f"e.g. 2 * {self.root.name} + 1",
+            )
+
+    @property
+    def name(self) -> str:
+        return repr(self)
+
+    def size(self, root_size: int) -> int:
+        return self.scale * root_size + self.offset
+
+    def root_size(self, size: int) -> int | None:
+        """The root's size for an axis of ``size``, None if none gives it."""
+        base, rest = divmod(size - self.offset, self.scale)
+        return base if rest == 0 else None
+
+    def __add__(self, offset: int) -> Derived:
+        return Derived(self.root, self.scale, self.offset + offset)
+
+    def __sub__(self, offset: int) -> Derived:
+        return Derived(self.root, self.scale, self.offset - offset)
+
+    def __mul__(self, scale: int) -> Derived:
+        return Derived(self.root, self.scale * scale, self.offset * scale)
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        text = self.root.name if self.scale == 1 else f"{self.scale}*{self.root.name}"
+        if self.offset:
+            text += f" {'+' if self.offset > 0 else '-'} {abs(self.offset)}"
+        return text
+
+
+def _derived(dim: Dim, scale: int, offset: int) -> Derived:
+    return Derived(dim, scale, offset)
+
+
+AxisPolicy = Union[Policy, Dim, Derived]
 
 
 def default_dim_name(path: str, axis: int | None = None) -> str:
@@ -143,7 +211,13 @@ class DimSpec:
         return len(self.entries)
 
     def named_dims(self) -> dict[str, Dim]:
-        return {e.policy.name: e.policy for e in self.entries if isinstance(e.policy, Dim)}
+        """Every named dim by name, the roots of derived dims included."""
+        out: dict[str, Dim] = {}
+        for e in self.entries:
+            dim = e.policy.root if isinstance(e.policy, Derived) else e.policy
+            if isinstance(dim, Dim):
+                out.setdefault(dim.name, dim)
+        return out
 
     def is_static(self) -> bool:
         return not self.entries
@@ -161,8 +235,13 @@ class DimSpec:
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
-    def parse(cls, raw: Any, bound: BoundInputs, *, dynamic_axes: Any = None) -> DimSpec:
-        """Parse and validate any accepted spec form against the bound example inputs."""
+    def parse(
+        cls, raw: Any, bound: BoundInputs, *, dynamic_axes: Any = None,
+        input_names: Any = None, output_names: Any = None,
+    ) -> DimSpec:
+        """Parse and validate any accepted spec form against the bound example inputs.
+        ``input_names`` / ``output_names`` (torch.onnx.export's) let ``dynamic_axes`` be keyed
+        by them."""
         from .parse import (
             build,
             check_axis,
@@ -183,7 +262,7 @@ class DimSpec:
         else:
             value = parse_dynamic_shapes(raw, bound)
         if dynamic_axes is not None:
-            for key, policy in parse_dynamic_axes(dynamic_axes, bound).items():
+            for key, policy in parse_dynamic_axes(dynamic_axes, bound, input_names, output_names).items():
                 if key in value and value[key] != policy:
                     path, axis = key
                     raise SpecError(

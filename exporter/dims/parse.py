@@ -12,7 +12,7 @@ from typing import Any
 from ..axis import Axis
 from ..errors import SpecError
 from ..inputs import BoundInputs, Leaf
-from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Dim, DimSpec, Name, Policy, default_dim_name
+from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Derived, Dim, DimSpec, Name, Policy, default_dim_name
 from .tree import Tree
 
 
@@ -122,7 +122,7 @@ def check_axis(leaf: Leaf, axis: Any) -> int:
 def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
     """One axis: AUTO/STATIC/DYNAMIC, Dim, str, True/None, int, or a torch Dim/hint.
     ``axis`` is None when the value applies to every axis of the tensor."""
-    if isinstance(value, (Policy, Dim)):
+    if isinstance(value, (Policy, Dim, Derived)):
         return value
     if value is None or value is False:
         return STATIC
@@ -175,10 +175,16 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
             )
         return Policy[name]
     if kind == "derived":
-        raise SpecError(
-            f"derived dim {value.__name__!r} is not supported yet",
-            hint="give that axis its own Dim, or AUTO, and let torch find the relation",
-        )
+        from .._torch_compat import derived_dim_parts
+
+        root, scale, offset = derived_dim_parts(value)
+        converted = _from_torch_dim(root, leaf, axis)
+        if not isinstance(converted, Dim) or scale < 1:
+            raise SpecError(
+                f"derived dim {value.__name__!r} is not a positive linear function of a Dim",
+                hint="give that axis its own Dim, or AUTO, and let torch find the relation",
+            )
+        return Derived(converted, scale, offset)
     if kind == "dim":
         lo = value.min if isinstance(value.min, int) and value.min > 0 else None
         hi = value.max if isinstance(value.max, int) and not isinstance(value.max, bool) else None
@@ -190,6 +196,12 @@ def _is_dim_hint(value: Any) -> bool:
     from .._torch_compat import torch_dim_kind
 
     return torch_dim_kind(value) == "hint"
+
+
+def _is_static_hint(value: Any) -> bool:
+    from .._torch_compat import dim_hint_policy
+
+    return _is_dim_hint(value) and dim_hint_policy(value)[0] == "STATIC"
 
 
 def _is_whole(spec: Any) -> bool:
@@ -258,8 +270,8 @@ def _walk(tree: Tree, path: str, spec: Any, out: dict[tuple[str, int], AxisPolic
     if path in tree.leaves:
         _parse_leaf_spec(spec, tree.leaves[path], out)
         return
-    if spec is None or spec is False or spec is STATIC:
-        return
+    if spec is None or spec is False or spec is STATIC or _is_static_hint(spec):
+        return  # torch.export takes Dim.STATIC (or None) for a non-tensor input too
     children = tree.children.get(path)
     if children is None:  # an int, a float, None, a string...: nothing to make dynamic
         raise _not_a_tensor(tree, path, _first_axis(spec))
@@ -345,8 +357,12 @@ def parse_dynamic_shapes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], 
     return out
 
 
-def parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], AxisPolicy]:
-    """Legacy ``dynamic_axes``: ``{"x": {0: "batch"}}`` or ``{"x": [0, 1]}``."""
+def parse_dynamic_axes(
+    raw: Any, bound: BoundInputs, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None
+) -> dict[tuple[str, int], AxisPolicy]:
+    """Legacy ``dynamic_axes``: ``{"x": {0: "batch"}}`` or ``{"x": [0, 1]}``, keyed by input
+    name, or, as legacy torch.onnx code does, by the ``input_names`` given to the flattened
+    inputs in order (entries keyed by ``output_names`` are skipped: output dims follow)."""
     if not isinstance(raw, Mapping):
         raise SpecError(
             f"dynamic_axes must be a dict, not {type(raw).__name__}",
@@ -354,10 +370,21 @@ def parse_dynamic_axes(raw: Any, bound: BoundInputs) -> dict[tuple[str, int], Ax
         )
     tree = Tree(bound)
     flattened = {path.replace(".", "_"): path for path in tree.leaves}
+    if input_names is not None:
+        if len(input_names) > len(bound.leaves):
+            raise SpecError(
+                f"input_names has {len(input_names)} names but forward was given {len(bound.leaves)} tensors "
+                f"({', '.join(leaf.path for leaf in bound.leaves)})",
+                hint="give one name per tensor input, in order",
+            )
+        flattened.update({name: leaf.path for name, leaf in zip(input_names, bound.leaves)})
+    outputs = set(output_names or ())
     out: dict[tuple[str, int], AxisPolicy] = {}
     for name, axes in raw.items():
-        if isinstance(name, str) and name not in tree.values and name in flattened:
-            name = flattened[name]  # legacy flattened name: cache_0_key -> cache.0.key
+        if isinstance(name, str) and name in outputs and name not in flattened:
+            continue  # an output's dims follow from the inputs'
+        if isinstance(name, str) and name in flattened and (name not in tree.values or input_names and name in input_names):
+            name = flattened[name]  # input_names, or a legacy flattened name: cache_0_key -> cache.0.key
         if axes is None:
             continue  # torch.onnx.export accepts None (no dynamic axes), for outputs too
         leaf = find_leaf(bound, name, axis=_first_axis(axes), tree=tree)
@@ -384,9 +411,22 @@ def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSp
     value = {k: strict.get(p.name, p) if isinstance(p, Name) else p for k, p in value.items()}
     named: dict[str, tuple[Dim, str, int, int]] = {}
     for (path, axis), policy in value.items():
+        size = bound.leaf(path).shape[axis]
+        if isinstance(policy, Derived):
+            root_size = policy.root_size(size)
+            if root_size is None or root_size < 0:
+                raise SpecError(
+                    f"the example size {size} is not {policy!r} for any size of {policy.root.name!r}",
+                    input=path,
+                    axis=axis,
+                    hint=f"pass an example whose size is {policy!r}, or give the axis its own Dim",
+                )
+            derived_text = f" ({policy!r}, so {policy.root.name} = {root_size})"
+            policy, size = policy.root, root_size
+        else:
+            derived_text = ""
         if not isinstance(policy, Dim):
             continue
-        size = bound.leaf(path).shape[axis]
         if not policy.contains(size):
             lo = policy.min if policy.min is not None else 0
             hi = policy.max if policy.max is not None else "inf"
@@ -414,7 +454,8 @@ def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSp
                 )
             if other_size != size:
                 raise SpecError(
-                    f"{Axis(path, axis).label} = {size} and {Axis(other_path, other_axis).label} = {other_size} "
+                    f"{Axis(path, axis).label} = {bound.leaf(path).shape[axis]}{derived_text} and "
+                    f"{Axis(other_path, other_axis).label} = {other_size} "
                     f"share the dim name {policy.name!r}, but their example sizes differ",
                     input=path,
                     axis=axis,

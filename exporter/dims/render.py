@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..inputs import BoundInputs, Leaf
-from .model import AUTO, DYNAMIC, AxisPolicy, Dim, DimSpec, Name
+from .model import AUTO, DYNAMIC, AxisPolicy, Derived, Dim, DimSpec, Name
 from .tree import Tree
 
 
@@ -21,6 +21,10 @@ def to_torch(spec: DimSpec, bound: BoundInputs) -> dict[str, Any] | None:
             return torch.export.Dim.AUTO
         if policy is DYNAMIC or isinstance(policy, Name):  # a name: what torch.onnx.export passes
             return torch.export.Dim.DYNAMIC
+        if isinstance(policy, Derived):
+            expr = convert(policy.root)
+            expr = expr * policy.scale if policy.scale != 1 else expr
+            return expr + policy.offset if policy.offset else expr
         if policy.name not in torch_dims:
             kwargs = {k: v for k, v in (("min", policy.min), ("max", policy.max)) if v is not None}
             torch_dims[policy.name] = torch.export.Dim(policy.name, **kwargs)
@@ -54,6 +58,11 @@ def to_code(spec: DimSpec, bound: BoundInputs) -> str:
     def convert(policy: AxisPolicy) -> Any:
         if isinstance(policy, Name):  # kept a string: torch.onnx.export's (and export()'s) form
             return policy.name
+        if isinstance(policy, Derived):
+            text = policy.root.name if policy.scale == 1 else f"{policy.scale} * {policy.root.name}"
+            if policy.offset:
+                text += f" {'+' if policy.offset > 0 else '-'} {abs(policy.offset)}"
+            return _Code(text)
         if isinstance(policy, Dim):
             return _Code(policy.name)
         return _Code(f"{alias}.{policy.name}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..axis import Axis
-from ..dims import AUTO, Dim
+from ..dims import AUTO, Derived, Dim
 from .groups import onnx_input_dims, policy_text
 
 
@@ -116,6 +116,16 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
                     checks.append(ContractCheck("static kept static", subject, "warning", f"not requested dynamic, but the ONNX dim is {dim!r}"))
                 continue
             asked_text = policy_text(policy)
+            if isinstance(policy, Derived) and isinstance(dim, str):
+                # A derived dim is an expression of its root's ONNX name: ``dx + 1``, ``2*dx``.
+                expected = {repr(policy).replace(" ", ""), str(policy).replace(" ", "")}
+                if dim.replace(" ", "") not in expected:
+                    checks.append(ContractCheck(
+                        "user's dim name", subject, "error",
+                        f"requested {asked_text}; the ONNX dim is {dim!r}",
+                        "the relation torch captured differs from the requested one",
+                    ))
+                continue
             if isinstance(dim, int):
                 severity = "warning" if policy is AUTO else "error"
                 checks.append(

@@ -359,11 +359,11 @@ def test_a_torch_hint_with_bounds_asks_for_a_named_dim():
     assert err.hint == "name the dim: exporter.Dim('x_dim0', min=2, max=64)"
 
 
-def test_a_derived_torch_dim_is_refused():
+def test_a_derived_torch_dim_whose_example_no_root_size_gives_is_refused():
     batch = TorchDim("batch")
-    err = refused(r"derived dim '2\*batch' is not supported yet", Add(), (x34(), torch.randn(6, 4)), dynamic_shapes={"x": {0: batch}, "y": {0: 2 * batch}})
+    err = refused(r"the example size 7 is not 2\*batch for any size of 'batch'", Add(), (x34(), torch.randn(7, 4)), dynamic_shapes={"x": {0: batch}, "y": {0: 2 * batch}})
     assert (err.input, err.axis) == ("y", 0)
-    assert "give that axis its own Dim, or AUTO" in err.hint
+    assert "pass an example whose size is 2*batch" in err.hint
 
 
 @pytest.mark.parametrize("raw", ["x: batch", 3, {"x"}], ids=["str", "int", "set"])

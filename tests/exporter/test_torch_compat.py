@@ -203,3 +203,10 @@ def test_condition_holds_on_proves_refutes_or_cannot_tell_with_torch_value_range
     assert compat.condition_holds_on(sympy.Ne(FloorDiv(s - 1, 4) + 1, 1), s, 5, 1000) is True
     assert compat.condition_holds_on(sympy.Eq(s, 1), s, 2, 10) is False
     assert compat.condition_holds_on(sympy.Ne(s, 1), s, 0, 10) is None
+
+
+def test_derived_dim_parts_reads_root_scale_and_offset_of_a_torch_derived_dim():
+    dx = torch.export.Dim("dx", max=64)
+    root, scale, offset = compat.derived_dim_parts(2 * dx + 1)
+    assert root.__name__ == "dx" and (scale, offset) == (2, 1)
+    assert compat.derived_dim_parts(dx - 1)[1:] == (1, -1)

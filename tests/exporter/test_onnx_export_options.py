@@ -1,0 +1,121 @@
+"""torch.onnx.export's inputs, taken as it takes them: equal string names, derived dims (in specs
+and in fixes), Dim.STATIC on a non-tensor input, dynamic_axes keyed by input_names."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from exporter import Dim, ExportOptions, Session, SpecError
+from exporter.dims import DYNAMIC, Derived, DimSpec, Name
+
+
+class GatheredMask(torch.nn.Module):
+    """No guard equates the two batch axes: torch keeps two symbols."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 4)
+
+    def forward(self, input_ids, attention_mask):
+        rows = attention_mask[torch.arange(input_ids.shape[0])]
+        return self.emb(input_ids) * rows[..., None]
+
+
+def onnx_input_dims(model) -> dict[str, list]:
+    """``{input: [dim_param or size, ...]}`` of an onnx_ir model or a ModelProto."""
+    graph_inputs = getattr(model.graph, "inputs", None)
+    if graph_inputs is not None:
+        return {v.name: [getattr(d, "value", d) for d in v.shape] for v in graph_inputs}
+    return {
+        v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input
+    }
+
+
+def test_equal_string_names_tie_axes_into_one_onnx_dim_param_as_torch_onnx_export_does():
+    model = GatheredMask().eval()
+    args = (torch.randint(0, 20, (2, 6)), torch.ones(2, 6, dtype=torch.long))
+    names = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = torch.onnx.export(model, args, dynamic_shapes=names, dynamo=True, verbose=False)
+    session = Session(model, args, None, ExportOptions(dynamic_shapes=names))
+    assert session.run().status == "ok"
+    expected = {"input_ids": ["batch", "seq"], "attention_mask": ["batch", "seq"]}
+    assert onnx_input_dims(theirs.model) == expected
+    assert onnx_input_dims(session.onnx_model) == expected
+    # torch gave the batch axes two symbols in both, as no guard equates them
+    assert session.dims["input_ids", 0].symbol != session.dims["attention_mask", 0].symbol
+
+
+class Shift(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y[1:]
+
+
+class Twice(torch.nn.Module):
+    def forward(self, x, y):
+        return x.repeat(2, 1) + y
+
+
+dx = Dim("dx")
+DERIVED = [
+    ("dx + 1", Shift(), (torch.randn(4, 3), torch.randn(5, 3)), {"x": {0: dx}, "y": {0: dx + 1}}, Derived(dx, 1, 1), "dx + 1"),
+    ("2 * dx", Twice(), (torch.randn(4, 3), torch.randn(8, 3)), {"x": {0: dx}, "y": {0: 2 * dx}}, Derived(dx, 2, 0), "2*dx"),
+    ("torch's dx + 1", Shift(), (torch.randn(4, 3), torch.randn(5, 3)),
+     {"x": {0: torch.export.Dim("dx")}, "y": {0: torch.export.Dim("dx") + 1}}, Derived(dx, 1, 1), "dx + 1"),
+]
+
+
+@pytest.mark.parametrize("model, args, spec, policy, onnx_dim", [c[1:] for c in DERIVED], ids=[c[0] for c in DERIVED])
+def test_derived_dims_export_with_the_expression_as_the_onnx_dim_and_verify(model, args, spec, policy, onnx_dim):
+    session = Session(model, args, None, ExportOptions(dynamic_shapes=spec))
+    assert session.spec.policy("y", 0) == policy
+    assert "'y': {0: " + ("dx + 1" if policy.offset else "2 * dx") + "}" in session.spec.to_code(session.inputs)
+    assert session.run().status == "ok"
+    assert onnx_input_dims(session.onnx_model)["y"][0] == onnx_dim
+    result = session.verify()
+    assert result.ok, result.summary()
+
+
+def test_a_derived_example_size_that_disagrees_with_its_root_is_refused():
+    spec = {"x": {0: dx}, "y": {0: 2 * dx}}
+    with pytest.raises(SpecError, match=r"the example size 5 is not 2\*dx for any size of 'dx'"):
+        Session(Twice(), (torch.randn(4, 3), torch.randn(5, 3)), None, ExportOptions(dynamic_shapes=spec))
+    with pytest.raises(SpecError, match=r"y.shape\[0\] = 4 \(2\*dx, so dx = 2\) and x.shape\[0\] = 4 share"):
+        Session(Twice(), (torch.randn(4, 3), torch.randn(4, 3)), None, ExportOptions(dynamic_shapes=spec))
+
+
+def test_torch_suggesting_a_derived_dim_is_applied_as_one_in_one_round():
+    session = Session(Shift(), (torch.randn(4, 3), torch.randn(5, 3)), None,
+                      ExportOptions(dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}}))
+    assert session.run("capture").status == "failed"
+    assert session.suggested_fixes.after.policy("y", 0) == Derived(Dim("a"), 1, 1)
+    fixed = session.apply_suggested_fixes()
+    assert fixed.run().status == "ok" and len(fixed.applied_fixes) == 1
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x, n: int):
+        return x * n
+
+
+def test_dim_static_on_a_non_tensor_input_is_accepted_as_torch_export_accepts_it():
+    spec = {"x": {0: "batch"}, "n": torch.export.Dim.STATIC}
+    session = Session(Scaled(), (torch.randn(3, 4), 2), None, ExportOptions(dynamic_shapes=spec))
+    assert list(session.spec) and session.spec.policy("x", 0) == Name("batch")
+    assert session.run().status == "ok"
+
+
+def test_dynamic_axes_keyed_by_input_names_and_output_names_as_legacy_code_writes_them():
+    bound = Session(Shift(), (torch.randn(4, 3), torch.randn(5, 3))).inputs
+    spec = DimSpec.parse(
+        None, bound,
+        dynamic_axes={"input_0": {0: "rows"}, "input_1": [0], "output": {0: "rows"}},
+        input_names=["input_0", "input_1"], output_names=["output"],
+    )
+    assert spec.policy("x", 0) == Name("rows") and spec.policy("y", 0) is DYNAMIC
+    with pytest.raises(SpecError, match="input_names has 3 names but forward was given 2 tensors"):
+        DimSpec.parse(None, bound, dynamic_axes={}, input_names=["a", "b", "c"])
