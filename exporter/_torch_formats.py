@@ -285,6 +285,16 @@ def ort_error_message(exc: BaseException) -> str:
     return _ORT_CHECK.sub("Status Message: ", _ORT_PREFIX.sub("", line))
 
 
+_ORT_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+\(\d+\)) node")
+
+
+def ort_missing_kernel(exc: BaseException) -> str | None:
+    """``Mul(14)`` from onnxruntime's NOT_IMPLEMENTED "Could not find an implementation for
+    Mul(14) node with name 'node_mul'" (no kernel for the node's types, e.g. bfloat16 Mul)."""
+    match = _ORT_NO_KERNEL.search(str(exc))
+    return match.group(1) if match else None
+
+
 def ort_error_node(exc: BaseException) -> str | None:
     """The name of the ONNX node onnxruntime was running when it failed (``Name:'node_view'``)."""
     match = _ORT_NODE.search(str(exc))

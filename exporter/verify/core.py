@@ -39,7 +39,9 @@ def _run_case(
     feeds: dict[str, Any] | None = None
     feeds_error: BaseException | None = None
     try:  # copied before eager runs: a module that writes into its inputs must not change them
-        feeds = {k: v.copy() for k, v in session.feeds(*args, **dict(kwargs)).items()}
+        from ..ort_values import feeds as ort_feeds
+
+        feeds = ort_feeds(session, session.stage_output("optimize"), args, dict(kwargs))
     except Exception as exc:  # noqa: BLE001
         feeds_error = exc
     try:
@@ -277,7 +279,15 @@ def verify(
         contract = check_contract(session, model, program)
         ort_session = _readable_outputs_session(session) or session.ort_session
     except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
-        return _error_result(exc, start, groups, prefix="onnxruntime cannot load the model")
+        missing = formats.ort_missing_kernel(exc)
+        if missing is not None:
+            prefix = (
+                f"onnxruntime has no CPU kernel for {missing} with this model's types, so it cannot run the "
+                "model here (a limit of onnxruntime, not a wrong model)"
+            )
+        else:
+            prefix = "onnxruntime cannot load the model"
+        return _error_result(exc, start, groups, prefix=prefix)
     cases: list[CaseResult] = []
     try:
         return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
