@@ -133,11 +133,13 @@ class BenchmarkResult:
             body = timing.stats.summary() if timing.stats else f"failed: {timing.error}"
             lines.append(f"  {timing.engine:<12} {body}")
         if self.speedup is not None:
-            interval = ""
+            interval, basis = "", ""
             if self.speedup_ci is not None:
                 interval = (f"; 95% interval {self.speedup_ci[0]:.2f}–{self.speedup_ci[1]:.2f}x over "
                             f"{len(self.speedup_rounds)} interleaved rounds")
-            lines.append(f"  onnxruntime / eager p50 = {self.ratio:.3f} (onnxruntime {self.speedup:.2f}x "
+            if self.speedup_rounds:  # each round weighs the same, whatever its number of calls
+                basis = ", median of the rounds' ratios"
+            lines.append(f"  onnxruntime / eager p50{basis} = {self.ratio:.3f} (onnxruntime {self.speedup:.2f}x "
                          f"{'faster' if self.speedup >= 1 else 'slower'}{interval})")
         if self.comparison is not None:
             lines.extend("  " + line for line in self.comparison.summary().splitlines() if "WARNING" not in line)
