@@ -17,7 +17,9 @@ class Serializer(Protocol):
 
 
 def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kwargs: Any):
-    """Export ``model`` called as ``model(*args, **kwargs)`` to ONNX.
+    """Export ``model`` called as ``model(*args, **kwargs)`` to ONNX. ``model`` may be a
+    ``torch.export.ExportedProgram``, as in ``torch.onnx.export``: it is used as captured
+    (its example inputs when none are given, its dynamic dims when no spec is given).
 
     Runs capture → decompose → translate → optimize and returns the
     :class:`~exporter.Session`. Raises :class:`~exporter.SpecError` for an invalid dim spec
@@ -26,6 +28,10 @@ def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kw
     """
     from .session import Session
 
+    if type(model).__name__ == "ExportedProgram":  # torch.onnx.export takes one as the model
+        from .program_model import as_model
+
+        model, args, kwargs, options = as_model(model, args, kwargs, options)
     session = Session(model, args, kwargs, options)
     session.run()
     return session.raise_for_status()

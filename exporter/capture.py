@@ -94,6 +94,9 @@ class CaptureStrategy(abc.ABC):
         from ._torch_compat import clear_dim_marks, record_shape_guards, size_oblivious_capture
 
         start = time.perf_counter()
+        given = getattr(model, "program", None) if type(model).__name__ == "ProgramModel" else None
+        if given is not None:  # an ExportedProgram given as the model: it is the capture
+            return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
         with record_shape_guards() as guards:
             try:
                 with size_oblivious_capture():

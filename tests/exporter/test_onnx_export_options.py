@@ -119,3 +119,24 @@ def test_dynamic_axes_keyed_by_input_names_and_output_names_as_legacy_code_write
     assert spec.policy("x", 0) == Name("rows") and spec.policy("y", 0) is DYNAMIC
     with pytest.raises(SpecError, match="input_names has 3 names but forward was given 2 tensors"):
         DimSpec.parse(None, bound, dynamic_axes={}, input_names=["a", "b", "c"])
+
+
+class MaskedScale(torch.nn.Module):
+    def forward(self, x, mask):
+        return x * mask + 1
+
+
+def test_an_exported_program_is_taken_as_the_model_with_its_inputs_and_dynamic_dims():
+    from exporter import export
+
+    b = torch.export.Dim("b")
+    program = torch.export.export(
+        MaskedScale(), (torch.randn(3, 4),), {"mask": torch.ones(3, 4)}, dynamic_shapes={"x": {0: b}, "mask": {0: b}}
+    )
+    session = export(program)  # no inputs, no spec: the program's own
+    assert session.exported_program is program  # used as captured, not captured again
+    assert onnx_input_dims(session.onnx_model) == {"x": ["x_dim0", 4], "mask": ["x_dim0", 4]}
+    x, mask = torch.randn(6, 4), torch.rand(6, 4)
+    np_out = session.run_onnx(x, mask=mask)[0]
+    torch.testing.assert_close(torch.from_numpy(np_out), x * mask + 1)
+    assert session.verify().ok
