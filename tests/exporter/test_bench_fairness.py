@@ -13,30 +13,12 @@ import sys
 import pytest
 import torch
 
-from exporter import Dim, ExportOptions, Session
+from test_bench import session  # noqa: F401 - the TwoLayer session fixture
+
 from exporter.bench import Calibration, Contender, Load, Noise, OrtRunner, Variant, bootstrap_median_ci, time_rounds
 from exporter.events import Observer
 
 SPIN = "session.intra_op.allow_spinning"
-
-
-class TwoLayer(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(16, 32)
-        self.act = torch.nn.GELU()
-        self.fc2 = torch.nn.Linear(32, 8)
-
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
-
-
-@pytest.fixture(scope="module")
-def session():
-    torch.manual_seed(0)
-    s = Session(TwoLayer().eval(), (torch.randn(4, 16),), {}, ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
-    s.run()
-    return s
 
 
 def spinning_of(runner):
