@@ -168,3 +168,13 @@ def test_a_string_name_takes_the_guards_range_instead_of_failing():
     assert outcome.dynamic and (outcome.min, outcome.max) == (0, 128)
     assert "narrowed from [0, inf] to [0, 128]" in outcome.reason
     assert axis_ranges(session.guards, session.inputs)[("x", 1)].max == 128
+
+
+def test_the_dim_ranges_chart_draws_the_capped_range():
+    pytest.importorskip("matplotlib")
+    from workbench.render.dim_charts import dim_ranges_chart
+
+    session = Session(PositionTable(), (torch.randn(2, 16, 4),), None, ExportOptions(dynamic_shapes={"x": {1: "seq"}}))
+    figure = dim_ranges_chart(session.dims)
+    texts = [t.get_text() for axes in figure.axes for t in axes.texts]
+    assert "seq [0, 128]" in texts, texts
