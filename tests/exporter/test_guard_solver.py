@@ -5,18 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from shape_models import BranchOnOne
 
 from exporter import STATIC, Dim, ExportOptions, Session
 from exporter.shapes.solve import axis_ranges, solve_size
-
-
-class NotOne(torch.nn.Module):
-    """A fast path for batch 1, as nn.MultiheadAttention has: guard ``b != 1``."""
-
-    def forward(self, x):
-        if x.shape[0] == 1:
-            return x * 2
-        return x + 1
 
 
 class PositionTable(torch.nn.Module):
@@ -83,7 +75,7 @@ def only_guard(session, axis):
 
 
 SOLVED = [
-    ("not one", NotOne(), (torch.randn(4, 3),), {"x": {0: Dim("b")}}, ("x", 0), 4, (2, None)),
+    ("not one", BranchOnOne(), (torch.randn(4, 3),), {"x": {0: Dim("b")}}, ("x", 0), 4, (2, None)),
     ("Min cap", PositionTable(), (torch.randn(2, 16, 4),), {"x": {1: Dim("seq")}}, ("x", 1), 16, (0, 128)),
     ("<= bound", AtMost64(), (torch.randn(2, 10),), {"x": {1: Dim("seq")}}, ("x", 1), 10, (0, 64)),
     ("strided convs", StridedThenNotOne(), (torch.randn(1, 2, 40),), {"x": {2: Dim("time")}}, ("x", 2), 40, (5, None)),
@@ -111,7 +103,7 @@ def test_solve_size_refuses_a_guard_that_does_not_hold_at_the_example():
 
 
 FIXED = [
-    ("not one", NotOne(), (torch.randn(4, 3),), {"x": {0: Dim("b")}}, {("x", 0): Dim("b", min=2)}),
+    ("not one", BranchOnOne(), (torch.randn(4, 3),), {"x": {0: Dim("b")}}, {("x", 0): Dim("b", min=2)}),
     ("Min cap", PositionTable(), (torch.randn(2, 16, 4),), {"x": {1: Dim("seq")}}, {("x", 1): Dim("seq", max=128)}),
     ("<= bound", AtMost64(), (torch.randn(2, 10),), {"x": {1: Dim("seq", max=4096)}}, {("x", 1): Dim("seq", max=64)}),
     ("strided convs", StridedThenNotOne(), (torch.randn(1, 2, 40),), {"x": {2: Dim("time")}}, {("x", 2): Dim("time", min=5)}),

@@ -7,21 +7,10 @@ import warnings
 
 import pytest
 import torch
+from shape_models import GatheredMask
 
 from exporter import Dim, ExportOptions, Session, SpecError
 from exporter.dims import DYNAMIC, Derived, DimSpec, Name
-
-
-class GatheredMask(torch.nn.Module):
-    """No guard equates the two batch axes: torch keeps two symbols."""
-
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(20, 4)
-
-    def forward(self, input_ids, attention_mask):
-        rows = attention_mask[torch.arange(input_ids.shape[0])]
-        return self.emb(input_ids) * rows[..., None]
 
 
 def onnx_input_dims(model) -> dict[str, list]:

@@ -20,6 +20,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from shape_models import BranchOnOne
 
 from exporter import AUTO, Dim, ExportOptions, Session
 from exporter import _torch_compat as compat
@@ -29,13 +30,6 @@ from exporter.verify import DEFAULT_TOLERANCES, InputCase, Tolerance, compare
 class BranchOnThree(torch.nn.Module):
     def forward(self, x):
         if x.shape[0] == 3:
-            return x * 2
-        return x + 1
-
-
-class BranchOnOne(torch.nn.Module):
-    def forward(self, x):
-        if x.shape[0] == 1:
             return x * 2
         return x + 1
 

@@ -6,21 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from shape_models import GatheredMask
 
 from exporter import AUTO, Dim, ExportOptions, Session
-
-
-class GatheredMask(torch.nn.Module):
-    """Indexes the mask by the ids' batch, as transformers' mask functions do: torch keeps the
-    two batch axes as separate symbols (no guard equates them)."""
-
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(20, 4)
-
-    def forward(self, input_ids, attention_mask):
-        rows = attention_mask[torch.arange(input_ids.shape[0])]
-        return self.emb(input_ids) * rows[..., None]
 
 
 def gathered(spec):
