@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from harness import cell_errors, open_notebook, run_all, wait_for_widget
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +31,11 @@ def test_quickstart_runs_top_to_bottom_in_jupyterlab(lab, page, artifacts, failu
     failure_screenshot(page)
     shutil.copy(QUICKSTART, lab.root / QUICKSTART.name)
     open_notebook(page, lab, QUICKSTART.name)
-    run_all(page, timeout=240_000)
+    try:
+        run_all(page, timeout=240_000)
+    except Exception:  # noqa: BLE001 - Run All stops at a failing cell: say which error stopped it
+        errors = "\n".join(cell_errors(page)) or "(no error output)"
+        pytest.fail(f"Run All did not finish; error outputs:\n{errors}\nserver log:\n{lab.log_tail()}", pytrace=False)
     assert cell_errors(page) == []
     assert page.locator(".jp-Cell-outputArea [data-mime-type='application/vnd.jupyter.error']").count() == 0
 
