@@ -159,7 +159,12 @@ class VerifyResult:
             f"{len(self.groups)} dim group(s), {self.seconds:.2f} s"
         ]
         if self.ok and self.groups:
-            swept = "; ".join(f"{g.label} in {{{', '.join(map(str, sorted(g.sizes)))}}}" for g in self.groups)
+            checked: dict[str, set[int]] = {g.label: set() for g in self.groups}
+            for case in self.cases:
+                if case.ok:  # a size eager refused was not checked: not listed as correct
+                    for label, size in case.sizes:
+                        checked.setdefault(label, set()).add(size)
+            swept = "; ".join(f"{g.label} in {{{', '.join(map(str, sorted(checked[g.label] or g.sizes)))}}}" for g in self.groups)
             lines.append(f"  - correct at every swept size: {swept}")
         for finding in self.findings:
             lines.append("  - " + str(finding).replace("\n", "\n  "))
