@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from . import _torch_formats as formats
@@ -41,6 +41,9 @@ class CaptureAttempt:
     error: BaseException | None = None
     skipped_reason: str | None = None
     guards: tuple[Any, ...] = ()  # _torch_compat.ShapeGuardEvent: shape guards torch added, in order
+    # On failure: (model, args, kwargs, dynamic_shapes) as given, so the error can name the
+    # exact fix (the solved Dim ranges, the keys torch expected) without the session.
+    context: Any = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:
@@ -102,7 +105,10 @@ class CaptureStrategy(abc.ABC):
                 with size_oblivious_capture():
                     program = self._capture(model, args, kwargs, dynamic_shapes)
             except Exception as exc:  # noqa: BLE001 - every failure becomes data
-                return CaptureAttempt(self.name, time.perf_counter() - start, error=exc, guards=tuple(guards))
+                return CaptureAttempt(
+                    self.name, time.perf_counter() - start, error=exc, guards=tuple(guards),
+                    context=(model, args, kwargs, dynamic_shapes),
+                )
             finally:
                 clear_dim_marks(args, kwargs)  # a failed export leaves them on the inputs
         return CaptureAttempt(self.name, time.perf_counter() - start, program=program, guards=tuple(guards))
@@ -266,12 +272,31 @@ def _solved_hint(attempt: CaptureAttempt, spec: Any, bound: Any) -> str | None:
     return "change these dims (session.apply_suggested_fixes() applies them):\n" + "\n".join(lines)
 
 
+def _spec_of_attempt(attempt: CaptureAttempt) -> tuple[Any, Any]:
+    """The spec and bound inputs an attempt was given, rebuilt from its torch form (names
+    given as strings come back as DYNAMIC: only strict Dims need solved fixes)."""
+    from .dims import DimSpec
+    from .inputs import bind_inputs
+
+    model, args, kwargs, dynamic_shapes = attempt.context
+    try:
+        bound = bind_inputs(model, args, kwargs)
+    except Exception:  # noqa: BLE001 - the generic hint is still right
+        return None, None
+    try:
+        return DimSpec.parse(dynamic_shapes, bound), bound
+    except Exception:  # noqa: BLE001 - e.g. torch's form for a **kwargs forward
+        return None, bound
+
+
 def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound: Any = None) -> CaptureError:
     """One error that names the first real failure and lists every attempt. With the session's
     ``spec`` and ``bound`` inputs, a rejected spec's hint is the exact new spec, solved from
     the guards."""
     failed = [a for a in attempts if a.error is not None]
     first = failed[0]
+    if (spec is None or bound is None) and first.context is not None:
+        spec, bound = _spec_of_attempt(first)
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
     details = ["- " + line for line in formats.violation_lines(first.error)][:6]
     error = CaptureError(
