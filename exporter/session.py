@@ -291,7 +291,9 @@ class Session:
                 with _TORCH_LOCK, quiet_library_warnings():
                     return runner(observer, cancel)
 
-            result, cached = self._cache.get_or_compute(stage, self._key(stage), compute)
+            with _TORCH_LOCK:  # a capture running in another thread swaps the module's parameters
+                key = self._key(stage)
+            result, cached = self._cache.get_or_compute(stage, key, compute)
             if cached:
                 result = dataclasses.replace(result, cached=True)
             if result.status != Status.CANCELLED:
