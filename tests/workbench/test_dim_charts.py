@@ -139,3 +139,11 @@ def test_nothing_to_plot_gives_a_figure_that_says_so(empty):
     assert isinstance(figure, Figure)
     assert any("no " in t.get_text() for t in figure.axes[0].texts)
     assert np.isfinite(figure.get_figwidth())
+
+
+def test_a_chart_as_a_cells_value_shows_as_svg_without_a_pyplot_backend():
+    from IPython.core.formatters import DisplayFormatter
+
+    figure = dim_ranges_chart(ROWS)
+    data, _ = DisplayFormatter().format(figure)
+    assert data["image/svg+xml"].lstrip().startswith("<?xml") and "<svg" in data["image/svg+xml"]

@@ -3,13 +3,28 @@ is left open in its global state and a chart never shows itself."""
 
 from __future__ import annotations
 
+import functools
+import io
 from typing import Any
 
 
-def new_figure(width: float = 6.4, height: float = 3.6) -> Any:
+@functools.cache
+def chart_class() -> type:
+    """A matplotlib ``Figure`` that shows itself as SVG when it is a cell's value (a bare
+    ``Figure`` prints ``<Figure size ...>`` unless a pyplot backend is active)."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    class Chart(Figure):
+        def _repr_svg_(self) -> str:
+            buffer = io.StringIO()
+            self.savefig(buffer, format="svg")
+            return buffer.getvalue()
+
+    return Chart
+
+
+def new_figure(width: float = 6.4, height: float = 3.6) -> Any:
+    return chart_class()(figsize=(width, height), layout="constrained")
 
 
 def message_figure(text: str) -> Any:
