@@ -28,7 +28,9 @@ _ZERO_ONE = re.compile(r"0/1 specialized due to hint of (\d+) for dimension (\S+
 _NOT_ALL_VALUES = re.compile(r"Not all values of (\S+) = .* satisfy the generated guard (.*)$")
 _LOWER_BOUND = re.compile(r"(?:^|\s)(\d+) <= ")
 _UPPER_BOUND = re.compile(r" <= (\d+)(?:\s|$)")
-_DIM_CALL = re.compile(r"^Dim\(\s*['\"](\w+)['\"]\s*(?:,\s*min\s*=\s*(\d+))?\s*(?:,\s*max\s*=\s*(\d+))?\s*\)$")
+_DIM_CALL = re.compile(
+    r"^Dim\(\s*['\"](\w+)['\"]\s*(?:,\s*min\s*=\s*(\d+))?\s*(?:,\s*max\s*=\s*(\d+|oo|int_oo|inf))?\s*\)$"
+)
 _SIZE_MISMATCH = "must match the size of tensor"
 
 
@@ -114,7 +116,7 @@ def dim_call(text: str) -> tuple[str, int | None, int | None] | None:
     if match is None:
         return None
     lo, hi = match.group(2), match.group(3)
-    return match.group(1), int(lo) if lo else None, int(hi) if hi else None
+    return match.group(1), int(lo) if lo else None, int(hi) if hi and hi.isdigit() else None  # max=oo: none
 
 
 _LIFTED_CONSTANT = re.compile(r"Constant tensor (\w+) is not in the constants dictionary")

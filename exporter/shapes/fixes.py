@@ -317,7 +317,11 @@ def build_fixes(
     for line, name, kind, fix_value in parsed:
         axes = _axes_of_name(name, spec, bound)
         if not axes:
-            if not (kind == "range" and any(name == v for v in equal.values())):
+            roots = set(equal.values()) | {
+                parts[0] for _, _, k, v in parsed if k == "derived" and isinstance(v, str)
+                and (parts := formats.derived_fix(v)) is not None
+            }
+            if not (kind == "range" and name in roots):
                 unapplied.append(line)  # a root only other fixes refer to is fine
             continue
         if kind == "static":

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 _SCAN_DOWN = 4096  # sizes evaluated one by one below the example
 _PROBE_TOP = 1 << 40  # the largest size probed above the example
+_RECHECK = 16  # sizes checked just outside a solved range, to tell a range from a lattice
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def _probes(expr: Any, example: int, hi: int | None) -> list[int]:
 def solve_size(expr: Any, symbol: Any, example: int, lo: int = 0, hi: int | None = None) -> tuple[int, int | None] | None:
     """The widest range ``[a, b]`` inside ``[lo, hi]`` that contains ``example`` and in which
     the guard ``expr`` (a sympy boolean in ``symbol`` alone) holds at every integer size; ``b``
-    None when no upper bound was found. None when the guard does not hold at the example or
-    cannot be evaluated there."""
+    None when no upper bound was found. None when the guard does not hold at the example,
+    cannot be evaluated there, or holds again just outside the range (not a range)."""
     if holds(expr, symbol, example) is not True:
         return None
     a = example
@@ -111,6 +112,13 @@ def solve_size(expr: Any, symbol: Any, example: int, lo: int = 0, hi: int | None
     else:
         if hi is None:
             b = None
+    # A guard that holds again just outside [a, b] is no range (a divisibility such as
+    # Mod(s, 2) == 0): torch's own fix (a derived dim) is the right one, not a range.
+    outside = [n for n in range(max(a - _RECHECK, 2), a) if n >= lo]
+    if b is not None:
+        outside += [n for n in range(b + 1, b + 1 + _RECHECK) if hi is None or n <= hi]
+    if any(holds(expr, symbol, n) is True for n in outside):
+        return None
     return a, b
 
 

@@ -174,3 +174,21 @@ def test_the_dim_ranges_chart_draws_the_capped_range():
     figure = dim_ranges_chart(session.dims)
     texts = [t.get_text() for axes in figure.axes for t in axes.texts]
     assert "seq [0, 128]" in texts, texts
+
+
+class Pairs(torch.nn.Module):
+    """Rows folded in pairs: a divisibility guard (``Mod(3*n, 6) == 0``), no range."""
+
+    def forward(self, x):
+        return x.reshape(-1, 2, x.shape[1]).sum(1)
+
+
+def test_a_divisibility_guard_is_no_range_and_torch_derived_fix_exports_in_one_round():
+    session = failed_session(Pairs(), (torch.randn(8, 3),), {"x": {0: Dim("n")}})
+    for guard in only_guard(session, ("x", 0)):
+        (symbol,) = guard.expr.free_symbols
+        assert solve_size(guard.expr, symbol, 8) is None  # holds at 10, 12...: not [8, 8]
+    fixes = session.suggested_fixes
+    assert repr(fixes.after.policy("x", 0)) == "2*_n" and not fixes.unapplied
+    fixed = session.apply_suggested_fixes()
+    assert fixed.run().status == "ok" and len(fixed.applied_fixes) == 1
