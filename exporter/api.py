@@ -28,10 +28,6 @@ def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kw
     """
     from .session import Session
 
-    if type(model).__name__ == "ExportedProgram":  # torch.onnx.export takes one as the model
-        from .program_model import as_model
-
-        model, args, kwargs, options = as_model(model, args, kwargs, options)
-    session = Session(model, args, kwargs, options)
+    session = Session(model, args, kwargs, options)  # an ExportedProgram is taken as torch.onnx.export does
     session.run()
     return session.raise_for_status()

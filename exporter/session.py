@@ -159,7 +159,9 @@ class Session:
         _inputs: BoundInputs | None = None,
     ) -> None:
         from .options import ExportOptions
+        from .program_model import as_model
 
+        model, args, kwargs, options = as_model(model, tuple(args), dict(kwargs or {}), options)
         self._model = model
         self._options = options if options is not None else ExportOptions()
         self._args = tuple(args)
@@ -364,7 +366,10 @@ class Session:
         error = capture_error(tuple(attempts))
         return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=error, attempts=tuple(attempts))
 
-    def _run_guarded(self, stage: str, error_type: type[ExportError], hint: str, work: Callable[[], Any]) -> StageResult:
+    def _run_guarded(self, stage: str, error_type: type[ExportError], hint: str | Callable[[BaseException], str],
+                     work: Callable[[], Any]) -> StageResult:
+        """Run ``work`` as ``stage``; a failure becomes ``error_type`` with ``hint`` (or the hint
+        ``hint(exception)`` builds from what failed)."""
         start = time.perf_counter()
         try:
             output = work()
@@ -372,13 +377,15 @@ class Session:
             if isinstance(exc, ExportError):
                 error = exc
             else:
-                error = error_type(first_line(exc), source=user_source_line(exc), hint=hint)
+                text = hint if isinstance(hint, str) else hint(exc)
+                error = error_type(first_line(exc), source=user_source_line(exc), hint=text)
                 error.__cause__ = exc
             return StageResult(stage, Status.FAILED, time.perf_counter() - start, error=error)
         return StageResult(stage, Status.OK, time.perf_counter() - start, output)
 
     def _run_decompose(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from . import _torch_compat as compat
+        from .hints import decompose_hint
         from .translate import registry_opset, resolve_opset
 
         program = self._previous_output("decompose")
@@ -386,8 +393,7 @@ class Session:
         return self._run_guarded(
             "decompose",
             DecomposeError,
-            "an operator could not be decomposed for ONNX; the error names it. "
-            "Report it upstream with the exported program (session.save('model.pt2')).",
+            lambda exc: decompose_hint(exc, program),
             lambda: compat.decompose_for_onnx(program, opset),
         )
 
@@ -537,8 +543,12 @@ class Session:
         }
 
     def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:
-        """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward."""
-        return self.ort_session.run(None, self.feeds(*args, **kwargs))
+        """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward.
+        Inputs of every dtype torch.onnx exports are converted through torch (bfloat16 and
+        float8 as their bits, complex as a trailing real/imaginary dim), not ``.numpy()``."""
+        from .ort_values import feeds
+
+        return self.ort_session.run(None, feeds(self, self.stage_output("optimize"), args, kwargs))
 
     # -- display -----------------------------------------------------------------------------
     def to_frame(self) -> Any:

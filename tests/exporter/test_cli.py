@@ -90,7 +90,7 @@ def test_demo_summary_reports_stages_dims_and_checks(demo):
     assert re.search(r"\| equality \| `attention_mask.shape\[0\] == x.shape\[0\]` \| `\S*examples.py:\d+: mask = ", summary)
     assert "Verification PASSED" in summary
     assert re.search(r"correct at every swept size: batch in \{1, .*\}; seq in \{1, .*\}", summary)
-    assert re.search(r"onnxruntime / eager p50 = \d\.\d+", summary)
+    assert re.search(r"onnxruntime / eager p50[^=\n]* = \d\.\d+ \(onnxruntime [\d.]+x (faster|slower); 95% interval", summary)
 
 
 def test_demo_progress_is_one_line_per_stage_on_stderr(demo):

@@ -7,6 +7,7 @@ import collections
 import logging
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -397,3 +398,25 @@ def test_apply_suggested_fixes_stops_when_cancelled():
     fixed = session.apply_suggested_fixes(cancel=token)
     assert fixed.spec == session.spec and fixed.applied_fixes == ()
     assert session.stages == ()  # nothing ran
+
+
+def test_session_of_an_exported_program_runs_like_export_of_it():
+    program = torch.export.export(Counting().eval(), (torch.randn(3, 4),))
+    session = Session(program)
+    assert session.run().status == Status.OK
+    assert [i.name for i in session.model_proto.graph.input] == ["x"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex64], ids=str)
+def test_run_onnx_takes_inputs_of_dtypes_numpy_lacks_or_onnx_spells_otherwise(dtype):
+    class CastsIn(torch.nn.Module):
+        def forward(self, x):
+            real = torch.view_as_real(x) if x.is_complex() else x.float()
+            return real * 2
+
+    x = torch.randn(3, 4, dtype=dtype)
+    session = Session(CastsIn(), (x,))
+    (actual,) = session.run_onnx(x)
+    expected = CastsIn()(x).numpy()
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-6)
