@@ -289,6 +289,16 @@ def _spec_of_attempt(attempt: CaptureAttempt) -> tuple[Any, Any]:
         return None, bound
 
 
+def _last_guard_line(attempt: CaptureAttempt) -> str | None:
+    """The user line of the last shape guard torch added: for a rejected spec, the line whose
+    guard the spec contradicts (torch's error itself points into torch)."""
+    for event in reversed(attempt.guards):
+        if event.frames:
+            filename, line, function, code = event.frames[-1]
+            return f"{filename}:{line} in {function}: {code}"
+    return None
+
+
 def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound: Any = None) -> CaptureError:
     """One error that names the first real failure and lists every attempt. With the session's
     ``spec`` and ``bound`` inputs, a rejected spec's hint is the exact new spec, solved from
@@ -298,12 +308,17 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
     if (spec is None or bound is None) and first.context is not None:
         spec, bound = _spec_of_attempt(first)
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
-    details = ["- " + line for line in formats.violation_lines(first.error)][:6]
+    violations = formats.violation_lines(first.error)
+    details = ["- " + line for line in violations][:6]
+    rejected = formats.is_constraint_violation(first.error)
+    # torch's first line of a rejected spec is generic ("Constraints violated (seq)! For more
+    # information..."): the headline names the first violation instead.
+    headline = f"the dim spec does not hold: {violations[0]}" if rejected and violations else first.first_error_line
     error = CaptureError(
-        f"could not capture the model ({first.strategy}): {first.first_error_line}"
+        f"could not capture the model ({first.strategy}): {headline}"
         + "".join(f"\n  {line}" for line in details)
         + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
-        source=user_source_line(first.error),
+        source=user_source_line(first.error) or (_last_guard_line(first) if rejected else None),
         hint=(
             _solved_hint(first, spec, bound)
             if spec is not None and bound is not None and formats.is_constraint_violation(first.error)

@@ -420,3 +420,16 @@ def test_run_onnx_takes_inputs_of_dtypes_numpy_lacks_or_onnx_spells_otherwise(dt
     expected = CastsIn()(x).numpy()
     assert actual.shape == expected.shape
     np.testing.assert_allclose(actual, expected, rtol=1e-6)
+
+
+class NarrowsSeq(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.shape[1] > 4 else x
+
+
+def test_a_rejected_spec_headline_names_the_violation_and_the_line_of_its_guard():
+    session = Session(NarrowsSeq(), (torch.randn(2, 8),), {}, ExportOptions(dynamic_shapes={"x": {1: Dim("seq")}}))
+    failure = session.run().failure
+    assert "the dim spec does not hold: Not all values of seq" in failure.first_line
+    assert "For more information" not in failure.first_line
+    assert failure.source.endswith("return x * 2 if x.shape[1] > 4 else x")
