@@ -192,7 +192,7 @@ def headline_spread(session: Any, calls: int, threads: int | None) -> None:
         low, high = result.speedup_ci
         print(f"    call {i + 1}: onnxruntime {result.speedup:.3f}x faster (95% {low:.3f}–{high:.3f}x, "
               f"{len(result.speedup_rounds)} rounds; eager p50 {result.eager.stats.p50 * 1e3:.4f} ms)"
-              f"{'  BUSY: ' + result.warning if result.warning else ''}")
+              f"{'  WARNING: ' + result.warning if result.warning else ''}")
     spread = max(speedups) / min(speedups)
     verdict = "ok" if spread <= SPREAD_TARGET else "MISS"
     print(f"    max / min of the {calls} headlines: {spread:.3f} (target <= {SPREAD_TARGET} on an idle machine) {verdict}")
@@ -230,7 +230,7 @@ def ort_vs_eager(budget: float, threads: int) -> None:
             f"{result.speedup_ci[0]:>7.2f}–{result.speedup_ci[1]:.2f}x"
         )
         if result.warning:
-            print(f"      BUSY: {result.warning}")
+            print(f"      WARNING: {result.warning}")
         print(f"      ort   {result.ort.stats.summary()}")
         print(f"      eager {result.eager.stats.summary()}")
 
