@@ -33,13 +33,16 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._quiet import quiet_library_warnings
 from .capture import strategy_names
 from .dims import AUTO, DYNAMIC, STATIC, Dim
 from .errors import ExportError, SpecError, first_line, user_source_line
 from .serialize import check_destination
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = ["main"]
 
@@ -450,7 +453,7 @@ def print_ports(path: Path, model_proto: Any) -> None:
 # -- demo ----------------------------------------------------------------------------------
 
 
-def stage_table(session: Any) -> str:
+def stage_table(session: Session) -> str:
     rows = [
         [r.name, r.status, f"{r.seconds:.3f}", "yes" if r.cached else "no", r.to_dict()["detail"]]
         for r in session.stages
@@ -458,7 +461,7 @@ def stage_table(session: Any) -> str:
     return markdown_table(["stage", "status", "seconds", "cached", "detail"], rows)
 
 
-def attempt_table(session: Any) -> str:
+def attempt_table(session: Session) -> str:
     rows = [[a.strategy, a.outcome, f"{a.seconds:.3f}", a.first_error_line or ""] for a in session.attempts]
     return markdown_table(["strategy", "outcome", "seconds", "error"], rows)
 
@@ -468,14 +471,14 @@ def port_table(model_proto: Any) -> str:
     return markdown_table(["kind", "name", "dtype", "ONNX shape"], rows)
 
 
-def dims_table(session: Any) -> str:
+def dims_table(session: Session) -> str:
     columns = ["input", "axis", "example", "requested", "obtained", "min", "max", "dim"]
     frame = session.dims.to_frame()
     rows = [[_cell(v) for v in row] for row in frame[columns].itertuples(index=False)]
     return markdown_table(columns, rows)
 
 
-def guards_table(session: Any) -> str:
+def guards_table(session: Session) -> str:
     rows = [[g.kind, f"`{g.expression}`", f"`{g.source}`" if g.source else "(torch)"] for g in session.guards]
     return markdown_table(["kind", "guard", "source"], rows) if rows else "No shape guards."
 
@@ -488,7 +491,7 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def demo_summary(session: Any, model_path: Path, verification: Any, latency: Any) -> str:
+def demo_summary(session: Session, model_path: Path, verification: Any, latency: Any) -> str:
     """The Markdown summary ``onnx-workbench demo`` writes and prints."""
     proto = session.model_proto
     total = sum(r.seconds for r in session.stages)
@@ -538,7 +541,7 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
 # -- export --------------------------------------------------------------------------------
 
 
-def print_program_inputs(path: Path, session: Any) -> None:
+def print_program_inputs(path: Path, session: Session) -> None:
     """What ``-o model.pt2`` wrote: the program, and each input's shape (dim names or sizes)."""
     print(f"wrote {path} ({OUTPUT_FORMATS['.pt2']}, not ONNX; {path.stat().st_size / 1024:.1f} KB; "
           "load it with torch.export.load)")

@@ -27,7 +27,10 @@ import re
 import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = [
     "Badge",
@@ -334,7 +337,7 @@ def stages_table(stages: Sequence[Any]) -> Table:
     return Table.from_rows(("stage", "status", "seconds", "cached", "detail"), rows, badges=("status",))
 
 
-def _session_status(session: Any) -> Badge:
+def _session_status(session: Session) -> Badge:
     from .errors import Status
 
     stages = session.stages
@@ -347,7 +350,7 @@ def _session_status(session: Any) -> Badge:
     return Badge("not run", "muted") if not stages else Badge("partial", "info")
 
 
-def session_section(session: Any, *, title: str | None = None, details: bool | None = None) -> Section:
+def session_section(session: Session, *, title: str | None = None, details: bool | None = None) -> Section:
     """The compact summary of a :class:`~exporter.Session`: model, dim spec, options, one row
     per stage run so far, the failure if any, what has not run. Nothing is run to show it.
 
@@ -387,7 +390,7 @@ def session_section(session: Any, *, title: str | None = None, details: bool | N
     return Section(title or f"Session: {model}", _session_status(session), tuple(body))
 
 
-def session_html(session: Any) -> str:
+def session_html(session: Session) -> str:
     """The HTML a notebook shows for a session (``Session._repr_html_``); never raises."""
     return repr_html(session)
 

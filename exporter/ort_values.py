@@ -8,7 +8,10 @@ in an ``OrtValue`` of the ONNX element type, complex as ``torch.view_as_real``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .session import Session
 
 # torch dtype name -> (ONNX TensorProto element type name, integer view dtype name)
 _BITS = {
@@ -39,7 +42,7 @@ def to_feed(value: Any) -> Any:
     return tensor.numpy().copy()
 
 
-def feeds(session: Any, model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+def feeds(session: Session, model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """ONNX input feeds for inputs given like the model's forward (``Session.feeds`` for every
     dtype)."""
     from .inputs import bind_inputs

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .display import (
     Badge,
@@ -43,6 +43,9 @@ from .display import (
     verify_section,
 )
 
+if TYPE_CHECKING:
+    from .session import Session
+
 __all__ = ["report_document", "report_html", "write_report"]
 
 
@@ -55,7 +58,7 @@ def _guarded(title: str, anchor: str, build: Any) -> Section:
     return Section(title, section.badge, section.body, anchor)
 
 
-def _summary(session: Any) -> Section:
+def _summary(session: Session) -> Section:
     base = session_section(session, details=False)
     keep = [b for b in base.body if isinstance(b, KeyValues)]
     failed = session.failed_stage
@@ -64,7 +67,7 @@ def _summary(session: Any) -> Section:
     return Section("Summary", base.badge, tuple(keep))
 
 
-def _stages(session: Any) -> Section:
+def _stages(session: Session) -> Section:
     stages = session.stages
     body: list[Any] = [stages_table(stages)]
     failed = session.failed_stage
@@ -76,11 +79,11 @@ def _stages(session: Any) -> Section:
     return Section("Stages", base_badge(session), tuple(body))
 
 
-def base_badge(session: Any) -> Badge | None:
+def base_badge(session: Session) -> Badge | None:
     return session_section(session, details=False).badge
 
 
-def _graphs(session: Any) -> Section:
+def _graphs(session: Session) -> Section:
     if not session.succeeded:
         return Section("Graphs", Badge("not drawn", "muted"), (Note("no graphs: the export did not finish"),))
     try:
@@ -114,7 +117,7 @@ def _analysis(result: Any, title: str, hint: str) -> Section:
     return benchmark_section(result)
 
 
-def report_document(session: Any, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Document:
+def report_document(session: Session, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Document:
     """The report's :class:`~exporter.display.Document`. Runs the session's stages (a failure
     is shown, not raised). ``verify``: a :class:`~exporter.verify.VerifyResult`, or True to run
     ``session.verify()``; ``benchmark``: a BenchmarkResult / SweepResult (or a list of them),
@@ -141,12 +144,12 @@ def report_document(session: Any, *, verify: Any = None, benchmark: Any = None, 
     return Document(title, tuple(sections), subtitle=f"written {when}")
 
 
-def report_html(session: Any, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> str:
+def report_html(session: Session, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> str:
     """The report as one HTML string (see :func:`report_document`)."""
     return report_document(session, verify=verify, benchmark=benchmark, graphs=graphs).to_html()
 
 
-def write_report(session: Any, path: str | os.PathLike, *, verify: Any = None, benchmark: Any = None,
+def write_report(session: Session, path: str | os.PathLike, *, verify: Any = None, benchmark: Any = None,
                  graphs: bool = True) -> Path:
     """Write the report to ``path`` atomically (a failure leaves no partial file) and return
     the path. Raises :class:`~exporter.errors.SerializeError` if the file cannot be written."""

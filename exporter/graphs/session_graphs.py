@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .fx import fx_graph
 from .mapping import NodeMapping, map_nodes
@@ -13,6 +13,9 @@ from .metadata import fx_name_of
 from .model import Graph
 from .modules import module_rows
 from .onnx import onnx_graph, onnx_node_name
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 __all__ = ["SessionGraphs", "graphs_of"]
 
@@ -32,7 +35,7 @@ class SessionGraphs:
     Reading one runs the session's stages up to it (a failed stage raises its
     :class:`~exporter.ExportError`). Shapes use the user's dim names."""
 
-    session: Any
+    session: Session
 
     def __repr__(self) -> str:
         built = [k for k in KINDS if k in self.__dict__]
@@ -91,6 +94,6 @@ class SessionGraphs:
         return pd.DataFrame(rows, columns=["module", "module_class", "fx_nodes", "onnx_nodes", "fx_ops", "onnx_ops"])
 
 
-def graphs_of(session: Any) -> SessionGraphs:
+def graphs_of(session: Session) -> SessionGraphs:
     """The graphs of a session (built lazily, on first read of each)."""
     return SessionGraphs(session)
