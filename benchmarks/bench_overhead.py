@@ -107,7 +107,7 @@ def alternate(rounds: int, harness: Any, bare: Any) -> list[tuple[int, float, fl
 def overhead(session: Any, rounds: int, budget: float, threads: int, verbose: bool = False) -> None:
     from exporter.bench import OrtRunner
 
-    runner = OrtRunner(session.model_proto.SerializeToString(), threads=threads)
+    runner = OrtRunner(session.ort_model_source, threads=threads)
     feeds = session.feeds(*session.inputs.args, **session.inputs.kwargs)
     binding = runner.bind(feeds)
     run = runner.session.run_with_iobinding

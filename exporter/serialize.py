@@ -16,9 +16,20 @@ from typing import Any
 
 from .errors import SerializeError
 
-__all__ = ["OnnxSerializer", "Pt2Serializer", "check_destination", "default_serializer", "PROTOBUF_LIMIT"]
+__all__ = [
+    "OnnxSerializer",
+    "Pt2Serializer",
+    "check_destination",
+    "default_serializer",
+    "initializer_bytes",
+    "needs_external_data",
+    "write_external_data",
+    "PROTOBUF_LIMIT",
+]
 
-PROTOBUF_LIMIT = 2 * 1024**3  # a single protobuf file cannot exceed 2 GiB
+# A single protobuf message cannot be serialized past 2 GiB. Read at call time (tests lower it
+# to send a tiny model down the external-data paths).
+PROTOBUF_LIMIT = 2 * 1024**3
 
 
 def _is_path(destination: Any) -> bool:
@@ -31,13 +42,31 @@ def default_serializer(destination: Any) -> Any:
     return OnnxSerializer()
 
 
-def _initializer_bytes(model: Any) -> int:
+def initializer_bytes(model: Any) -> int:
+    """The bytes of an ``onnx_ir.Model``'s initializers (its weights), summed without copying."""
     total = 0
     for value in model.graph.initializers.values():
         tensor = value.const_value
         if tensor is not None:
             total += tensor.nbytes
     return total
+
+
+def needs_external_data(model: Any) -> bool:
+    """Whether ``model`` cannot be one serialized protobuf: its weights reach the limit less
+    1/32 of it (headroom for the graph itself: 64 MiB at 2 GiB)."""
+    limit = PROTOBUF_LIMIT
+    return initializer_bytes(model) >= limit - limit // 32
+
+
+def write_external_data(model: Any, path: Path) -> Path:
+    """Save ``model`` at ``path`` with its weights in ``<name>.data`` beside it (never as one
+    serialized blob of the whole model); returns ``path``."""
+    import onnx_ir as ir
+
+    path = Path(path)
+    ir.save(model, path, external_data=path.name + ".data")
+    return path
 
 
 def check_destination(target: Any, *, create_parents: bool = False) -> Path:
@@ -107,16 +136,17 @@ def _write_to_file_object(destination: Any, write: Callable[[Any], None]) -> Any
 @dataclass(frozen=True)
 class OnnxSerializer:
     """ONNX protobuf. ``external_data=None`` stores weights beside the model (in
-    ``<name>.data``) only when they reach 2 GiB; True / False force either way. Without
-    external data the bytes written are ``session.model_bytes``, whatever the destination."""
+    ``<name>.data``) only when they near 2 GiB (:func:`needs_external_data`); True / False
+    force either way. Without external data the bytes written are ``session.model_bytes``,
+    whatever the destination. With it, the copy onnxruntime already loads from (see
+    ``session.ort_model_source``) is reused when the session has written one."""
 
     external_data: bool | None = None
 
     def serialize(self, session: Any, destination: Any) -> Any:
-        model = session.onnx_model
         external = self.external_data
         if external is None:
-            external = _initializer_bytes(model) >= PROTOBUF_LIMIT
+            external = needs_external_data(session.stage_output("optimize"))
         if not _is_path(destination):
             if external:
                 raise SerializeError(
@@ -126,16 +156,55 @@ class OnnxSerializer:
             return _write_to_file_object(destination, lambda f: f.write(session.model_bytes))
         target = Path(destination)
         if external:
-            import onnx_ir as ir
+            written = getattr(session, "_external_model_path", lambda: None)()
 
             def write(directory: Path) -> None:
-                ir.save(model, directory / target.name, external_data=target.name + ".data")
+                if written is not None and _copy_external(written, directory / target.name):
+                    return
+                write_external_data(session.onnx_model, directory / target.name)
         else:
 
             def write(directory: Path) -> None:
                 (directory / target.name).write_bytes(session.model_bytes)
 
         return _write_atomically(target, write)
+
+
+def _copy_external(source: Path, target: Path) -> bool:
+    """Copy a model saved with external data to ``target`` (its data to ``<target>.data``),
+    pointing the small model file at the new data file; False if ``source`` is gone."""
+    import onnx
+
+    data = source.with_name(source.name + ".data")
+    if not (source.is_file() and data.is_file()):
+        return False
+    proto = onnx.load(str(source), load_external_data=False)
+    for tensor in _tensors_of(proto.graph):
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = target.name + ".data"
+    destination = target.with_name(target.name + ".data")
+    try:
+        os.link(data, destination)  # same file system: no copy at all
+    except OSError:
+        shutil.copyfile(data, destination)
+    target.write_bytes(proto.SerializeToString())  # weights are references: a small proto
+    return True
+
+
+def _tensors_of(graph: Any) -> Any:
+    import onnx
+
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                yield attribute.t
+            elif attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _tensors_of(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    yield from _tensors_of(sub)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import shutil
+import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -138,6 +142,19 @@ class _StageCache:
 _TORCH_LOCK = threading.RLock()
 
 
+def ort_inference_session(source: Any, options: Any = None, providers: Any = ("CPUExecutionProvider",)) -> Any:
+    """An onnxruntime ``InferenceSession`` from :attr:`Session.ort_model_source` (bytes, or the
+    path of a model with external data), with warnings silenced unless ``options`` say."""
+    import onnxruntime as ort
+
+    if options is None:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    return ort.InferenceSession(source, options, providers=list(providers))
+
+
 class Session:
     """A lazily-run export of one model with one set of example inputs and options.
 
@@ -176,6 +193,9 @@ class Session:
         self._proto: Any = None
         self._bytes: bytes | None = None
         self._ort: Any = None
+        self._external: Any = None  # path of the model saved with external data, once written
+        self._tempdir: str | None = None
+        self._tempdir_finalizer: weakref.finalize | None = None
         self._applied_fixes: tuple[Any, ...] = ()
 
     # -- read-only fields ---------------------------------------------------------------------
@@ -499,24 +519,114 @@ class Session:
             return self._proto
 
     @property
+    def is_large(self) -> bool:
+        """Whether the model's weights are too large for one serialized protobuf (2 GiB,
+        :data:`exporter.serialize.PROTOBUF_LIMIT`): it then exists only with external data."""
+        from .serialize import needs_external_data
+
+        return needs_external_data(self.stage_output("optimize"))
+
+    @property
     def model_bytes(self) -> bytes:
-        """The final model serialized (what onnxruntime loads and ``save`` writes)."""
+        """The final model serialized (what ``save`` writes without external data). Past the
+        2 GiB protobuf limit (:attr:`is_large`) it cannot exist: raises
+        :class:`~exporter.SerializeError` saying what to use instead."""
         with self._lock:
             if self._bytes is None:
-                self._bytes = self._final_proto().SerializeToString()
+                self._bytes = self._serialize()
             return self._bytes
+
+    def _serialize(self) -> bytes:
+        from .errors import SerializeError
+        from .serialize import PROTOBUF_LIMIT, initializer_bytes
+
+        model = self.stage_output("optimize")
+        size = initializer_bytes(model)
+        hint = ("save it with session.save('model.onnx') (weights go to model.onnx.data beside it); "
+                "run it with session.run_onnx() / session.ort_session, or give onnxruntime "
+                "session.ort_model_source (a path to the model with external data)")
+        if self.is_large:
+            raise SerializeError(
+                f"the model cannot be one serialized protobuf: its weights are {size / 2**30:.2f} GiB "
+                f"({size} bytes), at or past the protobuf limit of {PROTOBUF_LIMIT / 2**30:.2f} GiB",
+                hint=hint,
+            )
+        try:
+            return self._final_proto().SerializeToString()
+        except Exception as exc:  # protobuf's EncodeError: the graph itself pushed it past the limit
+            raise SerializeError(f"the model cannot be one serialized protobuf: {exc}", hint=hint) from exc
+
+    @property
+    def ort_model_source(self) -> bytes | str:
+        """What onnxruntime loads for this model: the serialized bytes when they fit in one
+        protobuf, else the path of the model saved with its weights as external data in a
+        temporary directory this session owns (written once; removed by :meth:`release` or
+        when the session is garbage-collected). Give it to ``onnxruntime.InferenceSession``."""
+        with self._lock:
+            if not self.is_large:
+                return self.model_bytes
+            return str(self._write_external())
+
+    def _external_model_path(self) -> Any:
+        """The path of the external-data copy if this session has written one, else None."""
+        with self._lock:
+            return self._external
+
+    def _write_external(self) -> Any:
+        from pathlib import Path
+
+        from .serialize import write_external_data
+
+        if self._external is not None and Path(self._external).is_file():
+            return self._external
+        if self._tempdir is None or not os.path.isdir(self._tempdir):
+            self._tempdir = tempfile.mkdtemp(prefix="onnx-workbench-")
+            self._tempdir_finalizer = weakref.finalize(self, shutil.rmtree, self._tempdir, True)
+        staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=self._tempdir))
+        try:  # written whole in a staging directory, then moved into place: never half a model
+            write_external_data(self.stage_output("optimize"), staging / "model.onnx")
+            final = Path(self._tempdir) / "model"
+            os.replace(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self._external = final / "model.onnx"
+        return self._external
 
     @property
     def ort_session(self) -> Any:
-        """An onnxruntime CPU ``InferenceSession`` of the final model, built once."""
+        """An onnxruntime CPU ``InferenceSession`` of the final model (from
+        :attr:`ort_model_source`), built once; :meth:`release` frees it."""
         with self._lock:
             if self._ort is None:
-                import onnxruntime as ort
-
-                options = ort.SessionOptions()
-                options.log_severity_level = 3
-                self._ort = ort.InferenceSession(self.model_bytes, options, providers=["CPUExecutionProvider"])
+                self._ort = ort_inference_session(self.ort_model_source)
             return self._ort
+
+    def release(self) -> None:
+        """Free what this session built for onnxruntime: the ``InferenceSession``, the
+        serialized bytes and full proto, the graphs, and the temporary directory holding the
+        external-data copy of a large model (as torch's ``ONNXProgram.release()`` does).
+        Idempotent. The stage results stay (they are shared with derived sessions): a released
+        session still works, and rebuilds what it needs when next asked. Also called on leaving
+        ``with session:``."""
+        with self._lock:
+            self._ort = None
+            self._bytes = None
+            self._proto = None
+            self._external = None
+            self.__dict__.pop("graphs", None)
+            finalizer, self._tempdir_finalizer, self._tempdir = self._tempdir_finalizer, None, None
+        if finalizer is not None:
+            import gc
+
+            gc.collect()  # onnxruntime sessions are freed before their model files are removed
+            finalizer()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
 
     def raise_for_status(self) -> Session:
         failed = self.failed_stage

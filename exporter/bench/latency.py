@@ -16,7 +16,7 @@ from .compare import (Comparison, Variant, VariantTiming, comparison_of, eager_c
                       rss_growth_mb, state_mb, variants_of)
 from .noise import LoadProbe, Noise
 from .rounds import Contender, Rounds, bootstrap_median_ci, time_rounds
-from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
+from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for, source_mb
 from .stats import LatencyStats
 
 
@@ -265,7 +265,7 @@ def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[
     """A contender per variant that could be set up, and a row per variant (with its error,
     model size and memory)."""
     contenders, rows = [], []
-    unoptimized: bytes | None = None
+    unoptimized: Any = None  # the unoptimized session: owns its external-data copy, if any
     for variant in variants:
         count = variant.threads or threads
         try:
@@ -278,13 +278,13 @@ def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[
                                           rss_growth_mb=rss_growth_mb(before)))
             else:
                 if variant.model == "unoptimized" and unoptimized is None:
-                    unoptimized = session.with_options(optimize=False).model_bytes
-                model_bytes = unoptimized if variant.model == "unoptimized" else session.model_bytes
+                    unoptimized = session.with_options(optimize=False)
+                source = (unoptimized if variant.model == "unoptimized" else session).ort_model_source
                 before = rss_bytes()
-                runner = OrtRunner(model_bytes, threads=count, provider=provider, optimization_level=variant.level,
+                runner = OrtRunner(source, threads=count, provider=provider, optimization_level=variant.level,
                                    spinning=False)
                 binding = runner.bind(feeds)
-                rows.append(VariantTiming(variant, threads=count, model_mb=len(model_bytes) / 2**20,
+                rows.append(VariantTiming(variant, threads=count, model_mb=source_mb(source),
                                           rss_growth_mb=rss_growth_mb(before)))
                 contender = ort_contender(variant.name, runner, binding)
         except Exception as exc:  # noqa: BLE001 - a variant that cannot run is a row with its error
@@ -353,7 +353,7 @@ def benchmark(
     compared = eager or bool(variants)
     try:
         reporter.check()
-        model_bytes = session.model_bytes
+        model_source = session.ort_model_source
     except Cancelled:
         return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True)
     except ExportError as exc:  # the export failed: nothing to time
@@ -363,7 +363,7 @@ def benchmark(
     try:
         before = rss_bytes()
         if runner is None:
-            runner = OrtRunner(model_bytes, threads=threads, provider=provider, optimization_level=optimization_level,
+            runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
                                spinning=not compared)
             rss_ort = before
         feeds = session.feeds(*args, **kwargs)
@@ -415,7 +415,7 @@ def benchmark(
         eager_timing = _engine_timing("eager", rounds, eager_rss)
     comparison_rows = None
     if variants:
-        comparison_rows = [VariantTiming(Variant("onnxruntime"), threads=threads, model_mb=len(model_bytes) / 2**20,
+        comparison_rows = [VariantTiming(Variant("onnxruntime"), threads=threads, model_mb=source_mb(model_source),
                                          rss_growth_mb=ort_timing.rss_growth_mb, error=ort_timing.error)]
         if eager_timing is not None:
             comparison_rows.append(VariantTiming(Variant("eager", engine="eager"), threads=threads,
@@ -484,14 +484,14 @@ def benchmark_sweep(
     reporter = Reporter(observer, cancel, progress)
     threads = default_threads(threads)
     try:
-        model_bytes = session.model_bytes
+        model_source = session.ort_model_source
     except Cancelled:
         return SweepResult(str(dim), tuple(sizes), (), None, cancelled=True)
     except Exception as exc:  # noqa: BLE001 - the export failed: nothing to time
         return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))
     label = _resolve_dim(session, dim)  # a caller's typo raises here
     try:
-        runner = OrtRunner(model_bytes, threads=threads, provider=provider, optimization_level=optimization_level,
+        runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
                            spinning=not eager)
     except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime has no kernel for a dtype
         return SweepResult(label, tuple(sizes), (), None, first_line(exc))

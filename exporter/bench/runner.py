@@ -18,11 +18,14 @@ class OrtRunner:
 
     ``spinning``: whether onnxruntime's pool threads keep spinning after a run (onnxruntime's
     default; fastest when onnxruntime runs alone, but the spinning threads steal the CPU from
-    whatever runs next). :meth:`parked` switches it off for a block and restores it."""
+    whatever runs next). :meth:`parked` switches it off for a block and restores it.
+
+    ``model`` is what onnxruntime loads: ``session.ort_model_source`` (the serialized model,
+    or the path of a model saved with external data past 2 GiB)."""
 
     def __init__(
         self,
-        model_bytes: bytes,
+        model: bytes | str | os.PathLike,
         *,
         threads: int,
         provider: str = "CPUExecutionProvider",
@@ -32,7 +35,7 @@ class OrtRunner:
     ) -> None:
         if optimization_level not in _LEVELS:
             raise ValueError(f"optimization_level must be one of {sorted(_LEVELS)}, not {optimization_level!r}")
-        self._build = dict(model_bytes=model_bytes, threads=threads, provider=provider,
+        self._build = dict(model=os.fspath(model) if isinstance(model, os.PathLike) else model, threads=threads, provider=provider,
                            optimization_level=optimization_level, profile_prefix=profile_prefix)
         self._parked: OrtRunner | None = None
         self._alive: list[Any] = []
@@ -57,7 +60,7 @@ class OrtRunner:
         for key in SPINNING_KEYS:
             options.add_session_config_entry(key, "1" if spinning else "0")
         self.options = options
-        session = ort.InferenceSession(self._build["model_bytes"], options, providers=[self._build["provider"]])
+        session = ort.InferenceSession(self._build["model"], options, providers=[self._build["provider"]])
         self.settings = {
             "intra_op_num_threads": threads,
             "inter_op_num_threads": 1,
@@ -161,6 +164,16 @@ def bench_config(runner: OrtRunner | None, threads: int, provider: str, budget: 
         interleaved=interleaved,
         torch_interop_threads=torch.get_num_interop_threads(),
     )
+
+
+def source_mb(source: bytes | str | os.PathLike) -> float:
+    """The size in MiB of what onnxruntime loads: the bytes, or a model file and its
+    external data files (``<name>.data``)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return len(source) / 2**20
+    path = os.fspath(source)
+    data = path + ".data"
+    return (os.path.getsize(path) + (os.path.getsize(data) if os.path.exists(data) else 0)) / 2**20
 
 
 def default_threads(threads: int | None) -> int:

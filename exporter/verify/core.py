@@ -77,12 +77,26 @@ _UNREADABLE_OUTPUTS = ("FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4
 
 def _readable_outputs_session(session: Any) -> Any | None:
     """An onnxruntime session of the model with each output onnxruntime cannot return to
-    numpy cast (exactly) to float32; None when every output is readable as it is."""
+    numpy cast (exactly) to float32; None when every output is readable as it is.
+
+    A large model (weights in external data) is edited without its weights: the small model
+    file is loaded alone and the edited copy is written beside it, so it finds the same data."""
+    import os
+
     import onnx
 
-    proto = onnx.load_from_string(session.model_bytes)
+    from ..session import ort_inference_session
+
+    unreadable = set(_UNREADABLE_OUTPUTS)
+    model = session.stage_output("optimize")
+    if not any(value.dtype is not None and value.dtype.name in unreadable for value in model.graph.outputs):
+        return None
+    source = session.ort_model_source
+    if isinstance(source, bytes):
+        proto = onnx.load_from_string(source)
+    else:
+        proto = onnx.load(source, load_external_data=False)
     codes = {getattr(onnx.TensorProto, name) for name in _UNREADABLE_OUTPUTS if hasattr(onnx.TensorProto, name)}
-    changed = False
     for output in proto.graph.output:
         if output.type.tensor_type.elem_type not in codes:
             continue
@@ -91,14 +105,12 @@ def _readable_outputs_session(session: Any) -> Any | None:
         proto.graph.node.append(onnx.helper.make_node("Cast", [raw], [readable], to=onnx.TensorProto.FLOAT))
         output.name = readable
         output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-        changed = True
-    if not changed:
-        return None
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    if isinstance(source, bytes):
+        return ort_inference_session(proto.SerializeToString())
+    edited = os.path.join(os.path.dirname(source), "readable_outputs.onnx")
+    with open(edited, "wb") as handle:
+        handle.write(proto.SerializeToString())  # weights are references: a small proto
+    return ort_inference_session(edited)
 
 
 def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import _torch_formats as formats
 from ..errors import first_line
+from ..serialize import needs_external_data, write_external_data
 from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack  # noqa: F401  (imported from here too)
 from .tolerance import compare
 
@@ -106,9 +109,17 @@ def _ort_intermediates(model: Any, feeds: Mapping[str, Any]) -> dict[str, Any]:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(ir.to_proto(clone).SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(feeds))))
+    if not needs_external_data(clone):
+        session = ort.InferenceSession(ir.to_proto(clone).SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, dict(feeds))))
+    with tempfile.TemporaryDirectory(prefix="onnx-workbench-divergence-") as directory:  # past 2 GiB
+        path = write_external_data(clone, Path(directory) / "model.onnx")
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        values = dict(zip(names, session.run(names, dict(feeds))))
+        del session
+        return values
 
 
 def first_divergence(
