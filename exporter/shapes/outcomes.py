@@ -199,6 +199,8 @@ class DimOutcomes:
                 got = "failed"
             why = f"  <- {o.reason}" if o.reason else ""
             lines.append(f"  {o.name:<24} {o.requested:<28} {got}{why}")
+            if o.note:
+                lines.append(f"  {'':<24} {'':<28} note: {o.note}")
         head = "dims" + (f" (capture failed: {self.error})" if self.error else f" ({self.strategy})")
         return "\n".join([head, *lines])
 
@@ -373,6 +375,10 @@ def _dynamic_outcome(
                     cited.append(link)
         reason = f"narrowed from {_range_text(rlo, rhi)} to {_range_text(lo, hi)}: " + (
             "; ".join(causes) if causes else "no guard from the user's code was recorded"
+        )
+        notes.append(
+            f"the ONNX dim stays symbolic and does not check {_range_text(lo, hi)}: sizes outside it run "
+            "without error and can be wrong (session.verify() tries them)"
         )
         if cited:
             source = cited[0].source

@@ -282,3 +282,19 @@ def test_guards_dims_and_fixes_are_computed_once_per_session(monkeypatch):
     assert calls == {"guards_of": 1, "symbol_of": 1}
     rejected = session(BranchOnBatch(), torch.randn(5, 3), x={0: Dim("n", max=10)})
     assert rejected.dims is rejected.dims and rejected.suggested_fixes is rejected.suggested_fixes
+
+
+class NarrowsSeq(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.shape[1] > 4 else x
+
+
+@pytest.mark.parametrize("policy", ["seq", AUTO], ids=["name", "auto"])
+def test_a_dim_narrowed_by_a_guard_says_the_onnx_model_does_not_check_its_range(policy):
+    session = Session(NarrowsSeq(), (torch.randn(2, 8),), {}, ExportOptions(dynamic_shapes={"x": {1: policy}}))
+    assert session.run().status == "ok"
+    outcome = session.dims["x", 1]
+    assert (outcome.min, outcome.max) == (5, None)
+    assert "does not check [5, inf]" in outcome.note and "session.verify()" in outcome.note
+    assert "note: the ONNX dim stays symbolic" in session.dims.summary()
+    assert session.verify().status == "failed"  # and verify shows it is wrong below 5
