@@ -416,9 +416,29 @@ class Port:
         return "[" + ", ".join(str(d) for d in self.shape) + "]"
 
 
-def onnx_ports(model_proto: Any) -> list[Port]:
-    """Every graph input and output with its element type and shape (dim_param or size)."""
+def _interface(model: Any) -> Any:
+    """A ``ModelProto`` with ``model``'s graph inputs, outputs and opsets only (no nodes, no
+    weights: cheap for a model of any size); a ``ModelProto`` is returned as it is."""
     import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    import onnx_ir as ir
+
+    proto = onnx.ModelProto()
+    proto.graph.input.extend(ir.serde.serialize_value(v) for v in model.graph.inputs)
+    proto.graph.output.extend(ir.serde.serialize_value(v) for v in model.graph.outputs)
+    for domain, version in model.opset_imports.items():
+        proto.opset_import.add(domain=domain, version=version)
+    return proto
+
+
+def onnx_ports(model_proto: Any) -> list[Port]:
+    """Every graph input and output with its element type and shape (dim_param or size), of a
+    ``ModelProto`` or an ``onnx_ir.Model`` (read without serializing its weights)."""
+    import onnx
+
+    model_proto = _interface(model_proto)
 
     def port(kind: str, value: Any) -> Port:
         tensor = value.type.tensor_type
@@ -433,6 +453,7 @@ def onnx_ports(model_proto: Any) -> list[Port]:
 
 
 def default_opset(model_proto: Any) -> int | None:
+    model_proto = _interface(model_proto)
     return next((o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
@@ -493,7 +514,7 @@ def _cell(value: Any) -> Any:
 
 def demo_summary(session: Session, model_path: Path, verification: Any, latency: Any) -> str:
     """The Markdown summary ``onnx-workbench demo`` writes and prints."""
-    proto = session.model_proto
+    proto = session.stage_output("optimize")
     total = sum(r.seconds for r in session.stages)
     overview = (
         f"Exported `{type(session.model).__name__}` (`exporter.examples.demo_block`) to `{model_path}` "
@@ -572,7 +593,7 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     if program_only:
         print_program_inputs(path, session)
     else:
-        print_ports(path, session.model_proto)
+        print_ports(path, session.stage_output("optimize"))
     return 0
 
 

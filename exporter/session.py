@@ -586,6 +586,7 @@ class Session:
         try:  # written whole in a staging directory, then moved into place: never half a model
             write_external_data(self.stage_output("optimize"), staging / "model.onnx")
             final = Path(self._tempdir) / "model"
+            shutil.rmtree(final, ignore_errors=True)  # a copy whose files were removed under us
             os.replace(staging, final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

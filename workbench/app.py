@@ -421,7 +421,7 @@ class Workbench(widgets.VBox):
     def _onnx_ports(session: Any) -> list[Any]:
         from exporter.cli import onnx_ports
 
-        return onnx_ports(session.model_proto)
+        return onnx_ports(session.stage_output("optimize"))
 
     def _analyses_of(self, session: Any) -> set[str]:
         return {name for name, (of, _) in self._analyses.items() if of is session}

@@ -156,7 +156,7 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
                     say(session.suggested_fixes.summary())
                     say("(session.apply_suggested_fixes() re-exports with them)")
             return False
-        for port in onnx_ports(session.model_proto):
+        for port in onnx_ports(session.stage_output("optimize")):
             say(f"  {port.kind:<6} {port.name:<20} {port.dtype:<8} {port.shape_text}")
         if session.dims.differing:
             say(session.dims.summary())

@@ -242,3 +242,13 @@ def test_limit_is_read_at_call_time(exported, monkeypatch):
     assert session.is_large
     monkeypatch.setattr(exporter.serialize, "PROTOBUF_LIMIT", 2 * 1024**3)
     assert isinstance(session.ort_model_source, bytes)
+
+
+def test_ports_past_the_limit_are_read_from_the_model_without_serializing_its_weights(large):
+    from exporter.cli import default_opset, onnx_ports
+
+    model = large.stage_output("optimize")
+    ports = onnx_ports(model)
+    assert [(p.kind, p.name, p.dtype, p.shape) for p in ports] == [
+        ("input", "x", "FLOAT", ("batch", 32)), ("output", "output", "FLOAT", ("batch", 8))]
+    assert ports == onnx_ports(large.model_proto) and default_opset(model) == default_opset(large.model_proto)
