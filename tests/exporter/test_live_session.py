@@ -365,6 +365,7 @@ def test_benchmark_with_a_typo_in_sizes_raises_value_error_at_once():
         session.benchmark(sizes={"btach": 4}, budget=0.05)
 
 
+@pytest.mark.needs_dot
 def test_a_session_shows_as_html_and_writes_its_report(tmp_path):
     from html.parser import HTMLParser
 

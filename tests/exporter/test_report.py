@@ -120,6 +120,7 @@ def test_report_sections_hold_stages_dims_verification_and_benchmark(full_report
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+@pytest.mark.needs_dot
 def test_report_embeds_the_graphs_as_inline_svg(full_report):
     _, page = full_report
     assert "svg" in page.tags

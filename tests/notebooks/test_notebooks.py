@@ -112,6 +112,7 @@ def test_every_notebook_has_a_test_here_and_is_committed_without_outputs():
 
 
 # -- 01 ---------------------------------------------------------------------------------------
+@pytest.mark.needs_dot
 def test_01_quickstart_exports_shows_the_widget_saves_a_named_dim_and_writes_the_report(tmp_path):
     notebook = execute("01_quickstart", tmp_path, [
         WAIT_FOR_WIDGETS,

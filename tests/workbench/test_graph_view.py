@@ -13,6 +13,8 @@ from torch import nn
 from exporter import ExportOptions, export
 from workbench.render.graph_view import side_by_side
 
+pytestmark = pytest.mark.needs_dot
+
 SVG = "{http://www.w3.org/2000/svg}"
 
 
