@@ -603,6 +603,18 @@ class Session:
                 self._ort = ort_inference_session(self.ort_model_source)
             return self._ort
 
+    def _make_room_for_ort(self) -> None:
+        """Before another onnxruntime session of a large model is built (a benchmark's or a
+        profile's, with their own options), free this session's: at most one onnxruntime copy
+        of the weights is alive. :attr:`ort_session` rebuilds it when next asked."""
+        with self._lock:
+            if self._ort is None or not self.is_large:
+                return
+            self._ort = None
+        import gc
+
+        gc.collect()
+
     def release(self) -> None:
         """Free what this session built for onnxruntime: the ``InferenceSession``, the
         serialized bytes and full proto, the graphs, and the temporary directory holding the

@@ -280,6 +280,7 @@ def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[
                 if variant.model == "unoptimized" and unoptimized is None:
                     unoptimized = session.with_options(optimize=False)
                 source = (unoptimized if variant.model == "unoptimized" else session).ort_model_source
+                session._make_room_for_ort()
                 before = rss_bytes()
                 runner = OrtRunner(source, threads=count, provider=provider, optimization_level=variant.level,
                                    spinning=False)
@@ -361,6 +362,8 @@ def benchmark(
     args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)  # a caller's typo raises here
     rss_ort = None
     try:
+        if runner is None:
+            session._make_room_for_ort()
         before = rss_bytes()
         if runner is None:
             runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
@@ -491,6 +494,7 @@ def benchmark_sweep(
         return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))
     label = _resolve_dim(session, dim)  # a caller's typo raises here
     try:
+        session._make_room_for_ort()
         runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
                            spinning=not eager)
     except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime has no kernel for a dtype

@@ -162,6 +162,7 @@ def profile(
         feeds = session.feeds(*args, **kwargs)
         model = session.stage_output("optimize")
         with tempfile.TemporaryDirectory(prefix="workbench-profile-") as directory:
+            session._make_room_for_ort()
             runner = OrtRunner(session.ort_model_source, threads=threads, provider=provider,
                                optimization_level=optimization_level, profile_prefix=os.path.join(directory, "ort"))
             binding = runner.bind(feeds)  # the first (warm-up) run

@@ -252,3 +252,32 @@ def test_ports_past_the_limit_are_read_from_the_model_without_serializing_its_we
     assert [(p.kind, p.name, p.dtype, p.shape) for p in ports] == [
         ("input", "x", "FLOAT", ("batch", 32)), ("output", "output", "FLOAT", ("batch", 8))]
     assert ports == onnx_ports(large.model_proto) and default_opset(model) == default_opset(large.model_proto)
+
+
+def test_benchmark_sweep_and_profile_past_the_limit_free_the_sessions_onnxruntime_copy_before_building_their_own(large, monkeypatch):
+    import exporter.bench.runner as runner_module
+
+    alive_at_build = []
+    original = runner_module.OrtRunner.__init__
+
+    def recording(self, model, **kwargs):
+        alive_at_build.append(previous() is not None)
+        original(self, model, **kwargs)
+
+    monkeypatch.setattr(runner_module.OrtRunner, "__init__", recording)
+    x = torch.randn(2, 32)
+    for call in (lambda: large.benchmark(budget=0.02, min_runs=5, threads=1),
+                 lambda: large.benchmark_sweep("batch", (2,), budget=0.02, min_runs=5, threads=1),
+                 lambda: large.profile(runs=1, threads=1)):
+        large.run_onnx(x)
+        previous = weakref.ref(large.ort_session)
+        call()
+    assert alive_at_build == [False, False, False]
+    np.testing.assert_allclose(large.run_onnx(x)[0], eager(large, x), rtol=1e-4, atol=1e-5)  # rebuilt
+
+
+def test_below_the_limit_benchmark_keeps_the_sessions_onnxruntime_session(exported):
+    session = exported.with_options()
+    ort_session = session.ort_session
+    assert session.benchmark(budget=0.02, min_runs=5, threads=1, eager=False).ok
+    assert session.ort_session is ort_session
