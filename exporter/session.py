@@ -503,9 +503,14 @@ class Session:
 
     @property
     def model_proto(self) -> Any:
-        """A copy of the final ``onnx.ModelProto`` (what :meth:`save` writes)."""
+        """A copy of the final ``onnx.ModelProto`` (what :meth:`save` writes). It holds every
+        weight: for a large model (:attr:`is_large`) it is built on each call and not kept."""
         import onnx
 
+        if self.is_large:
+            import onnx_ir as ir
+
+            return ir.to_proto(self.stage_output("optimize"))
         proto = onnx.ModelProto()
         proto.CopyFrom(self._final_proto())
         return proto

@@ -281,3 +281,14 @@ def test_below_the_limit_benchmark_keeps_the_sessions_onnxruntime_session(export
     ort_session = session.ort_session
     assert session.benchmark(budget=0.02, min_runs=5, threads=1, eager=False).ok
     assert session.ort_session is ort_session
+
+
+def test_model_proto_past_the_limit_is_built_per_call_and_not_kept_by_the_session(large, monkeypatch):
+    import onnx_ir
+
+    calls = []
+    original = onnx_ir.to_proto
+    monkeypatch.setattr(onnx_ir, "to_proto", lambda model: calls.append(model) or original(model))
+    first, second = large.model_proto, large.model_proto
+    assert first is not second and len(calls) == 2  # nothing cached: no full copy kept alive
+    assert [i.name for i in first.graph.input] == ["x"] and len(first.graph.initializer) == 4
