@@ -28,6 +28,12 @@ class ExportOptions:
             rejecting the spec or specializing the dim. More models export, but the asserts
             are dropped from the ONNX model, which can then be silently wrong at sizes torch
             never checked: ``session.verify()`` sweeps them. Off by default.
+        input_names: torch.onnx.export's names of the flattened inputs, in order: legacy
+            ``dynamic_axes`` may be keyed by them. ONNX inputs keep their signature names
+            (``x``, ``cache.0.key``), which the rest of the session is keyed by.
+        output_names: names of the ONNX outputs, in order (torch.onnx.export's option);
+            ``dynamic_axes`` entries keyed by them are accepted and skipped, since output dims
+            follow from the inputs.
     """
 
     opset_version: int | None = None
@@ -37,9 +43,19 @@ class ExportOptions:
     optimize: bool = True
     dynamic_axes: Any = None
     runtime_asserts: bool = False
+    input_names: tuple[str, ...] | None = None
+    output_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         from .capture import strategy_names
+
+        for field_name in ("input_names", "output_names"):
+            names = getattr(self, field_name)
+            if names is not None:
+                if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+                    raise SpecError(f"{field_name} must be a list of non-empty strings, got {names!r}",
+                                    hint=f"{field_name}=['logits'] names the first output")
+                object.__setattr__(self, field_name, tuple(names))
 
         choices = ("auto",) + strategy_names()
         if self.strategy not in choices:

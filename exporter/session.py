@@ -185,7 +185,8 @@ class Session:
         self._kwargs = dict(kwargs or {})
         self._inputs: BoundInputs = _inputs or bind_inputs(model, self._args, self._kwargs)
         self._spec: DimSpec = DimSpec.parse(
-            self._options.dynamic_shapes, self._inputs, dynamic_axes=self._options.dynamic_axes
+            self._options.dynamic_shapes, self._inputs, dynamic_axes=self._options.dynamic_axes,
+            input_names=self._options.input_names, output_names=self._options.output_names,
         )
         self._cache = _cache or _StageCache()
         self._results: dict[str, StageResult] = {}
@@ -254,7 +255,7 @@ class Session:
         opset = resolve_opset(self._options.opset_version)
         if stage == "decompose":
             return capture + (registry_opset(opset),)
-        translate = capture + (opset,)
+        translate = capture + (opset, self._options.output_names)
         return translate if stage == "translate" else translate + (self._options.optimize,)
 
     def _observer(self, observer: Observer | None) -> Observer:
@@ -434,7 +435,8 @@ class Session:
             "translate",
             TranslateError,
             hint,
-            lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec),
+            lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec,
+                              output_names=self._options.output_names),
         )
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:

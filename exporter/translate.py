@@ -7,10 +7,12 @@ outputs after the output pytree (``output``, ``logits``), and symbolic dims afte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from . import _torch_compat as compat
 from .dims import Dim, DimSpec
+from .errors import TranslateError
 from .inputs import BoundInputs
 
 __all__ = ["resolve_opset", "translate", "optimize", "symbol_of"]
@@ -25,14 +27,18 @@ def registry_opset(opset_version: int) -> int:
     return max(opset_version, compat.torchlib_min_opset())
 
 
-def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: DimSpec) -> Any:
-    """Translate a decomposed program to an ``onnx_ir.Model`` with readable names."""
+def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: DimSpec,
+              output_names: Sequence[str] | None = None) -> Any:
+    """Translate a decomposed program to an ``onnx_ir.Model`` with readable names; the ONNX
+    outputs take ``output_names`` in order when given (torch.onnx.export's option)."""
     registry = compat.onnx_registry(registry_opset(opset_version))
     model = compat.translate_to_onnx_ir(program, registry)
     model = compat.convert_onnx_version(model, opset_version)
     _make_specialized_dims_static(model)
     _name_inputs(model, program, bound)
     _name_outputs(model, program)
+    if output_names:
+        _rename_outputs(model, output_names)
     mapping = dim_names(program, bound, spec)
     if mapping:
         compat.rename_onnx_axes(model, mapping)
@@ -100,6 +106,24 @@ def _name_outputs(model: Any, program: Any) -> None:
             # value (an Identity) so every output keeps its name and no input is renamed.
             value = _identity_of(model, value, index)
         used.add(id(value))
+        value.name = name
+        taken.add(name)
+
+
+def _rename_outputs(model: Any, names: Sequence[str]) -> None:
+    """The first ``len(names)`` ONNX outputs take these names, as in torch.onnx.export."""
+    outputs = list(model.graph.outputs)
+    if len(names) > len(outputs):
+        raise TranslateError(
+            f"output_names has {len(names)} names but the model has {len(outputs)} output(s): "
+            f"{[value.name for value in outputs]}",
+            hint=f"give at most {len(outputs)} name(s), in the order forward returns its tensors",
+        )
+    taken = {value.name for value in model.graph.inputs}
+    for index, (value, name) in enumerate(zip(outputs, names)):
+        if name in taken:
+            raise TranslateError(f"output_names[{index}] = {name!r} is already the name of an input or output",
+                                 hint="choose names that no input or other output has")
         value.name = name
         taken.add(name)
 

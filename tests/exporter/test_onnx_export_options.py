@@ -129,3 +129,42 @@ def test_an_exported_program_is_taken_as_the_model_with_its_inputs_and_dynamic_d
     np_out = session.run_onnx(x, mask=mask)[0]
     torch.testing.assert_close(torch.from_numpy(np_out), x * mask + 1)
     assert session.verify().ok
+
+
+class TwoOutputs(torch.nn.Module):
+    def forward(self, x):
+        return x * 2, x.sum(-1)
+
+
+def test_output_names_name_the_onnx_outputs_and_key_legacy_dynamic_axes():
+    from exporter import ExportOptions, Session
+
+    options = ExportOptions(
+        input_names=["input_ids"], output_names=["logits", "total"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},
+    )
+    session = Session(TwoOutputs(), (torch.randn(3, 4),), {}, options)
+    assert session.run().status == "ok"
+    proto = session.model_proto
+    assert [o.name for o in proto.graph.output] == ["logits", "total"]
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert session.verify().status == "passed"
+    renamed = session.with_options(output_names=("out",), dynamic_axes={"input_ids": {0: "batch"}})
+    assert [o.name for o in renamed.model_proto.graph.output][0] == "out"  # the rest keep their names
+    assert renamed.result("capture").cached  # output names change translation onward only
+
+
+def test_too_many_output_names_fail_translate_naming_the_outputs():
+    from exporter import ExportOptions, Session
+
+    session = Session(TwoOutputs(), (torch.randn(3, 4),), {}, ExportOptions(output_names=["a", "b", "c"]))
+    result = session.run()
+    assert (result.name, result.status) == ("translate", "failed")
+    assert "output_names has 3 names but the model has 2 output(s)" in str(result.error)
+
+
+def test_output_names_must_be_a_list_of_strings():
+    from exporter import ExportOptions, SpecError
+
+    with pytest.raises(SpecError, match="output_names must be a list"):
+        ExportOptions(output_names="logits")
