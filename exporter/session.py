@@ -109,6 +109,14 @@ class _StageCache:
         self._lock = threading.Lock()
         self._running: dict[tuple[str, Any], threading.Event] = {}
 
+    def clear(self) -> int:
+        """Drop every stored result (a computation under way still finishes); how many."""
+        with self._lock:
+            count = sum(len(results) for results in self._data.values())
+            for results in self._data.values():
+                results.clear()
+            return count
+
     def get_or_compute(self, stage: str, key: Any, compute: Callable[[], StageResult]) -> tuple[StageResult, bool]:
         """``(result, cached)``: the stored result, or ``compute()``'s (stored unless cancelled)."""
         while True:
@@ -641,6 +649,13 @@ class Session:
 
             gc.collect()  # onnxruntime sessions are freed before their model files are removed
             finalizer()
+
+    def clear_cache(self) -> int:
+        """Drop the stage results cached for this session and every session derived from it
+        (the captured programs and ONNX models they hold; this session's own results stay until
+        it is dropped or re-derived). Returns how many were dropped. The next derived session
+        computes its stages again."""
+        return self._cache.clear()
 
     def __enter__(self) -> Session:
         return self

@@ -434,3 +434,13 @@ def test_a_rejected_spec_headline_names_the_violation_and_the_line_of_its_guard(
     assert "the dim spec does not hold: Not all values of seq" in failure.first_line
     assert "For more information" not in failure.first_line
     assert failure.source.endswith("return x * 2 if x.shape[1] > 4 else x")
+
+
+def test_clear_cache_drops_the_shared_stage_results_so_a_derived_session_recomputes():
+    session = session_of(Counting())
+    session.run()
+    assert session.clear_cache() == 4
+    again = session.with_dims(None)
+    again.run()
+    assert [r.cached for r in again.stages] == [False, False, False, False]
+    assert session.stages and session.succeeded  # its own results stay
