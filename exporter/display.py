@@ -532,7 +532,35 @@ def sweep_section(result: Any, title: str | None = None) -> Section:
     return Section(title, badge, tuple(body))
 
 
+def comparison_section(result: Any, title: str = "Variants") -> Section:
+    """Variants timed in the same rounds (``session.compare()``): one row per variant with its
+    p50 and its time relative to the baseline."""
+    badge = Badge.status(result.status)
+    if result.cancelled or result.error:
+        text = "cancelled" if result.cancelled else f"comparison could not run: {result.error}"
+        return Section(title, badge, (Note(text, "warn" if result.cancelled else "fail"),))
+    rows = []
+    for row in result.rows:
+        if row.name == result.baseline:
+            ratio = "baseline"
+        elif row.ratio is not None and row.ratio_ci is not None:
+            ratio = f"{row.ratio:.3f} ({row.ratio_ci[0]:.3f}–{row.ratio_ci[1]:.3f})"
+        else:
+            ratio = ""
+        rows.append((row.name, _ms(row.stats.p50 if row.stats else None), ratio,
+                     "" if row.model_mb is None else f"{row.model_mb:.3g}",
+                     "" if row.rss_growth_mb is None else f"{row.rss_growth_mb:.3g}", row.error))
+    body: list[Block] = [
+        KeyValues((("rounds", str(result.rounds)), ("ratio", f"variant time / {result.baseline} time, 95% interval"))),
+        Table.from_rows(("variant", "p50 ms", "ratio", "model MB", "RSS growth MB", "error"), rows),
+    ]
+    if result.warning:
+        body.append(Note(result.warning, "warn"))
+    return Section(title, badge, tuple(body))
+
+
 def _builders() -> list[tuple[type, Any]]:
+    from .bench.compare import Comparison
     from .bench.latency import BenchmarkResult, SweepResult
     from .guards import Guards
     from .session import Session
@@ -540,7 +568,8 @@ def _builders() -> list[tuple[type, Any]]:
     from .verify.results import VerifyResult
 
     return [(Session, session_section), (VerifyResult, verify_section), (BenchmarkResult, benchmark_section),
-            (SweepResult, sweep_section), (DimOutcomes, dims_section), (Guards, guards_section),
+            (SweepResult, sweep_section), (Comparison, comparison_section), (DimOutcomes, dims_section),
+            (Guards, guards_section),
             (Section, lambda s: s)]
 
 

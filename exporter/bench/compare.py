@@ -186,6 +186,11 @@ class Comparison:
         frame.attrs["warning"] = self.warning
         return frame
 
+    def _repr_html_(self) -> str:
+        from ..display import repr_html
+
+        return repr_html(self)
+
     def summary(self) -> str:
         if self.cancelled or self.error:
             return "Comparison cancelled" if self.cancelled else f"Comparison could not run: {self.error}"

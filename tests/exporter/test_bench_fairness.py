@@ -216,3 +216,22 @@ def test_time_rounds_stops_a_slow_pair_at_three_budgets_each_with_fewer_runs():
     rounds = time_rounds(contenders, budget=0.05, min_runs=50, warmup=5)
     assert rounds.rounds >= 2 and all(len(s) < 50 for s in rounds.samples)
     assert rounds.warmup_runs == (2, 2) and time.perf_counter() - start < 1.0
+
+
+def test_a_comparison_shows_as_html_with_a_row_per_variant(session):
+    from html.parser import HTMLParser
+
+    comparison = session.compare(["unoptimized"], budget=0.03, min_runs=10, threads=1)
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.cells = []
+
+        def handle_data(self, data):
+            self.cells.append(data.strip())
+
+    page = Cells()
+    page.feed(comparison._repr_html_())
+    assert {"onnxruntime", "eager", "unoptimized", "baseline"} <= set(page.cells)
+    assert "Variants" in page.cells
