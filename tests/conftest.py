@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,3 +44,14 @@ def pytest_runtest_setup(item):
     ``graphviz``): skipped where it is missing, except in CI (``$CI`` set), which installs it."""
     if item.get_closest_marker("needs_dot") and shutil.which("dot") is None and not os.environ.get("CI"):
         pytest.skip("needs Graphviz's dot: apt-get install graphviz (.ci/run installs it)")
+
+
+TESTS = Path(__file__).resolve().parent
+DIRECTORY_MARKERS = ("browser", "notebooks")  # tests/<name>/ tests are marked <name>: -m "not browser"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
+        if len(parts) > 1 and parts[0] in DIRECTORY_MARKERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))

@@ -24,16 +24,6 @@ from harness import CHROMIUM, CHROMIUM_FLAGS, require_prerequisites, start_lab, 
 HERE = Path(__file__).resolve().parent
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "browser: drives JupyterLab in a real Chromium (tests/browser)")
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.browser)
-
-
 @pytest.fixture(scope="module")
 def artifacts() -> Path:
     """Where screenshots go: ``$WB_ARTIFACTS`` or ``tests/browser/artifacts/``."""

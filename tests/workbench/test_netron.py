@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import urllib.request
 
+import netron  # noqa: F401 - the workbench extra installs it: missing, this fails instead of skipping
 import pytest
 import torch
 from torch import nn
 
 from exporter import export
 from workbench import netron as wb_netron
-
-pytest.importorskip("netron")
 
 
 @pytest.fixture(scope="module")
