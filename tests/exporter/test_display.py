@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from html.parser import HTMLParser
-
 import pytest
 
 from exporter.display import (
@@ -24,51 +22,9 @@ from exporter.display import (
     to_html,
 )
 
+from html_page import Page
+
 EVIL = "<script>alert(1)</script>"
-
-
-class Page(HTMLParser):
-    """What a browser would see: elements, attributes, text, and the rows of each table."""
-
-    def __init__(self, markup: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.attrs: list[tuple[str, str, str | None]] = []
-        self.text: list[str] = []
-        self.tables: list[list[list[str]]] = []
-        self._open_tables: list[list[list[str]]] = []
-        self._cell: list[str] | None = None
-        self.feed(markup)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.attrs.extend((tag, k, v) for k, v in attrs)
-        if tag == "table":
-            self._open_tables.append([])
-        elif tag == "tr" and self._open_tables:
-            self._open_tables[-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None and self._open_tables:
-            self._open_tables[-1][-1].append("".join(self._cell).strip())
-            self._cell = None
-        elif tag == "table" and self._open_tables:
-            self.tables.append(self._open_tables.pop())
-
-    def handle_data(self, data):
-        self.text.append(data)
-        if self._cell is not None:
-            self._cell.append(data)
-
-    @property
-    def all_text(self) -> str:
-        return "".join(self.text)
-
-    def classes(self) -> set[str]:
-        return {c for _, k, v in self.attrs if k == "class" and v for c in v.split()}
 
 
 def test_section_renders_as_exact_text():

@@ -86,18 +86,24 @@ def session_of(model, **options):
     return Session(model.eval(), (torch.randn(3, 4),), {}, ExportOptions(**options))
 
 
+def cancel_while_forward_runs(session, model, until, observer=None):
+    """Submit ``until`` in the background, click Cancel while the model's first forward is
+    blocked inside capture, let it go on, and return the job's result."""
+    token = CancelToken()
+    future = session.submit(until, observer=observer, cancel=token)
+    assert model.entered.wait(30)
+    token.cancel()
+    model.gate.set()
+    return future.result(60)
+
+
 # -- the driver: what the widget does --------------------------------------------------------------
 
 def test_driver_cancels_a_background_capture_changes_a_dim_and_gets_what_run_gives():
     model = Gated(fail_first=True)
     session = session_of(model, dynamic_shapes={"x": {0: AUTO}})
-    token, recorder = CancelToken(), Recorder()
-
-    future = session.submit("capture", observer=recorder, cancel=token)
-    assert model.entered.wait(30)
-    token.cancel()  # the user clicks Cancel while the first strategy runs
-    model.gate.set()
-    cancelled = future.result(60)
+    recorder = Recorder()
+    cancelled = cancel_while_forward_runs(session, model, "capture", recorder)  # while the first strategy runs
     assert cancelled.status == Status.CANCELLED
     assert [a.strategy for a in cancelled.attempts] == ["nonstrict"]
     assert session.stages == ()  # not recorded: the next run computes capture again
@@ -120,12 +126,7 @@ def test_driver_cancels_a_background_capture_changes_a_dim_and_gets_what_run_giv
 def test_cancelled_capture_is_not_cached_and_the_next_run_recomputes_it():
     model = Gated(fail_first=True)
     session = session_of(model)
-    token = CancelToken()
-    future = session.submit("capture", cancel=token)
-    assert model.entered.wait(30)
-    token.cancel()
-    model.gate.set()
-    assert future.result(60).status == Status.CANCELLED
+    assert cancel_while_forward_runs(session, model, "capture").status == Status.CANCELLED
     again = session.run("capture")
     assert again.status == Status.OK and not again.cached
     assert again.strategy == "nonstrict"
@@ -134,12 +135,7 @@ def test_cancelled_capture_is_not_cached_and_the_next_run_recomputes_it():
 def test_cancel_between_stages_keeps_finished_work_and_stops_before_the_next_stage():
     model = Gated()
     session = session_of(model)
-    token = CancelToken()
-    future = session.submit("optimize", cancel=token)
-    assert model.entered.wait(30)
-    token.cancel()
-    model.gate.set()
-    result = future.result(60)
+    result = cancel_while_forward_runs(session, model, "optimize")
     assert (result.name, result.status) == ("decompose", Status.CANCELLED)
     assert [(r.name, r.status) for r in session.stages] == [("capture", Status.OK)]
     finished = session.run()
@@ -367,22 +363,11 @@ def test_benchmark_with_a_typo_in_sizes_raises_value_error_at_once():
 
 @pytest.mark.needs_dot
 def test_a_session_shows_as_html_and_writes_its_report(tmp_path):
-    from html.parser import HTMLParser
+    from html_page import Page
 
     session = session_of(Counting())
     session.run()
-
-    class Text(HTMLParser):
-        def __init__(self):
-            super().__init__()
-            self.text = []
-
-        def handle_data(self, data):
-            self.text.append(data)
-
-    shown = Text()
-    shown.feed(session._repr_html_())
-    words = " ".join(shown.text)
+    words = Page(session._repr_html_()).all_text
     assert all(stage in words for stage in ("capture", "decompose", "translate", "optimize"))
     path = session.report(tmp_path / "report.html")
     assert path.read_text(encoding="utf-8").count("<svg") >= 1

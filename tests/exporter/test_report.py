@@ -7,60 +7,22 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
+from exporter import Dim, ExportOptions, Session
+from exporter.errors import SerializeError
+from exporter.report import report_html, write_report
 
-from exporter import Dim, ExportOptions, Session  # noqa: E402
-from exporter.errors import SerializeError  # noqa: E402
-from exporter.report import report_html, write_report  # noqa: E402
+from html_page import Page
 
 EVIL = "<script>alert(1)</script>"
 SECTIONS = ["summary", "stages", "dims", "guards", "graphs", "verification", "benchmark"]
 
 
-class Report(HTMLParser):
-    """Sections by id, their text and tables, every tag and attribute of the page."""
-
-    def __init__(self, markup: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.attrs: list[tuple[str, str, str]] = []
-        self.sections: dict[str, list[str]] = {}
-        self._stack: list[str] = []
-        self.text: list[str] = []
-        self.feed(markup)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.attrs.extend((tag, k, v or "") for k, v in attrs)
-        if tag == "section":
-            ident = dict(attrs).get("id") or (self._stack[-1] if self._stack else "")
-            self._stack.append(ident)
-            self.sections.setdefault(ident, [])
-
-    def handle_endtag(self, tag):
-        if tag == "section" and self._stack:
-            self._stack.pop()
-
-    def handle_data(self, data):
-        self.text.append(data)
-        for ident in set(self._stack):
-            self.sections[ident].append(data)
-
-    def section_text(self, ident: str) -> str:
-        return " ".join(" ".join(self.sections[ident]).split())
-
-    @property
-    def all_text(self) -> str:
-        return "".join(self.text)
-
-
-def external_references(markup: str, page: Report) -> list[str]:
+def external_references(markup: str, page: Page) -> list[str]:
     """Everything that would make a browser fetch from the network."""
     found = [f"{tag} {name}={value}" for tag, name, value in page.attrs
              if name in ("src", "href", "xlink:href", "action", "data", "poster", "srcset")
@@ -97,7 +59,7 @@ def full_report(exported, tmp_path_factory):
     written = write_report(exported, path, verify=exported.verify(), benchmark=exported.benchmark(budget=0.05, min_runs=5))
     assert written == path
     markup = path.read_text(encoding="utf-8")
-    return markup, Report(markup)
+    return markup, Page(markup)
 
 
 def test_report_has_every_section_in_order(full_report):
@@ -134,7 +96,7 @@ def test_report_opens_offline(full_report):
 
 
 def test_report_without_analyses_says_how_to_add_them(exported):
-    page = Report(report_html(exported, graphs=False))
+    page = Page(report_html(exported, graphs=False))
     assert "graphs" not in page.sections
     assert "not run: pass verify=session.verify() (or verify=True)" in page.section_text("verification")
     assert "not run: pass benchmark=session.benchmark()" in page.section_text("benchmark")
@@ -143,7 +105,7 @@ def test_report_without_analyses_says_how_to_add_them(exported):
 def test_report_of_a_failed_session_shows_the_failure_escaped(evil_failed, tmp_path):
     path = write_report(evil_failed, tmp_path / "failed.html", verify=True)
     markup = path.read_text(encoding="utf-8")
-    page = Report(markup)
+    page = Page(markup)
     assert [i for i in page.sections if i in SECTIONS] == SECTIONS
     assert "script" not in page.tags
     assert external_references(markup, page) == []
