@@ -90,14 +90,7 @@ class ExportError(Exception):
         return None if self.input is None or self.axis is None else Axis(self.input, self.axis)
 
     def _format(self) -> str:
-        lines = [f"[{self.stage}] {self.reason}"]
-        if self.where:
-            lines.append(f"  input: {self.where}")
-        if self.source:
-            lines.append(f"  at: {self.source}")
-        if self.hint:
-            lines.append("  fix: " + self.hint.replace("\n", "\n       "))
-        return "\n".join(lines)
+        return _report_text(self.stage, self.reason, where=self.where, source=self.source, hint=self.hint)
 
     def with_session(self, session: Any) -> ExportError:
         """A copy of this error that carries ``session``: a stage's error is cached and shared
@@ -212,12 +205,28 @@ class Failure:
         return f"{self.type}: {line}" if line else self.type
 
     def __str__(self) -> str:
-        lines = [f"[{self.stage}] {self.first_line if self.type not in _OWN_ERRORS else self.message}"]
-        if self.source:
-            lines.append(f"  at: {self.source}")
-        if self.hint:
-            lines.append("  fix: " + self.hint.replace("\n", "\n       "))
-        return "\n".join(lines)
+        # An ExportError's message is already written for the user; another one's type matters.
+        headline = self.message if self.type in _export_error_names() else self.first_line
+        return _report_text(self.stage, headline, source=self.source, hint=self.hint)
 
 
-_OWN_ERRORS = {"ExportError", "SpecError", "CaptureError", "DecomposeError", "TranslateError", "OptimizeError", "SerializeError"}
+def _export_error_names() -> set[str]:
+    names, pending = set(), [ExportError]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return names
+
+
+def _report_text(stage: str, headline: str, *, where: str | None = None, source: str | None = None,
+                 hint: str | None = None) -> str:
+    """How an error and a failure read: ``[stage] headline`` then input, location and fix lines."""
+    lines = [f"[{stage}] {headline}"]
+    if where:
+        lines.append(f"  input: {where}")
+    if source:
+        lines.append(f"  at: {source}")
+    if hint:
+        lines.append("  fix: " + hint.replace("\n", "\n       "))
+    return "\n".join(lines)

@@ -494,8 +494,6 @@ class Session:
             raise result.error.with_session(self)  # type: ignore[union-attr]
         return result.output
 
-    _output = stage_output
-
     @property
     def exported_program(self) -> Any:
         """The captured ``torch.export.ExportedProgram`` (before ONNX decompositions)."""
