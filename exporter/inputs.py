@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import SpecError
 
-__all__ = ["BoundInputs", "Leaf", "axis_label", "bind_inputs", "key_path_to_str"]
+__all__ = ["BoundInputs", "Leaf", "axis_label", "bind_inputs", "key_path_to_str", "onnx_input_names"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,31 @@ class BoundInputs:
             else:
                 out[name] = values[name]
         return out
+
+
+def onnx_input_names(bound: BoundInputs, input_names: Any = None) -> dict[str, str]:
+    """The ONNX graph input name of every tensor leaf, by leaf path: the path itself
+    (``x``, ``cache.0.key``), or, as in torch.onnx.export, the ``input_names`` given to the
+    flattened inputs in order (leaves past the last name keep their paths)."""
+    names = tuple(input_names or ())
+    if len(names) > len(bound.leaves):
+        raise SpecError(
+            f"input_names has {len(names)} names but forward was given {len(bound.leaves)} tensors "
+            f"({', '.join(leaf.path for leaf in bound.leaves)})",
+            hint="give one name per tensor input, in order",
+        )
+    out = {leaf.path: leaf.path for leaf in bound.leaves}
+    out.update({leaf.path: name for leaf, name in zip(bound.leaves, names)})
+    taken: dict[str, str] = {}
+    for path, name in out.items():
+        if name in taken:
+            raise SpecError(
+                f"input_names would give inputs {taken[name]!r} and {path!r} the same ONNX name {name!r}",
+                hint=f"name every input, in order: input_names={[leaf.path for leaf in bound.leaves]!r} "
+                "with your names, each used once",
+            )
+        taken[name] = path
+    return out
 
 
 def axis_label(path: str, axis: int) -> str:

@@ -28,9 +28,11 @@ class ExportOptions:
             rejecting the spec or specializing the dim. More models export, but the asserts
             are dropped from the ONNX model, which can then be silently wrong at sizes torch
             never checked: ``session.verify()`` sweeps them. Off by default.
-        input_names: torch.onnx.export's names of the flattened inputs, in order: legacy
-            ``dynamic_axes`` may be keyed by them. ONNX inputs keep their signature names
-            (``x``, ``cache.0.key``), which the rest of the session is keyed by.
+        input_names: names of the ONNX inputs for the flattened tensor inputs, in order
+            (torch.onnx.export's option); inputs past the last name keep their signature
+            names (``x``, ``cache.0.key``). Legacy ``dynamic_axes`` may be keyed by them. The
+            Python side (``run_onnx``, ``verify``, the dim spec) still takes inputs as forward
+            does; ``session.onnx_input_names`` maps each input path to its ONNX name.
         output_names: names of the ONNX outputs, in order (torch.onnx.export's option);
             ``dynamic_axes`` entries keyed by them are accepted and skipped, since output dims
             follow from the inputs.

@@ -48,5 +48,10 @@ def feeds(session: Session, model: Any, args: tuple, kwargs: dict) -> dict[str, 
     from .inputs import bind_inputs
 
     bound = bind_inputs(session.model, args, kwargs)
-    names = {value.name for value in model.graph.inputs}
-    return {leaf.path: to_feed(bound.values[leaf.index]) for leaf in bound.leaves if leaf.path in names}
+    graph_names = {value.name for value in model.graph.inputs}
+    names = session.onnx_input_names
+    return {
+        names.get(leaf.path, leaf.path): to_feed(bound.values[leaf.index])
+        for leaf in bound.leaves
+        if names.get(leaf.path, leaf.path) in graph_names
+    }

@@ -196,6 +196,7 @@ class Session:
             self._options.dynamic_shapes, self._inputs, dynamic_axes=self._options.dynamic_axes,
             input_names=self._options.input_names, output_names=self._options.output_names,
         )
+        self.onnx_input_names  # noqa: B018 - too many or clashing input_names fail here, not at translate
         self._cache = _cache or _StageCache()
         self._results: dict[str, StageResult] = {}
         self._lock = threading.RLock()
@@ -263,7 +264,7 @@ class Session:
         opset = resolve_opset(self._options.opset_version)
         if stage == "decompose":
             return capture + (registry_opset(opset),)
-        translate = capture + (opset, self._options.output_names)
+        translate = capture + (opset, self._options.input_names, self._options.output_names)
         return translate if stage == "translate" else translate + (self._options.optimize,)
 
     def _observer(self, observer: Observer | None) -> Observer:
@@ -444,7 +445,7 @@ class Session:
             TranslateError,
             hint,
             lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec,
-                              output_names=self._options.output_names),
+                              input_names=self._options.input_names, output_names=self._options.output_names),
         )
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
@@ -675,14 +676,23 @@ class Session:
         return serializer.serialize(self, destination)
 
     # -- running the ONNX model ------------------------------------------------------------
+    @property
+    def onnx_input_names(self) -> dict[str, str]:
+        """The ONNX input name of every tensor input, by its path (``x``, ``cache.0.key``):
+        the path itself, or the ``input_names`` option's name."""
+        from .inputs import onnx_input_names
+
+        return onnx_input_names(self._inputs, self._options.input_names)
+
     def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """ONNX input feeds (name → numpy array) for inputs given like the model's forward."""
         bound = bind_inputs(self.model, args, kwargs)
-        names = {value.name for value in self.stage_output("optimize").graph.inputs}
+        graph_names = {value.name for value in self.stage_output("optimize").graph.inputs}
+        names = self.onnx_input_names
         return {
-            leaf.path: bound.values[leaf.index].detach().cpu().numpy()
+            names.get(leaf.path, leaf.path): bound.values[leaf.index].detach().cpu().numpy()
             for leaf in bound.leaves
-            if leaf.path in names
+            if names.get(leaf.path, leaf.path) in graph_names
         }
 
     def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:

@@ -28,14 +28,15 @@ def registry_opset(opset_version: int) -> int:
 
 
 def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: DimSpec,
-              output_names: Sequence[str] | None = None) -> Any:
+              input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None) -> Any:
     """Translate a decomposed program to an ``onnx_ir.Model`` with readable names; the ONNX
-    outputs take ``output_names`` in order when given (torch.onnx.export's option)."""
+    inputs and outputs take ``input_names`` / ``output_names`` in order when given
+    (torch.onnx.export's options)."""
     registry = compat.onnx_registry(registry_opset(opset_version))
     model = compat.translate_to_onnx_ir(program, registry)
     model = compat.convert_onnx_version(model, opset_version)
     _make_specialized_dims_static(model)
-    _name_inputs(model, program, bound)
+    _name_inputs(model, program, bound, input_names)
     _name_outputs(model, program)
     if output_names:
         _rename_outputs(model, output_names)
@@ -82,12 +83,15 @@ def _user_input_names(program: Any) -> tuple[str | None, ...]:
     return tuple(program.graph_signature.user_inputs)
 
 
-def _name_inputs(model: Any, program: Any, bound: BoundInputs) -> None:
+def _name_inputs(model: Any, program: Any, bound: BoundInputs, input_names: Sequence[str] | None) -> None:
+    from .inputs import onnx_input_names
+
     placeholders = _user_input_names(program)
     by_name = {value.name: value for value in model.graph.inputs}
+    names = onnx_input_names(bound, input_names)
     for leaf in bound.leaves:
         if leaf.index < len(placeholders) and placeholders[leaf.index] in by_name:
-            by_name[placeholders[leaf.index]].name = leaf.path
+            by_name[placeholders[leaf.index]].name = names[leaf.path]
 
 
 def _name_outputs(model: Any, program: Any) -> None:

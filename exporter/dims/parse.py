@@ -11,7 +11,7 @@ from typing import Any
 
 from ..axis import Axis
 from ..errors import SpecError
-from ..inputs import BoundInputs, Leaf
+from ..inputs import BoundInputs, Leaf, onnx_input_names
 from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Derived, Dim, DimSpec, Name, Policy, default_dim_name
 from .tree import Tree
 
@@ -371,13 +371,7 @@ def parse_dynamic_axes(
     tree = Tree(bound)
     flattened = {path.replace(".", "_"): path for path in tree.leaves}
     if input_names is not None:
-        if len(input_names) > len(bound.leaves):
-            raise SpecError(
-                f"input_names has {len(input_names)} names but forward was given {len(bound.leaves)} tensors "
-                f"({', '.join(leaf.path for leaf in bound.leaves)})",
-                hint="give one name per tensor input, in order",
-            )
-        flattened.update({name: leaf.path for name, leaf in zip(input_names, bound.leaves)})
+        flattened.update({name: path for path, name in onnx_input_names(bound, input_names).items()})
     outputs = set(output_names or ())
     out: dict[tuple[str, int], AxisPolicy] = {}
     for name, axes in raw.items():

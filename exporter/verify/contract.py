@@ -7,7 +7,7 @@ from typing import Any
 
 from ..axis import Axis
 from ..dims import AUTO, Derived, Dim
-from .groups import onnx_input_dims, policy_text
+from .groups import input_dims_by_path, policy_text
 
 
 @dataclass(frozen=True)
@@ -83,15 +83,16 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
 
     model = onnx_model if onnx_model is not None else session.stage_output("optimize")
     program = program if program is not None else session.exported_program
-    dims = onnx_input_dims(model)
-    onnx_inputs = [v.name for v in model.graph.inputs]
+    dims = input_dims_by_path(session, model)
+    onnx_inputs = {v.name for v in model.graph.inputs}
+    onnx_name = getattr(session, "onnx_input_names", {})
     checks: list[ContractCheck] = []
     symbols = symbol_of(program, session.inputs)
     requested = {(e.path, e.axis): e.policy for e in session.spec}
 
     for leaf in session.inputs.leaves:
         asked = [axis for (path, axis) in requested if path == leaf.path]
-        if leaf.path not in onnx_inputs:
+        if onnx_name.get(leaf.path, leaf.path) not in onnx_inputs:
             status = "error" if asked else "warning"
             checks.append(
                 ContractCheck(

@@ -97,6 +97,14 @@ def onnx_input_dims(model: Any) -> dict[str, tuple[str | int | None, ...]]:
     return out
 
 
+def input_dims_by_path(session: Any, model: Any) -> dict[str, tuple[str | int | None, ...]]:
+    """:func:`onnx_input_dims` keyed by input path (``x``, ``cache.0.key``) instead of ONNX
+    name, which differs when the ``input_names`` option renamed the inputs."""
+    dims = onnx_input_dims(model)
+    names = getattr(session, "onnx_input_names", None) or {}
+    return {path: dims[name] for path, name in names.items() if name in dims} if names else dims
+
+
 def _guards(session: Any, program: Any) -> list[tuple[str, str, str | None, tuple | None]]:
     """Guards as ``(expression, text to match, user source or None, axes or None)``: the
     session's guards (with the user's line), else the program's guard expressions."""
@@ -192,7 +200,7 @@ def dim_groups(
     from ..translate import symbol_of
 
     program = program if program is not None else session.exported_program
-    onnx_dims = onnx_input_dims(onnx_model if onnx_model is not None else session.stage_output("optimize"))
+    onnx_dims = input_dims_by_path(session, onnx_model if onnx_model is not None else session.stage_output("optimize"))
     symbols = symbol_of(program, session.inputs)
     ranges = {str(sym): _range_of(vr) for sym, vr in program.range_constraints.items()}
     from ..shapes.solve import axis_ranges

@@ -168,3 +168,48 @@ def test_output_names_must_be_a_list_of_strings():
 
     with pytest.raises(SpecError, match="output_names must be a list"):
         ExportOptions(output_names="logits")
+
+
+class AddColumnSums(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y.sum(0)
+
+
+def test_input_names_rename_the_onnx_inputs_and_running_verifying_and_timing_still_work():
+    from exporter import ExportOptions, Session
+
+    options = ExportOptions(input_names=["input_x", "input_y"], dynamic_axes={"input_x": {0: "batch"}, "y": {0: "rows"}})
+    session = Session(AddColumnSums(), (torch.randn(4, 3), torch.randn(5, 3)), {}, options)
+    assert session.run().status == "ok"
+    assert [i.name for i in session.model_proto.graph.input] == ["input_x", "input_y"]
+    assert onnx_input_dims(session.onnx_model) == {"input_x": ["batch", 3], "input_y": ["rows", 3]}
+    assert session.onnx_input_names == {"x": "input_x", "y": "input_y"}
+    x, y = torch.randn(6, 3), torch.randn(2, 3)
+    assert set(session.feeds(x, y)) == {"input_x", "input_y"}
+    torch.testing.assert_close(torch.from_numpy(session.run_onnx(x, y)[0]), AddColumnSums()(x, y))
+    result = session.verify()
+    assert result.status == "passed", result.summary()
+    assert session.benchmark(budget=0.2, warmup=1).ok
+
+
+def test_input_names_may_name_only_the_first_inputs_and_change_translation_onward_only():
+    from exporter import ExportOptions, Session
+
+    session = Session(AddColumnSums(), (torch.randn(4, 3), torch.randn(5, 3)), {}, ExportOptions(dynamic_shapes={"x": {0: "n"}}))
+    assert session.run().status == "ok"
+    renamed = session.with_options(input_names=("first",))
+    assert [i.name for i in renamed.model_proto.graph.input] == ["first", "y"]
+    assert renamed.result("capture").cached and not renamed.result("translate").cached
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [(["a", "b", "c"], "input_names has 3 names but forward was given 2 tensors"),
+     (["y"], "would give inputs 'x' and 'y' the same ONNX name 'y'"),
+     (["a", "a"], "the same ONNX name 'a'")],
+)
+def test_too_many_or_clashing_input_names_fail_when_the_session_is_made(names, message):
+    from exporter import ExportOptions, Session, SpecError
+
+    with pytest.raises(SpecError, match=message):
+        Session(AddColumnSums(), (torch.randn(4, 3), torch.randn(5, 3)), {}, ExportOptions(input_names=names))
