@@ -114,9 +114,42 @@ def onnx_registry(opset_version: int) -> Any:
     level = registration_logger.level
     registration_logger.setLevel(logging.ERROR)
     try:
-        return _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
+        registry = _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
+        # Our translations beyond torchlib (exporter/translations.py), registered as
+        # torch.onnx.export(custom_translation_table=...) registers its entries. A translation
+        # whose arguments are not tensors (map_impl's body) has no inferable ONNX signature:
+        # torch logs a warning and dispatches every such node to it, which is what we want.
+        from .translations import translation_table
+
+        for target, translation in translation_table().items():
+            registry.register_op(target, translation, is_complex=False)
+        return registry
     finally:
         registration_logger.setLevel(level)
+
+
+def record_onnx_node(op_type: str, *inputs: Any, num_outputs: int = 1, **attributes: Any) -> Any:
+    """Inside a translation: add an ONNX node with ``num_outputs`` outputs (which onnxscript's
+    ``op.Scan(...)`` cannot say) to the graph being built; returns its outputs. torchlib's own
+    higher-order-op helper (``_torchlib/ops/hop.py: call_op``)."""
+    from torch.onnx._internal.exporter._torchlib.ops import hop
+
+    return hop.call_op(op_type, *inputs, _num_outputs=num_outputs, **attributes)
+
+
+@functools.lru_cache(maxsize=8)
+def onnx_registry_with(opset_version: int, translations: tuple[tuple[Any, Any], ...]) -> Any:
+    """:func:`onnx_registry` plus more custom translations ``((target, function), ...)``, each
+    winning over the registry's own (as ``custom_translation_table`` entries do). A copy, built
+    once per opset and table: the shared registry is not changed."""
+    import copy
+
+    base = onnx_registry(opset_version)
+    registry = copy.copy(base)
+    registry.functions = {name: list(entries) for name, entries in base.functions.items()}
+    for target, function in translations:
+        registry.register_op(target, function, is_complex=False)
+    return registry
 
 
 @functools.lru_cache(maxsize=4)
