@@ -370,7 +370,8 @@ def session_section(session: Session, *, title: str | None = None, details: bool
         items.append(("captured by", captured))
     extras = [f"opset {options.opset_version}" if options.opset_version else "",
               "runtime asserts" if options.runtime_asserts else "",
-              "not optimized" if not options.optimize else ""]
+              "not optimized" if not options.optimize else "",
+              f"fully masked rows: {options.fully_masked_rows}" if options.fully_masked_rows != "zero" else ""]
     if any(extras):
         items.append(("options", ", ".join(e for e in extras if e)))
     body: list[Block] = [KeyValues(tuple(items))]

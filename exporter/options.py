@@ -36,6 +36,11 @@ class ExportOptions:
         output_names: names of the ONNX outputs, in order (torch.onnx.export's option);
             ``dynamic_axes`` entries keyed by them are accepted and skipped, since output dims
             follow from the inputs.
+        fully_masked_rows: what the ONNX model returns for an attention query whose mask
+            allows no key (a mask row all False): ``"zero"`` (default), 0 as PyTorch returns;
+            ``"mean"``, torch.onnx.export's translation as it is, which returns the mean of
+            ``v`` for such a row (NaN for a ``-inf`` float mask) and saves one ``ReduceMax``
+            and one ``Where`` per attention. See :mod:`exporter.masked_attention`.
     """
 
     opset_version: int | None = None
@@ -47,6 +52,7 @@ class ExportOptions:
     runtime_asserts: bool = False
     input_names: tuple[str, ...] | None = None
     output_names: tuple[str, ...] | None = None
+    fully_masked_rows: str = "zero"
 
     def __post_init__(self) -> None:
         from .capture import strategy_names
@@ -59,6 +65,13 @@ class ExportOptions:
                                     hint=f"{field_name}=['logits'] names the first output")
                 object.__setattr__(self, field_name, tuple(names))
 
+        from .masked_attention import FULLY_MASKED_ROWS
+
+        if self.fully_masked_rows not in FULLY_MASKED_ROWS:
+            raise SpecError(
+                f"unknown fully_masked_rows={self.fully_masked_rows!r}",
+                hint="; ".join(f"{name!r}: {meaning}" for name, meaning in FULLY_MASKED_ROWS.items()),
+            )
         choices = ("auto",) + strategy_names()
         if self.strategy not in choices:
             import difflib

@@ -264,7 +264,8 @@ class Session:
         opset = resolve_opset(self._options.opset_version)
         if stage == "decompose":
             return capture + (registry_opset(opset),)
-        translate = capture + (opset, self._options.input_names, self._options.output_names)
+        translate = capture + (opset, self._options.input_names, self._options.output_names,
+                               self._options.fully_masked_rows)
         return translate if stage == "translate" else translate + (self._options.optimize,)
 
     def _observer(self, observer: Observer | None) -> Observer:
@@ -428,6 +429,7 @@ class Session:
         )
 
     def _run_translate(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
+        from .masked_attention import translations
         from .translate import constant_outputs, resolve_opset, translate
 
         program = self._previous_output("translate")
@@ -445,7 +447,8 @@ class Session:
             TranslateError,
             hint,
             lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec,
-                              input_names=self._options.input_names, output_names=self._options.output_names),
+                              input_names=self._options.input_names, output_names=self._options.output_names,
+                              translations=translations(self._options.fully_masked_rows)),
         )
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:

@@ -28,11 +28,14 @@ def registry_opset(opset_version: int) -> int:
 
 
 def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: DimSpec,
-              input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None) -> Any:
+              input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
+              translations: tuple[tuple[Any, Any], ...] = ()) -> Any:
     """Translate a decomposed program to an ``onnx_ir.Model`` with readable names; the ONNX
     inputs and outputs take ``input_names`` / ``output_names`` in order when given
-    (torch.onnx.export's options)."""
-    registry = compat.onnx_registry(registry_opset(opset_version))
+    (torch.onnx.export's options). ``translations``: ``((target, function), ...)`` used
+    instead of torchlib's for those targets (``masked_attention.translations``)."""
+    opset = registry_opset(opset_version)
+    registry = compat.onnx_registry_with(opset, translations) if translations else compat.onnx_registry(opset)
     model = compat.translate_to_onnx_ir(program, registry)
     model = compat.convert_onnx_version(model, opset_version)
     _make_specialized_dims_static(model)
