@@ -203,6 +203,7 @@ class Session:
         self._proto: Any = None
         self._bytes: bytes | None = None
         self._ort: Any = None
+        self._readable_ort: Any = None  # run_onnx's copy reading bfloat16/float8 outputs; False: not needed
         self._external: Any = None  # path of the model saved with external data, once written
         self._tempdir: str | None = None
         self._tempdir_finalizer: weakref.finalize | None = None
@@ -641,6 +642,7 @@ class Session:
         ``with session:``."""
         with self._lock:
             self._ort = None
+            self._readable_ort = None
             self._bytes = None
             self._proto = None
             self._external = None
@@ -701,10 +703,20 @@ class Session:
     def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:
         """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward.
         Inputs of every dtype torch.onnx exports are converted through torch (bfloat16 and
-        float8 as their bits, complex as a trailing real/imaginary dim), not ``.numpy()``."""
-        from .ort_values import feeds
+        float8 as their bits, complex as a trailing real/imaginary dim), not ``.numpy()``.
+        Outputs come back as numpy arrays (complex ones as complex arrays), except bfloat16,
+        float8 and float4 outputs, which numpy cannot hold: those are torch tensors of their
+        dtype."""
+        from .ort_values import feeds, from_outputs, output_dtypes
 
-        return self.ort_session.run(None, feeds(self, self.stage_output("optimize"), args, kwargs))
+        with self._lock:
+            if self._readable_ort is None:
+                from .ort_values import readable_outputs_session
+
+                self._readable_ort = readable_outputs_session(self) or False
+            ort_session = self._readable_ort or self.ort_session
+        raw = ort_session.run(None, feeds(self, self.stage_output("optimize"), args, kwargs))
+        return from_outputs(raw, output_dtypes(self))
 
     # -- display -----------------------------------------------------------------------------
     def to_frame(self) -> Any:

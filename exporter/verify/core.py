@@ -11,6 +11,7 @@ from typing import Any
 from .. import _torch_formats as formats
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..ort_values import readable_outputs_session
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
@@ -18,6 +19,7 @@ from .groups import DimGroup, dim_groups, plan_cases
 from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
+from .values import EdgeValue, edge_value_inputs, edge_values, explain
 
 
 def _run_case(
@@ -68,49 +70,6 @@ def _run_case(
         checks.append(compare(name, label, actual[i], expected[i], tolerances))
     status = "pass" if all(c.ok for c in checks) else "fail"
     return CaseResult(name, sizes, status, tuple(checks), seconds=time.perf_counter() - start), expected
-
-
-# onnxruntime runs these but cannot hand them to numpy ("No corresponding Numpy type"):
-# verify reads them through an exact Cast to float32 appended to a copy of the model.
-_UNREADABLE_OUTPUTS = ("FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1", "FLOAT8E8M0")
-
-
-def _readable_outputs_session(session: Any) -> Any | None:
-    """An onnxruntime session of the model with each output onnxruntime cannot return to
-    numpy cast (exactly) to float32; None when every output is readable as it is.
-
-    A large model (weights in external data) is edited without its weights: the small model
-    file is loaded alone and the edited copy is written beside it, so it finds the same data."""
-    import os
-
-    import onnx
-
-    from ..session import ort_inference_session
-
-    unreadable = set(_UNREADABLE_OUTPUTS)
-    model = session.stage_output("optimize")
-    if not any(value.dtype is not None and value.dtype.name in unreadable for value in model.graph.outputs):
-        return None
-    source = session.ort_model_source
-    if isinstance(source, bytes):
-        proto = onnx.load_from_string(source)
-    else:
-        proto = onnx.load(source, load_external_data=False)
-    codes = {getattr(onnx.TensorProto, name) for name in _UNREADABLE_OUTPUTS if hasattr(onnx.TensorProto, name)}
-    for output in proto.graph.output:
-        if output.type.tensor_type.elem_type not in codes:
-            continue
-        raw = output.name
-        readable = f"{raw}__as_float32"
-        proto.graph.node.append(onnx.helper.make_node("Cast", [raw], [readable], to=onnx.TensorProto.FLOAT))
-        output.name = readable
-        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-    if isinstance(source, bytes):
-        return ort_inference_session(proto.SerializeToString())
-    edited = os.path.join(os.path.dirname(source), "readable_outputs.onnx")
-    with open(edited, "wb") as handle:
-        handle.write(proto.SerializeToString())  # weights are references: a small proto
-    return ort_inference_session(edited)
 
 
 def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
@@ -190,10 +149,11 @@ def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
     return "; ".join(parts) or None
 
 
-def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract: ContractReport | None) -> list[Finding]:
+def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract: ContractReport | None,
+              session: Any = None, divergence: Divergence | None = None) -> list[Finding]:
     findings: list[Finding] = []
     example = next((c for c in cases if c.is_example), None)
-    others = [c for c in cases if not c.is_example]
+    others = [c for c in cases if not c.is_example and not c.is_edge_value]
     checked = [c for c in others if c.status != "eager_error"]
     bad = [c for c in checked if not c.ok]
     if example is not None and not example.ok and example.status != "eager_error":
@@ -227,10 +187,36 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
             f"{'these sizes' if len(group_cases) > 1 else 'this size'})",
             group_cases[0].name, group_cases[0].sizes,
         ))
+    findings.extend(_edge_findings([c for c in cases if c.is_edge_value], session, divergence))
     if contract is not None:
         for check in contract.errors:
             if check.check != "dynamic is symbolic":
                 findings.append(Finding("contract", f"{check.subject}: {check.message}"))
+    return findings
+
+
+def _edge_findings(cases: Sequence[CaseResult], session: Any, divergence: Divergence | None) -> list[Finding]:
+    """A finding per failing edge-value case, in plain words, with its fix when known; one
+    per input for edge values the module itself refuses."""
+    findings: list[Finding] = []
+    for c in cases:
+        if c.ok or c.edge is None:
+            continue
+        if c.status == "eager_error":
+            findings.append(Finding(
+                "eager_error", f"not checked with {c.name}: {c.error} (the module itself does not accept this value)",
+                c.name, c.sizes,
+            ))
+            continue
+        what = {"ort_error": "onnxruntime fails", "error": "could not build inputs"}.get(c.status)
+        try:
+            explained = explain(c.edge, f"{what}: {c.describe()}" if what else c.describe(), session, divergence)
+        except Exception as exc:  # noqa: BLE001 - an explanation never fails verify
+            findings.append(Finding("wrong_at_value", f"wrong with {c.name}: {c.describe()}", c.name, c.sizes,
+                                    f"(could not explain: {first_line(exc)})"))
+            continue
+        findings.append(Finding("wrong_at_value", explained.message, c.name, c.sizes, explained.cause,
+                                explained.fix, explained.options))
     return findings
 
 
@@ -242,6 +228,7 @@ def verify(
     make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None = None,
     max_size: int = 512,
     independent: bool = False,
+    edges: bool = True,
     locate: bool = True,
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
@@ -265,6 +252,10 @@ def verify(
             together move together: axes sharing a Dim or a name, axes torch found equal, and
             AUTO/DYNAMIC axes of different inputs at the same index with the same example size
             (``input_ids`` and ``attention_mask`` batch), so no case feeds sizes no caller sends.
+        edges: also try edge values at the example size (see :mod:`exporter.verify.values`):
+            a mask input all ones, all zeros and with one fully masked row; ids at 0 and at
+            the last row of the embedding that reads them. The ``make_inputs`` hook is not
+            called for these: each is the example inputs with one tensor changed.
         locate: find the first divergent node of the first wrong case.
         progress: called with a :class:`Progress` after every case.
         observer: an :class:`~exporter.events.Observer`, told the progress after every case.
@@ -289,7 +280,7 @@ def verify(
     plans = plan_cases(groups, max_size, sizes)  # a caller's typo raises here, before any broad except
     try:
         contract = check_contract(session, model, program)
-        ort_session = _readable_outputs_session(session) or session.ort_session
+        ort_session = readable_outputs_session(session) or session.ort_session
     except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
         missing = formats.ort_missing_kernel(exc)
         if missing is not None:
@@ -302,10 +293,18 @@ def verify(
         return _error_result(exc, start, groups, prefix=prefix)
     cases: list[CaseResult] = []
     try:
+        edge_cases = _edge_cases(session, program) if edges else ()
         return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
-                             make_inputs, locate, seed, reporter, start, cases)
+                             make_inputs, locate, seed, reporter, start, cases, edge_cases)
     except Cancelled:
         return VerifyResult("cancelled", tuple(cases), groups, contract, seconds=time.perf_counter() - start)
+
+
+def _edge_cases(session: Any, program: Any) -> tuple[EdgeValue, ...]:
+    try:
+        return edge_values(session, program)
+    except Exception:  # noqa: BLE001 - no edge case is better than no verification
+        return ()
 
 
 def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: str = "") -> VerifyResult:
@@ -316,10 +315,11 @@ def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: 
 
 def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: Any, contract: ContractReport,
                   ort_session: Any, tolerances: Any, make_inputs: Any, locate: bool, seed: int,
-                  reporter: Reporter, start: float, cases: list[CaseResult]) -> VerifyResult:
+                  reporter: Reporter, start: float, cases: list[CaseResult],
+                  edge_cases: Sequence[EdgeValue] = ()) -> VerifyResult:
     output_names = [v.name for v in model.graph.outputs]
     example_sizes = tuple((g.label, g.example) for g in groups)
-    total = len(plans) + 1
+    total = len(plans) + len(edge_cases) + 1
     inputs: dict[str, tuple[tuple, dict, list[Any] | None]] = {}
 
     reporter.progress("verify", 0, total, "example inputs")
@@ -349,6 +349,16 @@ def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: An
             if size not in swept[label]:
                 swept[label].append(size)
     groups = tuple(replace(g, sizes=tuple(swept[g.label])) for g in groups)
+    for i, edge in enumerate(edge_cases, start=len(plans) + 1):
+        reporter.progress("verify", i, total, edge.name)
+        try:
+            args, kwargs = edge_value_inputs(session, edge)
+        except Exception as exc:  # noqa: BLE001
+            cases.append(CaseResult(edge.name, example_sizes, "error", error=f"inputs: {first_line(exc)}", edge=edge))
+            continue
+        result, expected = _run_case(session, ort_session, edge.name, example_sizes, args, kwargs, output_names, tolerances)
+        cases.append(replace(result, edge=edge))
+        inputs[edge.name] = (args, kwargs, expected)
 
     divergence = None
     if locate:
@@ -360,7 +370,7 @@ def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: An
                 divergence = first_divergence(session, wrong.name, args, kwargs, expected or [], tolerances=tolerances)
             except Exception as exc:  # noqa: BLE001
                 divergence = Divergence(wrong.name, "unknown", f"could not locate: {first_line(exc)}")
-    findings = _findings(cases, groups, contract)
+    findings = _findings(cases, groups, contract, session, divergence)
     training = _training_modules(session.model)
     if training:
         findings.insert(0, Finding(

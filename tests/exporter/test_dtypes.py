@@ -62,3 +62,56 @@ def test_a_dtype_onnxruntime_has_no_kernel_for_is_said_plainly_not_called_wrong(
     assert result.status == "error"  # not "failed": nothing was found wrong
     assert "onnxruntime has no CPU kernel for Mul(14)" in result.error
     assert "not a wrong model" in result.error
+
+
+class CastTo(torch.nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x):
+        return (x * 2).to(self.dtype)
+
+
+OUTPUT_DTYPES = (torch.bfloat16, torch.float16, torch.complex64) + FLOAT8
+
+
+@pytest.mark.parametrize("dtype", OUTPUT_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_run_onnx_returns_each_output_dtype_as_eager_does_and_verify_passes(dtype):
+    x = torch.randn(3, 4)
+    session = session_of(CastTo(dtype), x)
+    x2 = torch.randn(5, 4)
+    (got,) = session.run_onnx(x2)
+    want = CastTo(dtype)(x2)
+    # numpy holds float16 and complex64; the others come back as torch tensors, not raw bits
+    assert isinstance(got, np.ndarray if dtype in (torch.float16, torch.complex64) else torch.Tensor)
+    got = torch.as_tensor(got)
+    assert got.dtype == dtype
+    wide = torch.complex128 if dtype.is_complex else torch.float64  # exact for every dtype here
+    assert torch.equal(got.to(wide), want.to(wide))
+    result = session.verify()
+    assert result.status == "passed", result.summary()
+
+
+@pytest.mark.parametrize("dtype", FLOAT8 + (torch.bfloat16,), ids=lambda d: str(d).removeprefix("torch."))
+def test_run_onnx_takes_float8_and_bfloat16_inputs_as_tensors(dtype):
+    x = torch.randn(3, 4).to(dtype)
+    session = session_of(Upcast(), x)
+    x2 = torch.randn(6, 4).to(dtype)
+    (got,) = session.run_onnx(x2)
+    np.testing.assert_array_equal(got, Upcast()(x2).numpy())
+
+
+class PassFloat4(torch.nn.Module):
+    def forward(self, x, y):
+        return x, y * 2
+
+
+def test_a_float4_model_that_onnxruntime_cannot_load_is_reported_as_an_onnxruntime_limit():
+    packed = torch.randint(0, 255, (3, 4), dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    session = Session(PassFloat4(), (packed, torch.randn(2)), None, ExportOptions())
+    assert session.run().status == "ok"  # as torch.onnx.export: a FLOAT4E2M1 input and output
+    assert session.onnx_model.graph.inputs[0].dtype.name == "FLOAT4E2M1"
+    result = session.verify()
+    assert result.status == "error"  # not "failed": onnxruntime cannot run it, nothing was found wrong
+    assert "float4e2m1" in result.error and "onnxruntime cannot load the model" in result.error
