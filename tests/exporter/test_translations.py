@@ -1,0 +1,174 @@
+"""Our ONNX translations beyond torchlib (exporter/translations.py), and torch's 36 ExportDB
+example programs exported through the whole pipeline and checked against eager."""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from functorch.experimental.control_flow import map as functorch_map
+from torch._export.db.case import SupportLevel
+from torch._export.db.examples import all_examples
+from torch.utils._pytree import tree_leaves
+
+from exporter import Dim, ExportOptions, Session
+from exporter import _torch_compat as compat
+from exporter import translations
+
+EXAMPLES = all_examples()
+
+
+def exported(session: Session) -> Session:
+    result = session.run()
+    assert result.ok and session.succeeded, session.failed_stage.error if session.failed_stage else result
+    return session
+
+
+def op_types(session: Session) -> list[str]:
+    return [node.op_type for node in session.model_proto.graph.node]
+
+
+def eager_leaves(value) -> list[np.ndarray]:
+    """Eager outputs as ONNX returns them: tensors and symbolic Python numbers, pytree order."""
+    return [
+        leaf.detach().numpy() if isinstance(leaf, torch.Tensor) else np.asarray(leaf)
+        for leaf in tree_leaves(value)
+        if isinstance(leaf, (torch.Tensor, int, float)) and not isinstance(leaf, bool)
+    ]
+
+
+def assert_same(session: Session, args, kwargs=None, *, expected=None):
+    kwargs = kwargs or {}
+    if expected is None:
+        with torch.no_grad():
+            expected = session.model(*clone(args), **clone(kwargs))
+    want = eager_leaves(expected)
+    got = session.run_onnx(*args, **kwargs)
+    assert len(got) == len(want), (len(got), len(want))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, (g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def clone(value):
+    return torch.utils._pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
+
+
+# --- map_impl → Scan ---------------------------------------------------------------------------
+
+def test_registry_dispatches_map_impl_and_round_to_our_translations_first():
+    registry = compat.onnx_registry(18)
+    assert registry.get_decomps(torch.ops.higher_order.map_impl)[0].onnx_function is translations.map_impl
+    assert registry.get_decomps(builtins.round)[0].onnx_function is translations.symbolic_round
+
+
+def test_map_over_a_dynamic_leading_dim_is_one_scan_and_matches_eager_at_1_3_7():
+    model = EXAMPLES["dynamic_shape_map"].model
+    session = Session(model, (torch.randn(3, 2), torch.randn(2)), None,
+                      ExportOptions(dynamic_shapes={"xs": {0: Dim("n")}, "y": None}))
+    exported(session)
+    assert op_types(session) == ["Scan"]
+    assert session.model_proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "n"
+    for n in (1, 3, 7):
+        assert_same(session, (torch.randn(n, 2), torch.randn(2)))
+
+
+class MapTwoInputsTwoOutputs(torch.nn.Module):
+    """map over a pair of tensors, with a parameter and an input closed over, two outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, xs, zs, bias):
+        def body(pair, weight, bias):
+            x, z = pair
+            return x @ weight + bias, (x * z).sum()
+
+        return functorch_map(body, (xs, zs), self.weight, bias)
+
+
+def test_map_with_two_mapped_inputs_two_outputs_and_closed_over_values_matches_eager_at_1_3_7():
+    torch.manual_seed(0)
+    model = MapTwoInputsTwoOutputs().eval()
+    n = Dim("n")
+    session = Session(model, (torch.randn(3, 4), torch.randn(3, 4), torch.randn(3)), None,
+                      ExportOptions(dynamic_shapes={"xs": {0: n}, "zs": {0: n}, "bias": None}))
+    exported(session)
+    scans = [node for node in session.model_proto.graph.node if node.op_type == "Scan"]
+    assert len(scans) == 1 and len(scans[0].input) == 2 and len(scans[0].output) == 2
+    for size in (1, 3, 7):
+        assert_same(session, (torch.randn(size, 4), torch.randn(size, 4), torch.randn(3)))
+
+
+def test_map_without_the_optimizer_matches_eager_its_scan_body_reading_y_from_the_outer_graph():
+    model = EXAMPLES["dynamic_shape_map"].model
+    session = exported(Session(model, (torch.randn(3, 2), torch.randn(2)), None,
+                               ExportOptions(dynamic_shapes={"xs": {0: Dim("n")}, "y": None}, optimize=False)))
+    (scan,) = session.model_proto.graph.node
+    (body,) = [attribute.g for attribute in scan.attribute if attribute.name == "body"]
+    assert scan.op_type == "Scan" and list(scan.input) == ["xs"]
+    assert [node.op_type for node in body.node] == ["Add"] and "y" in body.node[0].input
+    for n in (1, 7):
+        assert_same(session, (torch.randn(n, 2), torch.randn(2)))
+
+
+# --- round on a SymInt → Round + Cast ----------------------------------------------------------
+
+def test_round_of_half_a_dynamic_dim_rounds_halves_to_even_like_python_at_sizes_0_to_11():
+    example = EXAMPLES["dynamic_shape_round"]
+    session = Session(example.model, example.example_args, None,
+                      ExportOptions(dynamic_shapes=example.dynamic_shapes))
+    exported(session)
+    assert {"Round", "Cast"} <= set(op_types(session))
+    for n in range(12):  # 1, 5 and 9 are where half-up rounding would keep one row more
+        x = torch.randn(n, 2)
+        (got,) = session.run_onnx(x)
+        assert got.shape[0] == round(n / 2)
+        assert_same(session, (x,))
+
+
+def test_round_with_ndigits_is_refused_with_the_reason():
+    with pytest.raises(NotImplementedError, match="ndigits=1"):
+        translations.symbolic_round(object(), 1)
+
+
+# --- ExportDB: all 36 ---------------------------------------------------------------------------
+
+def _resized(example, grow: int = 2):
+    """The example's inputs with every dynamic dim grown by ``grow`` (None if it has none)."""
+    if not example.dynamic_shapes:
+        return None
+    names = list(inspect.signature(example.model.forward).parameters)
+    args = list(example.example_args)
+    for name, dims in example.dynamic_shapes.items():
+        if not dims:
+            continue
+        index = names.index(name)
+        shape = list(args[index].shape)
+        for axis in dims:
+            shape[axis] += grow
+        args[index] = torch.randn(shape, dtype=args[index].dtype)
+    return tuple(args)
+
+
+def test_exportdb_has_36_examples_two_of_them_failing_in_torch_onnx_translation():
+    assert len(EXAMPLES) == 36
+    assert EXAMPLES["dynamic_shape_round"].support_level == SupportLevel.NOT_SUPPORTED_YET
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_exportdb_example_exports_and_matches_eager(name):
+    example = EXAMPLES[name]
+    kwargs = dict(example.example_kwargs or {})
+    torch.manual_seed(0)
+    session = Session(example.model, clone(example.example_args), clone(kwargs),
+                      ExportOptions(dynamic_shapes=example.dynamic_shapes))
+    exported(session)
+    assert_same(session, clone(example.example_args), clone(kwargs))
+    resized = _resized(example)
+    if resized is not None:
+        assert_same(session, resized, clone(kwargs))
