@@ -437,17 +437,23 @@ def verify_section(result: Any, title: str = "Verification") -> Section:
     if result.status == "error":
         return Section(title, badge, tuple([Note("verification could not run", "fail"),
                                             *_failure_blocks(result.failure, result.error)]))
-    n_other = sum(1 for c in result.cases if not c.is_example)
+    n_edge = sum(1 for c in result.cases if getattr(c, "edge", None) is not None)
+    n_other = sum(1 for c in result.cases if not c.is_example) - n_edge
+    edges = f", {n_edge} edge value(s)" if n_edge else ""
     body: list[Block] = [KeyValues((
-        ("cases", f"{len(result.cases)} ({n_other} at other sizes)"),
+        ("cases", f"{len(result.cases)} ({n_other} at other sizes{edges})"),
         ("dim groups", str(len(result.groups))),
         ("seconds", f"{result.seconds:.2f}"),
     ))]
     if result.status == "cancelled":
         body.append(Note(f"cancelled after {len(result.cases)} case(s)", "warn"))
     if result.findings:
-        body.append(Table.from_rows(("finding", "message", "likely cause"),
-                                    [(f.kind, f.message, f.cause) for f in result.findings]))
+        if any(getattr(f, "fix", None) for f in result.findings):
+            body.append(Table.from_rows(("finding", "message", "likely cause", "fix"),
+                                        [(f.kind, f.message, f.cause, f.fix) for f in result.findings]))
+        else:
+            body.append(Table.from_rows(("finding", "message", "likely cause"),
+                                        [(f.kind, f.message, f.cause) for f in result.findings]))
     if result.divergence is not None:
         body.append(Pre(result.divergence.summary()))
     if result.contract is not None and not result.contract.ok:

@@ -19,7 +19,8 @@ from .groups import DimGroup, dim_groups, plan_cases
 from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
-from .values import EdgeValue, edge_value_inputs, edge_values, explain
+from .values import EdgeValue, Explanation, edge_value_inputs, explain
+from .values import edge_values as find_edge_values
 
 
 def _run_case(
@@ -196,9 +197,12 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
 
 
 def _edge_findings(cases: Sequence[CaseResult], session: Any, divergence: Divergence | None) -> list[Finding]:
-    """A finding per failing edge-value case, in plain words, with its fix when known; one
-    per input for edge values the module itself refuses."""
+    """Failing edge-value cases in plain words, with the fix when known: one finding per
+    input and explanation (``attention_mask`` all False and one row all False fail for one
+    reason); one per case the module itself refuses."""
     findings: list[Finding] = []
+    grouped: dict[tuple[Any, ...], list[CaseResult]] = {}
+    explained: dict[tuple[Any, ...], Any] = {}
     for c in cases:
         if c.ok or c.edge is None:
             continue
@@ -208,15 +212,23 @@ def _edge_findings(cases: Sequence[CaseResult], session: Any, divergence: Diverg
                 c.name, c.sizes,
             ))
             continue
-        what = {"ort_error": "onnxruntime fails", "error": "could not build inputs"}.get(c.status)
         try:
-            explained = explain(c.edge, f"{what}: {c.describe()}" if what else c.describe(), session, divergence)
+            explanation = explain(c.edge, session, divergence)
         except Exception as exc:  # noqa: BLE001 - an explanation never fails verify
-            findings.append(Finding("wrong_at_value", f"wrong with {c.name}: {c.describe()}", c.name, c.sizes,
-                                    f"(could not explain: {first_line(exc)})"))
-            continue
-        findings.append(Finding("wrong_at_value", explained.message, c.name, c.sizes, explained.cause,
-                                explained.fix, explained.options))
+            explanation = Explanation("onnxruntime differs from PyTorch", f"(could not explain: {first_line(exc)})")
+        if c.status in ("ort_error", "error"):
+            explanation = replace(explanation, message="onnxruntime fails" if c.status == "ort_error" else "could not build inputs")
+        key = (c.edge.input, c.status, explanation)
+        grouped.setdefault(key, []).append(c)
+        explained[key] = explanation
+    for key, group in grouped.items():
+        explanation = explained[key]
+        labels = " or ".join(c.edge.label for c in group)
+        findings.append(Finding(
+            "wrong_at_value",
+            f"With {group[0].edge.input} {labels}, {explanation.message} (at the example size; {group[0].describe()})",
+            group[0].name, group[0].sizes, explanation.cause, explanation.fix, explanation.options,
+        ))
     return findings
 
 
@@ -228,7 +240,7 @@ def verify(
     make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None = None,
     max_size: int = 512,
     independent: bool = False,
-    edges: bool = True,
+    edge_values: bool = True,
     locate: bool = True,
     seed: int = 0,
     progress: Callable[[Progress], Any] | None = None,
@@ -252,7 +264,7 @@ def verify(
             together move together: axes sharing a Dim or a name, axes torch found equal, and
             AUTO/DYNAMIC axes of different inputs at the same index with the same example size
             (``input_ids`` and ``attention_mask`` batch), so no case feeds sizes no caller sends.
-        edges: also try edge values at the example size (see :mod:`exporter.verify.values`):
+        edge_values: also try edge values at the example size (see :mod:`exporter.verify.values`):
             a mask input all ones, all zeros and with one fully masked row; ids at 0 and at
             the last row of the embedding that reads them. The ``make_inputs`` hook is not
             called for these: each is the example inputs with one tensor changed.
@@ -293,7 +305,7 @@ def verify(
         return _error_result(exc, start, groups, prefix=prefix)
     cases: list[CaseResult] = []
     try:
-        edge_cases = _edge_cases(session, program) if edges else ()
+        edge_cases = _edge_cases(session, program) if edge_values else ()
         return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
                              make_inputs, locate, seed, reporter, start, cases, edge_cases)
     except Cancelled:
@@ -302,7 +314,7 @@ def verify(
 
 def _edge_cases(session: Any, program: Any) -> tuple[EdgeValue, ...]:
     try:
-        return edge_values(session, program)
+        return find_edge_values(session, program)
     except Exception:  # noqa: BLE001 - no edge case is better than no verification
         return ()
 

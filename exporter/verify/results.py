@@ -11,6 +11,7 @@ from .contract import ContractReport
 from .divergence import Divergence
 from .groups import DimGroup
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance
+from .values import EdgeValue
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,10 @@ class CaseResult:
 
     ``status``: ``pass``; ``fail`` (an output differs or has another shape); ``ort_error``
     (onnxruntime refused or crashed); ``eager_error`` (the module itself raised: the size is
-    not supported by the model, not checked); ``error`` (inputs could not be built)."""
+    not supported by the model, not checked); ``error`` (inputs could not be built).
+
+    ``edge``: for an edge-value case (a mask all zeros, ids at the vocabulary edge, at the
+    example size), which input it sets to which value; None for a size case."""
 
     name: str
     sizes: tuple[tuple[str, int], ...]
@@ -29,6 +33,7 @@ class CaseResult:
     outside_obtained: tuple[str, ...] = ()  # labels of groups whose size torch did not verify
     changed: tuple[str, ...] = ()  # labels of groups not at the example size
     seconds: float = 0.0
+    edge: EdgeValue | None = None
 
     @property
     def ok(self) -> bool:
@@ -37,6 +42,10 @@ class CaseResult:
     @property
     def is_example(self) -> bool:
         return self.name == "example"
+
+    @property
+    def is_edge_value(self) -> bool:
+        return self.edge is not None
 
     @property
     def sizes_text(self) -> str:
@@ -64,16 +73,23 @@ class CaseResult:
 @dataclass(frozen=True)
 class Finding:
     """One plain-language conclusion: ``kind`` is ``wrong_at_example``, ``example_only``,
-    ``wrong_at_size``, ``static_in_onnx``, ``contract``, ``eager_error``, ``not_swept``."""
+    ``wrong_at_size``, ``wrong_at_value`` (an edge-value case), ``static_in_onnx``,
+    ``contract``, ``eager_error``, ``not_swept``.
+
+    ``fix``: what to do, when verify knows (``session.with_options(...)``); ``options``: the
+    export options that fix, as pairs (see :attr:`VerifyResult.suggested_options`)."""
 
     kind: str
     message: str
     case: str | None = None
     sizes: tuple[tuple[str, int], ...] = ()
     cause: str | None = None
+    fix: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __str__(self) -> str:
-        return self.message + (f"\n    likely cause: {self.cause}" if self.cause else "")
+        return (self.message + (f"\n    likely cause: {self.cause}" if self.cause else "")
+                + (f"\n    fix: {self.fix}" if self.fix else ""))
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,12 @@ class VerifyResult:
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    @property
+    def suggested_options(self) -> dict[str, Any]:
+        """Export options the findings name as the fix (``{"fully_masked_rows": "zero"}``):
+        ``session.with_options(**result.suggested_options)`` applies them."""
+        return {name: value for finding in self.findings for name, value in finding.options}
 
     @property
     def failed_cases(self) -> tuple[CaseResult, ...]:
@@ -152,10 +174,12 @@ class VerifyResult:
             return f"Verification could not run: {self.error}"
         if self.status == "cancelled":
             return f"Verification cancelled after {len(self.cases)} case(s), {self.seconds:.2f} s"
-        n_other = sum(1 for c in self.cases if not c.is_example)
+        n_edge = sum(1 for c in self.cases if c.is_edge_value)
+        n_other = sum(1 for c in self.cases if not c.is_example) - n_edge
         head = "PASSED" if self.ok else "FAILED"
+        edges = f", {n_edge} edge value(s)" if n_edge else ""
         lines = [
-            f"Verification {head}: {len(self.cases)} case(s) ({n_other} at other sizes), "
+            f"Verification {head}: {len(self.cases)} case(s) ({n_other} at other sizes{edges}), "
             f"{len(self.groups)} dim group(s), {self.seconds:.2f} s"
         ]
         if self.ok and self.groups:
@@ -166,6 +190,9 @@ class VerifyResult:
                         checked.setdefault(label, set()).add(size)
             swept = "; ".join(f"{g.label} in {{{', '.join(map(str, sorted(checked[g.label] or g.sizes)))}}}" for g in self.groups)
             lines.append(f"  - correct at every swept size: {swept}")
+        checked_edges = [c.edge.name for c in self.cases if c.ok and c.edge is not None]
+        if self.ok and checked_edges:
+            lines.append(f"  - correct with edge values: {'; '.join(checked_edges)}")
         for finding in self.findings:
             lines.append("  - " + str(finding).replace("\n", "\n  "))
         if self.divergence is not None:
@@ -173,10 +200,11 @@ class VerifyResult:
         if self.contract is not None and not self.contract.ok:
             lines.append("  " + self.contract.summary().replace("\n", "\n  "))
         lines.append("  cases:")
+        width = max([14] + [len(c.name) for c in self.cases])
         for c in self.cases:
             diff = f"max abs {c.max_abs:.3g}" if c.max_abs is not None else ""
             outside = f"  (outside obtained range: {', '.join(c.outside_obtained)})" if c.outside_obtained else ""
-            lines.append(f"    {c.name:<14} {c.sizes_text:<28} {c.status:<12} {diff}{outside}".rstrip())
+            lines.append(f"    {c.name:<{width}} {c.sizes_text:<28} {c.status:<12} {diff}{outside}".rstrip())
         return "\n".join(lines)
 
     def __repr__(self) -> str:
