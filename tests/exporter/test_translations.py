@@ -155,9 +155,22 @@ def _resized(example, grow: int = 2):
     return tuple(args)
 
 
-def test_exportdb_has_36_examples_two_of_them_failing_in_torch_onnx_translation():
+def test_exportdb_has_36_examples_of_which_dynamic_shape_round_is_marked_not_supported_yet():
     assert len(EXAMPLES) == 36
-    assert EXAMPLES["dynamic_shape_round"].support_level == SupportLevel.NOT_SUPPORTED_YET
+    assert [name for name, e in EXAMPLES.items() if e.support_level != SupportLevel.SUPPORTED] == ["dynamic_shape_round"]
+
+
+def test_dynamic_shape_round_fails_plain_torch_export_and_is_captured_size_obliviously_as_torch_onnx_does():
+    """torch marks it NOT_SUPPORTED_YET: plain ``torch.export.export`` rejects the example's
+    dim (guards ``round(s/2) != 1``, ...). With ``backed_size_oblivious`` (torch.onnx.export's
+    capture setting and ours) it captures with the dim dynamic over [0, inf)."""
+    example = EXAMPLES["dynamic_shape_round"]
+    with pytest.raises(Exception, match="Constraints violated"):
+        torch.export.export(example.model, example.example_args, dynamic_shapes=example.dynamic_shapes)
+    session = Session(example.model, example.example_args, None, ExportOptions(dynamic_shapes=example.dynamic_shapes))
+    assert session.run("capture").ok
+    assert session.strategy == "nonstrict"
+    assert "round" in session.exported_program.graph_module.code
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
