@@ -240,7 +240,31 @@ def output_paths(program: Any) -> list[str]:
         if isinstance(positions, dict):
             name = name.removeprefix("output.")
         names.append(name)
-    return names
+    return _present_names(positions, names)
+
+
+def _present_names(positions: Any, names: list[str]) -> list[str]:
+    """Outputs inside a returned KV cache read ``present.0.key``, ``present.0.value`` ...
+    (the convention of onnxruntime-genai and Optimum) instead of ``cache.0.key``."""
+    from torch.utils import _pytree
+
+    caches = _pytree.tree_flatten_with_path(positions, is_leaf=lambda node: is_kv_cache_type(type(node)))[0]
+    firsts = {}  # position of a cache's first leaf -> its number of leaves
+    for _, node in caches:
+        if is_kv_cache_type(type(node)):
+            leaves = _pytree.tree_leaves(node)
+            if leaves:
+                firsts[leaves[0]] = len(leaves)
+    if not firsts:
+        return names
+    out = list(names)
+    only_one = len(firsts) == 1
+    for number, (first, count) in enumerate(sorted(firsts.items())):
+        prefix = "present" if only_one else f"present{number}"
+        for position in range(first, first + count):
+            rest = names[position].removeprefix(names[first].rsplit(".", 2)[0] + ".")
+            out[position] = f"{prefix}.{rest}"
+    return out
 
 
 def rename_onnx_axes(model: Any, mapping: dict[str, str]) -> None:
@@ -575,3 +599,126 @@ def derived_dim_parts(value: Any) -> tuple[Any, int, int]:
     root, fn = value.root, value.fn
     offset = int(fn(0))
     return root, int(fn(1)) - offset, offset
+
+
+# -- KV caches: transformers' DynamicCache as a pytree (exporter/inputs.py, translate.py) ---
+#
+# transformers' own registration (``register_dynamic_cache_export_support``) rebuilds a
+# DynamicCache in its unflatten function through ``DynamicCache(ddp_cache_data)``, whose
+# ``DynamicLayer.update`` -> ``lazy_initialization`` creates ``torch.tensor([])`` and
+# concatenates the cached tensors onto it. torch runs unflatten *inside* the traced region:
+# once at capture (4 lifted constants for 2 layers) and again when ``run_decompositions``
+# retraces the program, where the new empty tensors become ``lifted_tensor_4...`` in the
+# signature without being added to ``ExportedProgram.constants`` (SpecViolationError), and
+# every round adds a ``cat`` with an empty tensor. The registration below rebuilds the cache
+# by setting each layer's ``keys`` / ``values``: no tensor is created, the graph reads the
+# inputs directly. It flattens by layer, so the cache's leaves read ``cache.0.key``,
+# ``cache.0.value``, ``cache.1.key``... and its dynamic_shapes take the legacy tuple form,
+# one ``[key_dims, value_dims]`` pair per layer.
+
+_KV_CACHE_INSTALLED: list[bool] = []
+
+
+def _dynamic_cache_classes() -> tuple[type, type] | None:
+    """``(DynamicCache, DynamicLayer)`` when transformers is already imported (never imports it)."""
+    module = sys.modules.get("transformers.cache_utils")
+    if module is None:
+        return None
+    cache_cls, layer_cls = getattr(module, "DynamicCache", None), getattr(module, "DynamicLayer", None)
+    if cache_cls is None or layer_cls is None or not hasattr(layer_cls, "lazy_initialization"):
+        return None  # a transformers without per-layer caches (< 4.55): its own registration applies
+    return cache_cls, layer_cls
+
+
+def _unflatten_dynamic_layer(layer_cls: type, values: list[Any]) -> Any:
+    keys, values_ = values
+    layer = layer_cls()
+    if keys is not None:
+        layer.keys, layer.values = keys, values_
+        layer.dtype, layer.device = getattr(keys, "dtype", None), getattr(keys, "device", None)
+        layer.is_initialized = True
+    return layer
+
+
+def _unflatten_dynamic_cache(cache_cls: type, layers: list[Any]) -> Any:
+    cache = cache_cls()
+    cache.layers = list(layers)
+    return cache
+
+
+def register_kv_cache_pytree() -> bool:
+    """Make torch flatten transformers' ``DynamicCache`` by layer (``cache.0.key`` ...),
+    rebuilding it without creating tensors (see above). Replaces transformers' registration
+    for the rest of the process (torch has one registry); idempotent. False when
+    transformers is not imported or has no ``DynamicLayer``."""
+    classes = _dynamic_cache_classes()
+    if classes is None:
+        return False
+    if _KV_CACHE_INSTALLED:
+        return True
+    from torch.fx import _pytree as fx_pytree
+    from torch.utils import _pytree
+
+    cache_cls, layer_cls = classes
+    with _GUARD_LOCK:
+        if _KV_CACHE_INSTALLED:
+            return True
+        for cls in (cache_cls, layer_cls):
+            if cls in _pytree.SUPPORTED_NODES:
+                _pytree._deregister_pytree_node(cls)
+            if cls in fx_pytree.SUPPORTED_NODES:  # transformers' spec flattener (by kind, not layer)
+                fx_pytree._deregister_pytree_flatten_spec(cls)
+        _pytree.register_pytree_node(
+            layer_cls,
+            lambda layer: ([layer.keys, layer.values], None),
+            lambda values, _: _unflatten_dynamic_layer(layer_cls, list(values)),
+            serialized_type_name=f"{layer_cls.__module__}.{layer_cls.__name__}",
+            flatten_with_keys_fn=lambda layer: (
+                [(_pytree.MappingKey("key"), layer.keys), (_pytree.MappingKey("value"), layer.values)], None
+            ),
+        )
+        _pytree.register_pytree_node(
+            cache_cls,
+            lambda cache: (list(cache.layers), None),
+            lambda layers, _: _unflatten_dynamic_cache(cache_cls, list(layers)),
+            serialized_type_name=f"{cache_cls.__module__}.{cache_cls.__name__}",
+            flatten_with_keys_fn=lambda cache: (
+                [(_pytree.SequenceKey(i), layer) for i, layer in enumerate(cache.layers)], None
+            ),
+        )
+        _KV_CACHE_INSTALLED.append(True)
+    return True
+
+
+def is_kv_cache_type(cls: Any) -> bool:
+    """Whether a pytree node type is a transformers KV cache (or one of its layers)."""
+    module = getattr(cls, "__module__", "") or ""
+    return isinstance(cls, type) and module.startswith("transformers.") and module.endswith("cache_utils")
+
+
+def holds_kv_cache(value: Any, depth: int = 2) -> bool:
+    """Whether ``value`` is, or holds within ``depth`` levels of dicts/lists/tuples, a
+    transformers ``DynamicCache``."""
+    classes = _dynamic_cache_classes()
+    if classes is None:
+        return False
+    if isinstance(value, classes[0]):
+        return True
+    if depth and isinstance(value, dict):
+        return any(holds_kv_cache(v, depth - 1) for v in value.values())
+    if depth and isinstance(value, (list, tuple)):
+        return any(holds_kv_cache(v, depth - 1) for v in value)
+    return False
+
+
+def prepare_kv_cache_pytree(model: Any, args: tuple, kwargs: Any) -> bool:
+    """Install :func:`register_kv_cache_pytree` before inputs are flattened when they hold a
+    ``DynamicCache`` or the model is a transformers model (which may return one)."""
+    if "transformers.cache_utils" not in sys.modules:
+        return False
+    from_transformers = any(
+        (getattr(cls, "__module__", "") or "").startswith("transformers.") for cls in type(model).__mro__
+    )
+    if from_transformers or holds_kv_cache(args, 3) or holds_kv_cache(dict(kwargs), 3):
+        return register_kv_cache_pytree()
+    return False

@@ -150,8 +150,9 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     """
     import torch
 
-    from ._torch_compat import tree_flatten_with_path
+    from ._torch_compat import prepare_kv_cache_pytree, tree_flatten_with_path
 
+    prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
     signature = _signature(model)
     try:
         bound = signature.bind(*args, **kwargs)
