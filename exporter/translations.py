@@ -34,8 +34,8 @@ def map_impl(body: Any, xs: Sequence[Any], args: Sequence[Any]) -> Sequence[Any]
     (iterated along axis 0), every body output a scan output (stacked along axis 0). The Scan
     body is a one-node graph calling ``body`` (the translated FX submodule, an ONNX function in
     the model) on the per-iteration slices and on ``args``, which the subgraph reads from the
-    enclosing graph. A leading dim of any size, including a dynamic one, works; size 0 gives
-    empty outputs.
+    enclosing graph. The leading dim may be dynamic. At size 0 onnxruntime's Scan fails, as
+    eager ``map`` does ("Leading dimensions of mapped xs cannot be 0").
     """
     import onnx_ir as ir
 

@@ -157,7 +157,8 @@ def _resized(example, grow: int = 2):
 
 def test_exportdb_has_36_examples_of_which_dynamic_shape_round_is_marked_not_supported_yet():
     assert len(EXAMPLES) == 36
-    assert [name for name, e in EXAMPLES.items() if e.support_level != SupportLevel.SUPPORTED] == ["dynamic_shape_round"]
+    unsupported = [name for name, e in EXAMPLES.items() if e.support_level != SupportLevel.SUPPORTED]
+    assert unsupported == ["dynamic_shape_round"]
 
 
 def test_dynamic_shape_round_fails_plain_torch_export_and_is_captured_size_obliviously_as_torch_onnx_does():
