@@ -9,8 +9,8 @@ equal weights: onnxruntime returns the *mean of v* for that row. With a float ma
 
 ``ExportOptions(fully_masked_rows="zero")`` (the default) translates
 ``aten.scaled_dot_product_attention`` as torchlib does and then sets the rows whose mask allows
-no key to 0, as PyTorch does: one ``ReduceMax`` over the mask's last axis and one ``Where``
-per attention. ``fully_masked_rows="mean"`` keeps torch.onnx.export's translation as it is.
+no key to 0, as PyTorch does: for a bool mask one ``Cast``, one ``ReduceMax`` over the mask's
+last axis and one ``Mul`` per attention. ``fully_masked_rows="mean"`` keeps torch.onnx.export's translation as it is.
 
 Importing this module imports nothing heavy.
 """
@@ -32,7 +32,7 @@ __all__ = [
 #: The choices of ``ExportOptions.fully_masked_rows``: what the ONNX model returns for a query
 #: whose attention mask allows no key.
 FULLY_MASKED_ROWS = {
-    "zero": "0, as PyTorch returns (one ReduceMax and one Where per attention)",
+    "zero": "0, as PyTorch returns (three small ONNX nodes per attention)",
     "mean": "the mean of v for a bool mask, NaN for a -inf float mask (torch.onnx.export's translation)",
 }
 
@@ -62,10 +62,12 @@ def sdpa_zero_fully_masked_rows(
         return out  # no mask (or only is_causal): every query sees at least one key
     axes = op.Constant(value_ints=[-1])
     if attn_mask.dtype == ir.DataType.BOOL:
-        # ReduceMax has no bool kernel: as uint8, a row's max is 1 when it allows any key.
-        allowed = op.Cast(op.ReduceMax(op.Cast(attn_mask, to=ir.DataType.UINT8), axes, keepdims=1), to=ir.DataType.BOOL)
-    else:
-        allowed = op.Not(op.IsInf(op.ReduceMax(attn_mask, axes, keepdims=1), detect_negative=1, detect_positive=0))
+        # 1.0 where the row allows some key, else 0.0 (ReduceMax has no bool kernel); the
+        # output is finite (torchlib adds a finite value at masked keys), so a product zeroes it.
+        allowed = op.ReduceMax(op.CastLike(attn_mask, out), axes, keepdims=1)
+        return op.Mul(out, allowed)
+    # A float mask: a row of -inf softmaxes to NaN, which a product would keep.
+    allowed = op.Not(op.IsInf(op.ReduceMax(attn_mask, axes, keepdims=1), detect_negative=1, detect_positive=0))
     zero = op.CastLike(op.Constant(value=ir.tensor(0.0, dtype=ir.DataType.FLOAT)), out)
     return op.Where(allowed, out, zero)
 

