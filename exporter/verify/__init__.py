@@ -20,6 +20,13 @@ other integer tensors (token ids, indices) are drawn in the example's ``[min, ma
 below any dim they could index that the case shrinks. Tensors with no swept axis are the
 example tensors. ``make_inputs=`` replaces any of it (see :class:`InputCase`).
 
+Edge values (:mod:`exporter.verify.values`). At the example size, a few cases each change one
+input to a value sizes never reach: a mask (bool, or 0/1 integers no embedding reads) all ones,
+all zeros, and with one fully masked row; ids (integers an embedding reads) all 0 and all at
+the embedding's last row. A failing one is reported in plain words with the cause found in the
+program and the fix when one exists (``fully_masked_rows="zero"`` for attention over a fully
+masked row); ``edge_values=False`` skips them.
+
 Tolerances (:data:`DEFAULT_TOLERANCES`, element-wise ``|onnx - eager| <= atol + rtol * |eager|``):
 float64 rtol 1e-6 / atol 1e-7; float32 rtol 1e-4 / atol 1e-5; float16 rtol 1e-2 / atol 1e-3;
 bfloat16 rtol 2e-2 / atol 1e-2; integers and bool exact. NaN equals NaN.
@@ -35,6 +42,7 @@ from .divergence import Divergence, first_divergence, run_program, source_of_sta
 from .groups import DimGroup, dim_groups
 from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
+from .values import EdgeValue, edge_values
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 
 __all__ = [
@@ -44,6 +52,7 @@ __all__ = [
     "ContractReport",
     "DimGroup",
     "Divergence",
+    "EdgeValue",
     "Finding",
     "InputCase",
     "OutputCheck",
@@ -53,6 +62,7 @@ __all__ = [
     "check_contract",
     "compare",
     "dim_groups",
+    "edge_values",
     "first_divergence",
     "make_case_inputs",
     "run_program",
