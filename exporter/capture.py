@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from . import _torch_formats as formats
 from .errors import CaptureError, first_line, user_source_line
+from .frames import source_label
 
 __all__ = [
     "CaptureAttempt",
@@ -295,7 +296,7 @@ def _last_guard_line(attempt: CaptureAttempt) -> str | None:
     for event in reversed(attempt.guards):
         if event.frames:
             filename, line, function, code = event.frames[-1]
-            return f"{filename}:{line} in {function}: {code}"
+            return f"{source_label(filename, line)} in {function}: {code}"
     return None
 
 

@@ -146,12 +146,12 @@ def user_source_line(exc: BaseException) -> str | None:
     otherwise the innermost traceback frame (cause chain included) that is the user's, by
     :func:`exporter.frames.is_user_file` (installed model code such as transformers counts)."""
     from ._torch_formats import traceback_frames
-    from .frames import user_frame
+    from .frames import source_label, user_frame
 
     named = user_frame(traceback_frames(str(exc)))
     if named is not None:
         filename, line, func, code = named
-        return f"{filename}:{line} in {func}: {code}"
+        return f"{source_label(filename, line)} in {func}: {code}"
     cause: BaseException | None = exc
     frames: list[traceback.FrameSummary] = []
     while cause is not None:
@@ -160,7 +160,7 @@ def user_source_line(exc: BaseException) -> str | None:
     frame = user_frame(frames)
     if frame is None:
         return None
-    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+    return f"{source_label(frame.filename, frame.lineno)} in {frame.name}: {(frame.line or '').strip()}"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["LIBRARY_PACKAGES", "is_user_file", "user_frame"]
+__all__ = ["LIBRARY_PACKAGES", "is_user_file", "source_label", "user_frame"]
 
 T = TypeVar("T")
 
@@ -94,3 +94,29 @@ def user_frame(frames: Iterable[T], filename: Callable[[T], str] | None = None) 
 
 def _filename(frame: Any) -> str:
     return frame.filename if hasattr(frame, "filename") else frame[0]
+
+
+def source_label(filename: str | None, line: int | str | None, *, short: bool = False) -> str:
+    """How messages name a source line: ``/path/model.py:12`` (``model.py:12`` when ``short``),
+    or, for a notebook cell, ``Cell In[3], line 12`` as IPython's own tracebacks say, instead
+    of the kernel's temporary file (``/tmp/ipykernel_4242/2877541485.py:12``)."""
+    if not filename:
+        return "(unknown)"
+    cell = _cell_label(filename)
+    if cell is not None:
+        return f"{cell}, line {line}"
+    return f"{os.path.basename(filename) if short else filename}:{line}"
+
+
+def _cell_label(filename: str) -> str | None:
+    """``Cell In[3]`` when ``filename`` is a cell of the running IPython shell."""
+    import sys
+
+    if "IPython" not in sys.modules:  # never import IPython for this
+        return None
+    try:
+        shell = sys.modules["IPython"].get_ipython()
+        label = shell.compile.format_code_name(filename) if shell is not None else None
+    except Exception:  # noqa: BLE001 - an IPython without this API: keep the file name
+        return None
+    return " ".join(label) if label else None

@@ -13,7 +13,6 @@ Every capture attempt records the guards torch's ShapeEnv added while tracing (s
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _torch_formats as formats
 from .axis import Axis
+from .frames import source_label
 
 if TYPE_CHECKING:
     from .capture import CaptureAttempt
@@ -83,12 +83,13 @@ class Guard:
         """``file:line: code`` of the user line, or None when torch added it on its own."""
         if self.file is None:
             return None
-        return f"{self.file}:{self.line}: {self.code}" if self.code else f"{self.file}:{self.line}"
+        where = source_label(self.file, self.line)
+        return f"{where}: {self.code}" if self.code else where
 
     @property
     def location(self) -> str | None:
         """Short ``basename:line``."""
-        return None if self.file is None else f"{os.path.basename(self.file)}:{self.line}"
+        return None if self.file is None else source_label(self.file, self.line, short=True)
 
     def involves(self, path: str | Axis, axis: int | None = None) -> bool:
         """Whether the guard involves an axis: ``involves("x", 0)`` or ``involves(Axis("x", 0))``."""

@@ -34,6 +34,16 @@ def assert_onnx_matches_eager(session, *args, rtol=1e-4, atol=1e-5, **kwargs):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
+@pytest.fixture(scope="session")
+def ipython_shell():
+    """IPython's test shell, one per test process (``globalipapp.get_ipython`` imported by
+    name returns None once another test has started it)."""
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    return globalipapp.get_ipython()
+
+
 @pytest.fixture
 def assert_matches_eager():
     return assert_onnx_matches_eager

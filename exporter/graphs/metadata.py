@@ -56,10 +56,10 @@ def normalize_module_path(path: str) -> str:
 
 def source_of_stack(stack_trace: str | None) -> str | None:
     """The innermost user frame of an FX ``stack_trace`` as ``file:line in func: code``."""
-    from ..frames import user_frame
+    from ..frames import source_label, user_frame
 
     frames = traceback_frames(stack_trace)
     if not frames:
         return None
     filename, line, func, code = user_frame(frames) or frames[-1]
-    return f"{filename}:{line} in {func}: {code}"
+    return f"{source_label(filename, line)} in {func}: {code}"

@@ -112,3 +112,27 @@ def test_a_stack_trace_maps_to_its_installed_model_frame_not_torchs():
         f'File "{torch_file}", line 1775, in _call_impl\n    return forward_call(*args, **kwargs)'
     )
     assert source_of_stack(stack) == f"{transformers}:120 in forward: return self.dense(x)"
+
+
+def test_a_notebook_cell_is_named_as_ipython_names_it_not_by_its_temporary_file(ipython_shell):
+    from exporter.frames import source_label
+
+    shell = ipython_shell
+    shell.run_cell("""import torch
+from exporter import Dim, ExportOptions, Session
+
+class Pinned(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:
+            return x * 2
+        return x
+""", store_history=True)
+    cell = shell.execution_count - 1
+    shell.run_cell("session = Session(Pinned(), (torch.randn(6, 3),), {}, ExportOptions(dynamic_shapes={'x': {0: 'n'}}))")
+    session = shell.user_ns["session"]
+    assert session.run().status == "ok"
+    (guard,) = [g for g in session.guards if g.file]
+    assert guard.source == f"Cell In[{cell}], line 6: if x.shape[0] > 4:"
+    assert guard.location == f"Cell In[{cell}], line 6"
+    assert source_label("/home/me/model.py", 12, short=True) == "model.py:12"  # files keep their names
+    assert source_label(guard.file, 6) != guard.file + ":6"

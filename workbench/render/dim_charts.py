@@ -9,7 +9,6 @@ or a test can find them.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from exporter.axis import Axis
@@ -201,7 +200,7 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
     for row in rows:
         sources: list[str] = []
         for g in involved[row]:
-            where = f"{os.path.basename(g.file)}:{g.line}" if g.file else "(torch)"
+            where = g.location or "(torch)"
             entry = f"{where}  {g.code}" if g.code else where
             if entry not in sources:
                 sources.append(entry)
