@@ -88,6 +88,154 @@ def size_oblivious_capture() -> Iterator[None]:
         yield
 
 
+# -- what torch.onnx.export's capture strategies patch (exporter/capture.py) ---------------
+#
+# torch.onnx.export captures under two patches plain torch.export does not apply
+# (torch/onnx/_internal/exporter/_capture_strategies.py): with dynamic shapes,
+# ``torch.export._patches``' while_loop decompositions of ``aten.lstm.input`` and
+# ``aten.gru.input`` (the default decompositions loop in Python over the example's time steps,
+# which pins the sequence length); in strict mode, ``torch.jit.isinstance`` replaced by
+# ``isinstance`` (dynamo cannot trace it). torch's LSTM/GRU patch sets the op's Python kernel
+# but leaves ``OpOverload._dispatch_cache`` alone, so once the op has been dispatched in a
+# process (any earlier export of an RNN) the cached kernel wins and the patch does nothing:
+# torch.onnx.export's second dynamic-sequence LSTM export in a process fails. The patch below
+# clears that cache on entry and exit.
+
+import threading as _threading  # noqa: E402 - this section's imports stay with it
+
+
+class _SharedPatch:
+    """A process-wide patch entered by the first user and undone by the last (captures may
+    run in several threads; the patched state is global, so nesting is counted)."""
+
+    def __init__(self, apply: Any) -> None:
+        self._apply = apply  # () -> contextlib.AbstractContextManager
+        self._lock = _threading.Lock()
+        self._depth = 0
+        self._stack: contextlib.ExitStack | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._depth > 0
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                stack = contextlib.ExitStack()
+                try:
+                    stack.enter_context(self._apply())
+                except BaseException:
+                    stack.close()
+                    raise
+                self._stack = stack
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._stack is not None:
+                    stack, self._stack = self._stack, None
+                    stack.close()
+
+
+def _rnn_ops() -> tuple[Any, ...]:
+    import torch
+
+    return (torch.ops.aten.lstm.input, torch.ops.aten.gru.input)
+
+
+def _forget_dispatch(ops: tuple[Any, ...]) -> None:
+    """Drop the kernels an ``OpOverload`` cached per dispatch key (``py_impl`` does this when
+    it registers a kernel; torch's RNN patch writes ``py_kernels`` directly and does not)."""
+    for op in ops:
+        op._dispatch_cache.clear()
+
+
+@contextlib.contextmanager
+def _apply_rnn_while_loop() -> Iterator[None]:
+    from torch.export._patches import (
+        register_gru_while_loop_decomposition,
+        register_lstm_while_loop_decomposition,
+    )
+
+    ops = _rnn_ops()
+    try:
+        with register_lstm_while_loop_decomposition(), register_gru_while_loop_decomposition():
+            _forget_dispatch(ops)
+            yield
+    finally:
+        _forget_dispatch(ops)
+
+
+@contextlib.contextmanager
+def _apply_jit_isinstance() -> Iterator[None]:
+    import torch.jit
+
+    original = torch.jit.isinstance
+    torch.jit.isinstance = isinstance
+    try:
+        yield
+    finally:
+        torch.jit.isinstance = original
+
+
+_RNN_WHILE_LOOP = _SharedPatch(_apply_rnn_while_loop)
+_JIT_ISINSTANCE = _SharedPatch(_apply_jit_isinstance)
+
+
+def rnn_while_loop_decompositions() -> contextlib.AbstractContextManager[None]:
+    """While the block runs, ``nn.LSTM`` and ``nn.GRU`` trace as one ``while_loop`` over the
+    sequence instead of a Python loop over the example's time steps, so a dynamic sequence
+    length stays dynamic (``torch.export._patches``; what torch.onnx.export applies when it
+    captures with dynamic shapes). The captured graph keeps ``aten.lstm``/``aten.gru``, which
+    translate to ONNX's LSTM/GRU; the loop only gives them symbolic output shapes, so
+    :func:`decompose_for_onnx` needs it too. Process-wide while any block is open."""
+    return _RNN_WHILE_LOOP()
+
+
+def rnn_while_loop_active() -> bool:
+    """Whether ``aten.lstm.input`` dispatches to torch's while_loop decomposition now."""
+    import torch
+
+    from torch.export import _patches
+
+    kernel = torch.ops.aten.lstm.input.py_kernels.get(torch._C.DispatchKey.CompositeImplicitAutograd)
+    return kernel is _patches.lstm_while_loop_impl
+
+
+def jit_isinstance_as_isinstance() -> contextlib.AbstractContextManager[None]:
+    """While the block runs, ``torch.jit.isinstance`` is ``isinstance``: TorchDynamo (strict
+    capture) cannot trace the former; torch.onnx.export's strict strategy does the same."""
+    return _JIT_ISINSTANCE()
+
+
+@contextlib.contextmanager
+def onnx_capture_patches(dynamic_shapes: Any, *, strict: bool) -> Iterator[None]:
+    """The patches torch.onnx.export's capture strategies apply: the RNN while_loop
+    decompositions when ``dynamic_shapes`` asks for any (non-empty), ``torch.jit.isinstance``
+    as ``isinstance`` when ``strict``. Everything is restored on exit, also after a failure."""
+    with contextlib.ExitStack() as stack:
+        if dynamic_shapes:
+            stack.enter_context(rnn_while_loop_decompositions())
+        if strict:
+            stack.enter_context(jit_isinstance_as_isinstance())
+        yield
+
+
+def program_has_rnn(program: Any) -> bool:
+    """Whether a captured program calls ``aten.lstm.input`` or ``aten.gru.input`` (also
+    inside a higher-order op's subgraph)."""
+    targets = set(_rnn_ops())
+    return any(
+        node.target in targets
+        for module in program.graph_module.modules()
+        if hasattr(module, "graph")
+        for node in module.graph.nodes
+    )
+
+
 def default_opset() -> int:
     """The opset ``torch.onnx.export`` uses when none is given."""
     from torch.onnx import _constants
@@ -175,12 +323,15 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
     """What ``torch.onnx.export`` does between capture and translation (its
     ``_prepare_exported_program_for_export``): ONNX-friendly decompositions, explicit type
     promotion, assertion nodes removed. ``run_decompositions`` minus its per-call table
-    preparation, which is done once per opset."""
+    preparation, which is done once per opset. A dynamic program with an LSTM/GRU is
+    retraced under :func:`rnn_while_loop_decompositions`, as it was captured: the default
+    decomposition would pin the sequence length again here, silently."""
     from torch.export import exported_program
     from torch.onnx._internal.exporter import _fx_passes
 
     composite, python = _split_onnx_decompositions(opset_version)
-    with size_oblivious_capture():
+    rnn = bool(getattr(program, "range_constraints", None)) and program_has_rnn(program)
+    with size_oblivious_capture(), (rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()):
         decomposed = exported_program._decompose_exported_program(
             program,
             cia_to_decomp=dict(composite),
@@ -356,8 +507,8 @@ def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:
     frame = sys._getframe(2)
     while frame is not None and len(frames) < limit:
         code = frame.f_code
-        if code.co_filename.startswith(boundary):
-            break
+        if code.co_filename.startswith(boundary) and not code.co_filename.endswith("_patches.py"):
+            break  # (torch/export/_patches.py is traced code: the RNN while_loop decompositions)
         if is_user_file(code.co_filename):
             line = linecache.getline(code.co_filename, frame.f_lineno).strip()
             frames.append((code.co_filename, frame.f_lineno, code.co_name, line))

@@ -83,6 +83,7 @@ class CaptureStrategy(abc.ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     experimental: ClassVar[bool] = False
+    strict: ClassVar[bool] = False  # traces bytecode with TorchDynamo (patched as torch.onnx does)
 
     def __init__(self, *, runtime_asserts: bool = False) -> None:
         self.runtime_asserts = runtime_asserts
@@ -95,7 +96,7 @@ class CaptureStrategy(abc.ABC):
         return {"prefer_deferred_runtime_asserts_over_guards": self.runtime_asserts}
 
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
-        from ._torch_compat import clear_dim_marks, record_shape_guards, size_oblivious_capture
+        from ._torch_compat import clear_dim_marks, onnx_capture_patches, record_shape_guards, size_oblivious_capture
 
         start = time.perf_counter()
         given = getattr(model, "program", None) if type(model).__name__ == "ProgramModel" else None
@@ -103,7 +104,9 @@ class CaptureStrategy(abc.ABC):
             return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
         with record_shape_guards() as guards:
             try:
-                with size_oblivious_capture():
+                # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
+                # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
+                with size_oblivious_capture(), onnx_capture_patches(dynamic_shapes, strict=self.strict):
                     program = self._capture(model, args, kwargs, dynamic_shapes)
             except Exception as exc:  # noqa: BLE001 - every failure becomes data
                 return CaptureAttempt(
@@ -132,6 +135,7 @@ class NonStrictStrategy(CaptureStrategy):
 class StrictStrategy(CaptureStrategy):
     name = "strict"
     description = "torch.export.export(strict=True): traces forward's bytecode with TorchDynamo"
+    strict = True
 
     def _capture(self, model, args, kwargs, dynamic_shapes):
         import torch
