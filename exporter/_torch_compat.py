@@ -212,12 +212,13 @@ def jit_isinstance_as_isinstance() -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def onnx_capture_patches(dynamic_shapes: Any, *, strict: bool) -> Iterator[None]:
+def onnx_capture_patches(dynamic_shapes: Any, *, strict: bool, rnn: bool = True) -> Iterator[None]:
     """The patches torch.onnx.export's capture strategies apply: the RNN while_loop
-    decompositions when ``dynamic_shapes`` asks for any (non-empty), ``torch.jit.isinstance``
-    as ``isinstance`` when ``strict``. Everything is restored on exit, also after a failure."""
+    decompositions when ``rnn`` and ``dynamic_shapes`` asks for any (non-empty),
+    ``torch.jit.isinstance`` as ``isinstance`` when ``strict``. Everything is restored on
+    exit, also after a failure."""
     with contextlib.ExitStack() as stack:
-        if dynamic_shapes:
+        if rnn and dynamic_shapes:
             stack.enter_context(rnn_while_loop_decompositions())
         if strict:
             stack.enter_context(jit_isinstance_as_isinstance())

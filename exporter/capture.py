@@ -84,6 +84,7 @@ class CaptureStrategy(abc.ABC):
     description: ClassVar[str]
     experimental: ClassVar[bool] = False
     strict: ClassVar[bool] = False  # traces bytecode with TorchDynamo (patched as torch.onnx does)
+    rnn_while_loop: ClassVar[bool] = True  # LSTM/GRU traced as a while_loop under dynamic shapes
 
     def __init__(self, *, runtime_asserts: bool = False) -> None:
         self.runtime_asserts = runtime_asserts
@@ -106,7 +107,9 @@ class CaptureStrategy(abc.ABC):
             try:
                 # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
                 # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
-                with size_oblivious_capture(), onnx_capture_patches(dynamic_shapes, strict=self.strict):
+                with size_oblivious_capture(), onnx_capture_patches(
+                    dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
+                ):
                     program = self._capture(model, args, kwargs, dynamic_shapes)
             except Exception as exc:  # noqa: BLE001 - every failure becomes data
                 return CaptureAttempt(
@@ -149,6 +152,9 @@ class DraftExportStrategy(CaptureStrategy):
         "torch.export.draft_export: specializes data-dependent branches on the example values "
         "and reports what it had to assume"
     )
+    # As in torch.onnx.export: draft export specializes the sequence anyway, and fails
+    # inside dynamo on the while_loop of an LSTM.
+    rnn_while_loop = False
 
     def _capture(self, model, args, kwargs, dynamic_shapes):
         import torch
@@ -294,6 +300,31 @@ def _spec_of_attempt(attempt: CaptureAttempt) -> tuple[Any, Any]:
         return None, bound
 
 
+def _rnn_reason(attempt: CaptureAttempt) -> str | None:
+    """Why an ``nn.RNN`` pins a dynamic sequence, when the model has one and torch pinned a
+    dim: torch's while_loop decompositions (applied during capture, as torch.onnx.export
+    does) exist for ``nn.LSTM`` and ``nn.GRU`` only."""
+    model = attempt.context[0] if attempt.context is not None else None
+    if model is None or not formats.marked_static(attempt.error) or not hasattr(model, "named_modules"):
+        return None
+    import torch
+
+    plain = [
+        name or type(model).__name__
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.RNNBase) and getattr(module, "mode", "") in ("RNN_TANH", "RNN_RELU")
+    ]
+    if not plain:
+        return None
+    where = ", ".join(repr(name) for name in plain[:3])
+    return (
+        f"nn.RNN {where} loops in Python over the example's time steps under torch.export, so "
+        "its sequence length is fixed at the example's (torch's while_loop decompositions, "
+        "applied here as torch.onnx.export applies them, cover nn.LSTM and nn.GRU only): "
+        "make the sequence dim STATIC, or use nn.GRU / nn.LSTM"
+    )
+
+
 def _last_guard_line(attempt: CaptureAttempt) -> str | None:
     """The user line of the last shape guard torch added: for a rejected spec, the line whose
     guard the spec contradicts (torch's error itself points into torch)."""
@@ -319,16 +350,18 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
     # torch's first line of a rejected spec is generic ("Constraints violated (seq)! For more
     # information..."): the headline names the first violation instead.
     headline = f"the dim spec does not hold: {violations[0]}" if rejected and violations else first.first_error_line
+    hint = (
+        _solved_hint(first, spec, bound)
+        if spec is not None and bound is not None and formats.is_constraint_violation(first.error)
+        else None
+    ) or _hint_for(first.error, bound)
+    rnn = _rnn_reason(first)
     error = CaptureError(
         f"could not capture the model ({first.strategy}): {headline}"
         + "".join(f"\n  {line}" for line in details)
         + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
         source=user_source_line(first.error) or (_last_guard_line(first) if rejected else None),
-        hint=(
-            _solved_hint(first, spec, bound)
-            if spec is not None and bound is not None and formats.is_constraint_violation(first.error)
-            else None
-        ) or _hint_for(first.error, bound),
+        hint=f"{rnn};\n{hint}" if rnn else hint,
     )
     error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
     error.__cause__ = first.error
