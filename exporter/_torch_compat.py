@@ -341,10 +341,33 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
             decompose_custom_triton_ops=False,
         )
         graph_module = decomposed.graph_module
+        views_as_reshapes(graph_module)
         _fx_passes.insert_type_promotion_nodes(graph_module)
         graph_module = _fx_passes.remove_assertion_nodes(graph_module)
         decomposed._graph_module = graph_module
     return decomposed
+
+
+def views_as_reshapes(graph_module: Any) -> int:
+    """Turn every ``aten.view`` of a decomposed graph into ``aten.reshape`` (in place; returns
+    how many). ONNX has no strides: both become ``Reshape``. But torch.onnx's type-promotion
+    pass re-runs the graph on fresh fake tensors, whose strides can differ from those seen
+    at capture: a ``.contiguous()`` or ``reshape`` that was a no-op at capture (so recorded
+    as nothing, or as a ``view``) then meets a non-contiguous input, and the ``view`` fails
+    with "Cannot view a tensor with shape ... and strides ..." (T5's attention output, GPT-2's
+    ``x.view(-1, x.size(-1))`` after SDPA). The graph is functional after decomposition, so a
+    view aliases nothing a reshape would not."""
+    import torch
+
+    view, reshape = torch.ops.aten.view.default, torch.ops.aten.reshape.default
+    count = 0
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is view:
+            node.target = reshape
+            count += 1
+    if count:
+        graph_module.recompile()
+    return count
 
 
 def translate_to_onnx_ir(program: Any, registry: Any) -> Any:
