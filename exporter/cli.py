@@ -161,7 +161,7 @@ def package_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    verbose_help = "keep torch's and onnxscript's warnings"
+    verbose_help = "show torch's and onnxscript's warnings and what they print during each stage"
     # -v after the command too: each command's own -v leaves the namespace alone unless given.
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help)
@@ -219,18 +219,20 @@ class _FirstLineFormatter(logging.Formatter):
     """One line per record: a failed stage's full error is printed once, at the end."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return super().format(record).split("\n", 1)[0]
+        text = super().format(record)
+        return text if record.levelno == logging.DEBUG else text.split("\n", 1)[0]
 
 
 @contextlib.contextmanager
-def progress_logger() -> Iterator[logging.Logger]:
-    """The ``onnx_workbench`` logger, writing one line per stage to stderr while in use."""
+def progress_logger(verbose: bool = False) -> Iterator[logging.Logger]:
+    """The ``onnx_workbench`` logger, writing one line per stage to stderr while in use; with
+    ``verbose``, also what torch and onnxscript printed during each stage."""
     logger = logging.getLogger(LOGGER_NAME)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_FirstLineFormatter("%(message)s"))
     saved = logger.level, logger.propagate
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
     logger.propagate = False
     try:
         yield logger
@@ -616,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         return exit_request.code if isinstance(exit_request.code, int) else 2
     try:
         check_output(options)
-        with progress_logger() as logger, quiet_third_party(enabled=not options.verbose):
+        with progress_logger(verbose=options.verbose) as logger, quiet_third_party(enabled=not options.verbose):
             return COMMANDS[options.command](options, logger)
     except ExportError as error:
         print(f"onnx-workbench: error: {error}", file=sys.stderr)

@@ -115,6 +115,8 @@ class LoggerObserver(Observer):
 
     def on_stage_end(self, result: StageResult) -> None:
         suffix = " (cached)" if result.cached else ""
+        if result.library_output and not result.cached:
+            self.logger.debug("%s: torch and onnxscript printed:\n%s", result.name, result.library_output.rstrip())
         if result.status == "failed":
             self.logger.error("%s failed after %.2f s%s\n%s", result.name, result.seconds, suffix, result.error)
             return

@@ -44,7 +44,7 @@ from .errors import (
     first_line,
     user_source_line,
 )
-from ._quiet import quiet_library_warnings
+from ._quiet import captured_library_output, quiet_library_warnings
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .inputs import BoundInputs, bind_inputs
 from .worker import submit_work
@@ -74,6 +74,9 @@ class StageResult:
     cached: bool = False
     detail: str = ""
     strategy: str | None = None
+    # What torch / onnxscript printed or logged while the stage ran (a failed capture's partial
+    # FX graph, draft export's banner): kept here instead of filling the notebook cell.
+    library_output: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -322,8 +325,9 @@ class Session:
             runner: Callable[[Observer, CancelToken | None], StageResult] = getattr(self, f"_run_{stage}")
 
             def compute() -> StageResult:
-                with _TORCH_LOCK, quiet_library_warnings():
-                    return runner(observer, cancel)
+                with _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
+                    result = runner(observer, cancel)
+                return dataclasses.replace(result, library_output=output.text) if output.text else result
 
             with _TORCH_LOCK:  # a capture running in another thread swaps the module's parameters
                 key = self._key(stage)
@@ -431,7 +435,7 @@ class Session:
 
     def _run_translate(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from .masked_attention import translations
-        from .translate import constant_outputs, resolve_opset, translate
+        from .translate import constant_outputs, registry_opset, resolve_opset, translate
 
         program = self._previous_output("translate")
         opset = resolve_opset(self._options.opset_version)
@@ -449,7 +453,7 @@ class Session:
             hint,
             lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec,
                               input_names=self._options.input_names, output_names=self._options.output_names,
-                              translations=translations(self._options.fully_masked_rows)),
+                              translations=translations(self._options.fully_masked_rows, registry_opset(opset))),
         )
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:

@@ -114,3 +114,65 @@ def test_the_python_api_hides_torchs_deprecations_and_keeps_the_users():
     messages = [str(w.message) for w in caught(action)]
     assert "Doubler is deprecated" in messages
     assert not [m for m in messages if "LeafSpec" in m], messages
+
+
+class Gate(__import__("torch").nn.Module):
+    """Branches on a value: strict and non-strict capture fail (torch prints the partial FX
+    graph to stderr and logs warnings), draft export passes (and logs its banner)."""
+
+    def forward(self, x):
+        print("forward sees", tuple(x.shape))  # the user's own print
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def test_torchs_prints_and_logs_during_a_stage_are_kept_on_the_stage_not_shown(capfd):
+    import torch
+
+    from exporter import Dim, ExportOptions, Session
+
+    session = Session(Gate(), (torch.ones(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: Dim("b")}}))
+    assert session.run().status == "ok" and session.strategy == "draft"
+    shown = capfd.readouterr()
+    assert "def forward" not in shown.err and "Unable to find user code" not in shown.err
+    assert "forward sees" in shown.out  # a print in the model's code still shows
+    kept = session.stages[0].library_output
+    assert "def forward(self, arg0_1" in kept  # the partial graph torch printed for the failed strategy
+    assert "WARNING torch." in kept
+
+
+def test_only_the_exporting_threads_library_output_is_captured(capsys):
+    import logging
+    import threading
+
+    from exporter._quiet import captured_library_output
+
+    def other_thread():
+        print("from another thread")
+        logging.getLogger("torch.fx").warning("torch warns on another thread")
+
+    handler = logging.StreamHandler()  # writes to sys.stderr as it was when made
+    logging.getLogger("torch.fx").addHandler(handler)
+    try:
+        with captured_library_output() as output:
+            logging.getLogger("torch.fx").warning("torch warns here")
+            logging.getLogger("mine").warning("the user's logger")
+            thread = threading.Thread(target=other_thread)
+            thread.start()
+            thread.join()
+    finally:
+        logging.getLogger("torch.fx").removeHandler(handler)
+    assert output.text == "WARNING torch.fx: torch warns here\n"
+    assert "from another thread" in capsys.readouterr().out
+
+
+def test_the_streams_are_restored_after_the_block(capsys):
+    import sys
+
+    from exporter._quiet import captured_library_output
+
+    before = sys.stdout, sys.stderr
+    with captured_library_output():
+        assert sys.stderr is not before[1]
+    assert (sys.stdout, sys.stderr) == before
