@@ -301,6 +301,12 @@ def onnx_registry_with(opset_version: int, translations: tuple[tuple[Any, Any], 
     return registry
 
 
+def registered_translation(opset_version: int, target: Any) -> Any:
+    """The translation :func:`onnx_registry` dispatches ``target`` (an OpOverload) to, or None."""
+    entries = onnx_registry(opset_version).get_decomps(target)
+    return entries[0].onnx_function if entries else None
+
+
 @functools.lru_cache(maxsize=4)
 def _onnx_decomposition_table(opset_version: int) -> dict:
     from torch.onnx._internal.exporter import _decomp

@@ -9,7 +9,8 @@ equal weights: onnxruntime returns the *mean of v* for that row. With a float ma
 
 ``ExportOptions(fully_masked_rows="zero")`` (the default) translates
 ``aten.scaled_dot_product_attention`` as torchlib does and then sets the rows whose mask allows
-no key to 0, as PyTorch does: for a bool mask one ``Cast``, one ``ReduceMax`` over the mask's
+no key to 0, as PyTorch does (below opset 23; from 23 torchlib emits ONNX ``Attention``, which
+onnxruntime already computes so): for a bool mask one ``Cast``, one ``ReduceMax`` over the mask's
 last axis and one ``Mul`` per attention. ``fully_masked_rows="mean"`` keeps torch.onnx.export's translation as it is.
 
 Importing this module imports nothing heavy.
@@ -17,6 +18,7 @@ Importing this module imports nothing heavy.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +27,8 @@ __all__ = [
     "FULLY_MASKED_ROWS",
     "MaskedAttention",
     "attention_nodes",
-    "sdpa_zero_fully_masked_rows",
     "translations",
+    "zero_fully_masked_rows",
 ]
 
 #: The choices of ``ExportOptions.fully_masked_rows``: what the ONNX model returns for a query
@@ -39,28 +41,19 @@ FULLY_MASKED_ROWS = {
 _SDPA = "aten::scaled_dot_product_attention"
 
 
-def sdpa_zero_fully_masked_rows(
-    query: Any,
-    key: Any,
-    value: Any,
-    attn_mask: Any = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Any:
-    """``aten.scaled_dot_product_attention`` as torchlib translates it, then every query row
-    whose mask allows no key (a bool row all False, a float row all ``-inf``) set to 0."""
+def zero_fully_masked_rows(out: Any, attn_mask: Any) -> Any:
+    """Inside a translation: ``out`` (an attention output ``[..., L, Ev]``) with every query
+    row whose mask allows no key (a bool row all False, a float row all ``-inf``) set to 0.
+    An output of ONNX ``Attention`` (torchlib's translation from opset 23) is returned as it
+    is: onnxruntime already returns 0 for such rows (verify's edge values check it)."""
     import onnx_ir as ir
     from onnxscript import opset18 as op
-    from onnxscript.function_libs.torch_lib.ops.nn import aten_scaled_dot_product_attention
 
-    out = aten_scaled_dot_product_attention(
-        query, key, value, attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
-    )
-    if attn_mask is None:
+    producer = out.producer() if hasattr(out, "producer") else None
+    if attn_mask is None or (producer is not None and producer.op_type == "Attention"):
         return out  # no mask (or only is_causal): every query sees at least one key
-    axes = op.Constant(value_ints=[-1])
+    # ``value=``, not ``value_ints=``: onnx's version converter (opset_version < 18) needs it.
+    axes = op.Constant(value=ir.tensor([-1], dtype=ir.DataType.INT64))
     if attn_mask.dtype == ir.DataType.BOOL:
         # 1.0 where the row allows some key, else 0.0 (ReduceMax has no bool kernel); the
         # output is finite (torchlib adds a finite value at masked keys), so a product zeroes it.
@@ -72,13 +65,32 @@ def sdpa_zero_fully_masked_rows(
     return op.Where(allowed, out, zero)
 
 
-def translations(fully_masked_rows: str) -> tuple[tuple[Any, Callable[..., Any]], ...]:
-    """The custom translations (FX target, function) the option asks for; ``()`` for ``"mean"``."""
+@functools.lru_cache(maxsize=8)
+def translations(fully_masked_rows: str, opset_version: int) -> tuple[tuple[Any, Callable[..., Any]], ...]:
+    """The custom translations (FX target, function) the option asks for at a (torchlib
+    registry) opset: ``aten.scaled_dot_product_attention`` translated as the registry
+    translates it, then :func:`zero_fully_masked_rows`; ``()`` for ``"mean"``. Cached, so one
+    option and opset give the same functions (and one registry copy)."""
     if fully_masked_rows != "zero":
         return ()
     import torch
 
-    return ((torch.ops.aten.scaled_dot_product_attention.default, sdpa_zero_fully_masked_rows),)
+    from . import _torch_compat as compat
+
+    target = torch.ops.aten.scaled_dot_product_attention.default
+    original = compat.registered_translation(opset_version, target)
+    if original is None:
+        return ()
+
+    def sdpa_zero_fully_masked_rows(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                                    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Any:
+        """``aten.scaled_dot_product_attention`` as torchlib translates it, with fully masked
+        rows set to 0 as PyTorch returns them."""
+        out = original(query, key, value, attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                       enable_gqa=enable_gqa)
+        return zero_fully_masked_rows(out, attn_mask)
+
+    return ((target, sdpa_zero_fully_masked_rows),)
 
 
 @dataclass(frozen=True)
