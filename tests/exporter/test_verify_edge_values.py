@@ -192,3 +192,26 @@ def test_tiny_bert_ids_and_mask_edges_raise_no_false_alarm():
         "attention_mask: all zeros (every row fully masked)",
         "attention_mask: one row all zeros (a fully masked row)",
     ]
+
+
+# -- the translation, through the compat module --------------------------------------------------
+def test_fix_is_a_copy_of_the_registry_and_leaves_the_shared_one_to_torchlib():
+    from exporter import _torch_compat as compat
+    from exporter.masked_attention import translations
+
+    target = torch.ops.aten.scaled_dot_product_attention.default
+    torchlib = compat.registered_translation(18, target)
+    assert torchlib is not None and "aten_scaled_dot_product_attention" in repr(torchlib)
+    table = translations("zero", 18)
+    assert table is translations("zero", 18) and translations("mean", 18) == ()
+    fixed = compat.onnx_registry_with(18, table)
+    assert fixed.get_decomps(target)[0].onnx_function is table[0][1]
+    assert compat.registered_translation(18, target) is torchlib  # the shared registry is unchanged
+
+
+def test_at_opset_23_the_onnx_attention_op_is_kept_and_already_zeroes_fully_masked_rows():
+    session = Session(BareAttention(), bare_inputs(), {}, ExportOptions(opset_version=23))
+    ops = [node.op_type for node in session.onnx_model.graph]
+    assert "Attention" in ops and "ReduceMax" not in ops
+    result = session.verify()
+    assert result.ok and any(c.is_edge_value for c in result.cases), result.summary()
