@@ -1,0 +1,220 @@
+"""Decoders with a transformers KV cache (and T5) export, read well and verify.
+
+One export per model for the whole module (tiny configs, random weights): GPT-2 with an
+attention mask, Llama without one, both with a ``DynamicCache`` passed as ``cache`` (the
+name transformers 5 gives ``past_key_values``), named dims ``batch``, ``seq``, ``past_seq``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+import kv_models
+from exporter import ExportOptions, export
+from exporter import _torch_compat as compat
+
+transformers = pytest.importorskip("transformers")
+
+CACHE_NAMES = ["cache.0.key", "cache.0.value", "cache.1.key", "cache.1.value"]
+PRESENT_NAMES = ["present.0.key", "present.0.value", "present.1.key", "present.1.value"]
+# (batch, seq, past): past 0 is the first step (prompt), seq 1 a decoding step.
+SIZES = [(1, 1, 0), (3, 1, 5), (2, 4, 2)]
+SWEEP = {"batch": [1, 3], "seq": [1, 4], "past_seq": [0, 1, 6]}
+
+
+@functools.lru_cache(maxsize=None)
+def _exported(name: str):
+    model = getattr(kv_models, name)()
+    mask = name == "gpt2"
+    shapes = kv_models.DYNAMIC_SHAPES_WITH_MASK if mask else kv_models.DYNAMIC_SHAPES
+    session = export(model, options=ExportOptions(dynamic_shapes=shapes), **kv_models.decoder_inputs(2, 3, 4, mask=mask))
+    return model, session
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return _exported("gpt2")
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return _exported("llama")
+
+
+def _dims(value) -> list:
+    return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+
+def _eager_and_onnx(model, session, batch, seq, past, mask):
+    inputs = kv_models.decoder_inputs(batch, seq, past, mask=mask, seed=7)
+    with torch.no_grad():
+        eager = model(**kv_models.decoder_inputs(batch, seq, past, mask=mask, seed=7))
+    onnx = session.run_onnx(**inputs)
+    expected = [eager.logits] + [t for layer in eager.cache.layers for t in (layer.keys, layer.values)]
+    return expected, onnx
+
+
+# -- names and dims -----------------------------------------------------------------------
+
+
+def test_gpt2_cache_inputs_and_present_outputs_have_readable_names_and_dims(gpt2):
+    _, session = gpt2
+    graph = session.model_proto.graph
+    assert [v.name for v in graph.input] == ["input_ids", *CACHE_NAMES, "attention_mask"]
+    assert [v.name for v in graph.output] == ["logits", *PRESENT_NAMES]
+    inputs = {v.name: _dims(v) for v in graph.input}
+    assert inputs["input_ids"] == ["batch", "seq"]
+    assert inputs["attention_mask"] == ["batch", "total"]
+    assert all(inputs[name] == ["batch", kv_models.HEADS, "past_seq", kv_models.HEAD_DIM] for name in CACHE_NAMES)
+    outputs = {v.name: _dims(v) for v in graph.output}
+    assert outputs["logits"] == ["batch", "seq", kv_models.VOCAB]
+    assert all(outputs[name][2] in ("past_seq + seq", "seq + past_seq") for name in PRESENT_NAMES)
+
+
+def test_llama_cache_inputs_and_present_outputs_have_readable_names(llama):
+    _, session = llama
+    graph = session.model_proto.graph
+    assert [v.name for v in graph.input] == ["input_ids", *CACHE_NAMES]
+    assert [v.name for v in graph.output] == ["logits", *PRESENT_NAMES]
+    assert _dims(graph.input[1]) == ["batch", kv_models.HEADS, "past_seq", kv_models.HEAD_DIM]
+
+
+def test_cache_is_read_as_inputs_not_rebuilt_from_lifted_empty_tensors(gpt2):
+    """The root cause of 'lifted_tensor_N is not in the constants dictionary': transformers'
+    unflatten concatenated the cache onto new empty tensors inside the traced region."""
+    _, session = gpt2
+    assert dict(session.exported_program.constants) == {}
+    assert not any(
+        node.target is torch.ops.aten.cat.default and any("lifted" in str(a) for a in node.args[0])
+        for node in session.exported_program.graph.nodes
+    )
+
+
+# -- numbers at other sizes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch,seq,past", SIZES)
+def test_gpt2_onnx_matches_eager_logits_and_present_at_batch_seq_past(gpt2, batch, seq, past):
+    model, session = gpt2
+    expected, onnx = _eager_and_onnx(model, session, batch, seq, past, mask=True)
+    assert np.asarray(onnx[0]).shape == (batch, seq, kv_models.VOCAB)
+    assert np.asarray(onnx[1]).shape == (batch, kv_models.HEADS, past + seq, kv_models.HEAD_DIM)
+    for want, got in zip(expected, onnx, strict=True):
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch,seq,past", SIZES)
+def test_llama_onnx_matches_eager_logits_and_present_at_batch_seq_past(llama, batch, seq, past):
+    model, session = llama
+    expected, onnx = _eager_and_onnx(model, session, batch, seq, past, mask=False)
+    for want, got in zip(expected, onnx, strict=True):
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_gpt2_verify_passes_over_batch_seq_and_past_including_an_empty_cache(gpt2):
+    _, session = gpt2
+    result = session.verify(sizes=SWEEP, make_inputs=kv_models.mask_follows_cache, edge_values=False)
+    assert result.ok, result.summary()
+    swept = {dict(case.sizes).get("past_seq") for case in result.cases}
+    assert {0, 1, 6} <= swept
+
+
+def test_llama_verify_passes_with_its_own_sweep_and_with_an_empty_cache(llama):
+    _, session = llama
+    default = session.verify()
+    assert default.ok, default.summary()
+    empty = session.verify(sizes=SWEEP, edge_values=False)
+    assert empty.ok, empty.summary()
+    assert 0 in {dict(case.sizes).get("past_seq") for case in empty.cases}
+
+
+# -- T5: a view after a no-op contiguous() ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_t5_exports_with_dynamic_batch_and_seq_and_verifies():
+    model = kv_models.t5()
+    ids, decoder_ids = torch.randint(2, kv_models.VOCAB, (2, 5)), torch.randint(2, kv_models.VOCAB, (2, 4))
+    shapes = {
+        "input_ids": {0: "batch", 1: "seq"},
+        "attention_mask": {0: "batch", 1: "seq"},
+        "decoder_input_ids": {0: "batch", 1: "decoder_seq"},
+    }
+    session = export(
+        model, input_ids=ids, attention_mask=torch.ones(2, 5, dtype=torch.long), decoder_input_ids=decoder_ids,
+        use_cache=False, options=ExportOptions(dynamic_shapes=shapes),
+    )
+    assert [v.name for v in session.model_proto.graph.input] == ["input_ids", "attention_mask", "decoder_input_ids"]
+    result = session.verify(sizes={"batch": [1, 3], "seq": [2, 7], "decoder_seq": [1, 6]}, edge_values=False)
+    assert result.ok, result.summary()
+
+
+# -- the private APIs this uses (exporter/_torch_compat.py) --------------------------------
+
+
+def test_register_kv_cache_pytree_flattens_a_dynamic_cache_by_layer_after_transformers_own():
+    from torch.utils import _pytree
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+    from transformers.integrations.executorch import register_dynamic_cache_export_support
+
+    from exporter.inputs import key_path_to_str
+
+    def paths():
+        flat = compat.tree_flatten_with_path({"cache": kv_models.cache(batch=1, past=2)})
+        return [key_path_to_str("", p)[1:] for p, _ in flat]
+
+    for cls in (DynamicCache, DynamicLayer):  # back to transformers' registration alone
+        if cls in _pytree.SUPPORTED_NODES:
+            _pytree._deregister_pytree_node(cls)
+    register_dynamic_cache_export_support()
+    assert paths() == ["cache.key_cache.0", "cache.key_cache.1", "cache.value_cache.0", "cache.value_cache.1"]
+    compat._KV_CACHE_INSTALLED.clear()
+    assert compat.register_kv_cache_pytree()
+    assert compat.register_kv_cache_pytree()  # idempotent
+    assert paths() == [f"cache.{n}" for n in ("0.key", "0.value", "1.key", "1.value")]
+
+
+def test_unflattened_dynamic_cache_holds_the_same_tensors_and_creates_none():
+    from torch.utils import _pytree
+
+    compat.register_kv_cache_pytree()
+    cache = kv_models.cache(batch=1, past=2)
+    leaves, spec = _pytree.tree_flatten(cache)
+    rebuilt = _pytree.tree_unflatten(leaves, spec)
+    assert type(rebuilt).__name__ == "DynamicCache"
+    assert all(a is b for a, b in zip(_pytree.tree_leaves(rebuilt), leaves, strict=True))
+    assert rebuilt.get_seq_length() == 2
+
+
+def test_holds_kv_cache_finds_a_cache_inside_kwargs_and_nothing_in_plain_tensors():
+    assert compat.holds_kv_cache({"cache": kv_models.cache(1, 1)}, 3)
+    assert not compat.holds_kv_cache({"x": torch.ones(1)}, 3)
+    assert compat.is_kv_cache_type(type(kv_models.cache(1, 1)))
+    assert not compat.is_kv_cache_type(dict)
+
+
+def test_views_as_reshapes_replaces_every_aten_view():
+    class Flatten(torch.nn.Module):
+        def forward(self, x):
+            return x.transpose(0, 1).contiguous().view(-1)
+
+    program = torch.export.export(Flatten(), (torch.randn(2, 3),)).run_decompositions({})
+    graph_module = program.graph_module
+    views = sum(n.target is torch.ops.aten.view.default for n in graph_module.graph.nodes)
+    assert compat.views_as_reshapes(graph_module) == views > 0
+    assert not any(n.target is torch.ops.aten.view.default for n in graph_module.graph.nodes)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(graph_module(x)[0], x.t().reshape(-1))
+
+
+def test_legacy_tuple_cache_is_refused_by_transformers_5():
+    """transformers 5 dropped the tuple-of-(key, value) form: pass a DynamicCache instead."""
+    model = kv_models.gpt2()
+    inputs = kv_models.decoder_inputs(1, 2, 3)
+    inputs["cache"] = tuple((layer.keys, layer.values) for layer in inputs["cache"].layers)
+    with pytest.raises(AttributeError, match="get_seq_length"):
+        model(**inputs)
