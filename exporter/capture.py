@@ -344,12 +344,14 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
     if (spec is None or bound is None) and first.context is not None:
         spec, bound = _spec_of_attempt(first)
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
-    violations = formats.violation_lines(first.error)
-    details = ["- " + line for line in violations][:6]
+    from .shapes.violations import plain_violation
+
+    violations = [plain_violation(line, bound, spec) for line in formats.violation_lines(first.error)]
     rejected = formats.is_constraint_violation(first.error)
     # torch's first line of a rejected spec is generic ("Constraints violated (seq)! For more
     # information..."): the headline names the first violation instead.
     headline = f"the dim spec does not hold: {violations[0]}" if rejected and violations else first.first_error_line
+    details = ["- " + line for line in violations if not (rejected and line == violations[0])][:6]
     hint = (
         _solved_hint(first, spec, bound)
         if spec is not None and bound is not None and formats.is_constraint_violation(first.error)

@@ -407,6 +407,8 @@ def _axes_named_in(
 
 
 def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutcomes:
+    from .violations import plain_violation
+
     bound, spec = session.inputs, session.spec
     attempt = reported_attempt(capture.attempts)
     error = attempt.error if attempt is not None else capture.error
@@ -422,7 +424,7 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
             key = Axis(leaf.path, axis)
             policy = spec.policy(*key)
             relevant = guards.for_axis(*key)
-            reasons = [d for d in details if key in _axes_named_in(d, bound, spec, sources)]
+            reasons = [plain_violation(d, bound, spec) for d in details if key in _axes_named_in(d, bound, spec, sources)]
             if not reasons and broadcast and policy is not STATIC and example in (0, 1):
                 reasons.append(
                     f"a size-{example} example kept dynamic cannot broadcast against another size "

@@ -376,3 +376,24 @@ def test_legacy_dynamic_axes_entry_of_the_wrong_type_is_refused():
     err = refused(r"dynamic_axes entry 'batch' is neither a dict nor a list of axes", Add(), (x34(), x34()), dynamic_axes={"x": "batch"})
     assert err.input == "x"
     assert err.hint == '{"x": {0: "batch"}} or {"x": [0]}'
+
+
+class AddInputs(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+@pytest.mark.parametrize("strategy", ["nonstrict", "strict"])
+def test_a_dynamic_axis_the_code_ties_to_a_static_one_is_explained_in_the_users_terms(strategy):
+    from exporter import DYNAMIC, STATIC
+
+    spec = {"x": {0: DYNAMIC}, "y": {0: STATIC}}
+    session = Session(AddInputs(), (torch.randn(4, 3), torch.randn(4, 3)), {},
+                      ExportOptions(dynamic_shapes=spec, strategy=strategy))
+    assert session.run().status == "failed"
+    message = str(session.failed_stage.error)
+    assert ("x.shape[0] was asked to be dynamic, but the model's code makes it the constant 4 "
+            "(it likely has to equal y.shape[0], kept static with the same size") in message
+    assert "mark_dynamic" not in message and "L['x']" not in message.split("tried:")[0]
+    assert session.dims["x", 0].reason.startswith("x.shape[0] was asked to be dynamic")
+    assert session.apply_suggested_fixes().run().status == "ok"
