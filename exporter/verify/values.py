@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EdgeValue", "edge_values", "edge_value_inputs", "explain"]
+__all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
 
 # Ops through which an input's values reach an embedding unchanged (shape and dtype only).
 _VIEW_LIKE = frozenset({
@@ -234,9 +234,10 @@ def explain(edge: EdgeValue, session: Any, divergence: Any = None) -> Explanatio
         if _softmax_reading(session, edge.input):
             return Explanation(
                 "onnxruntime differs from PyTorch with a fully masked row",
-                f"{edge.input} reaches a softmax: over a row with every position masked, PyTorch and "
-                "onnxruntime disagree on what the row's weights are (-inf or the lowest float in every "
-                "position); fill masked scores with a finite value, or zero such rows in the model",
+                f"{edge.input} reaches a softmax: over a row whose every score is masked (-inf or the "
+                "lowest float), PyTorch and onnxruntime disagree on the row's weights (NaN, 0 or equal "
+                "weights); make the model zero such rows itself, e.g. "
+                "torch.where(mask.any(-1, keepdim=True), out, 0)",
             )
     if edge.kind == "ids_last":
         return Explanation(
