@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["ANALYSES", "STAGES", "Session", "StageResult"]
 
 STAGES = ("capture", "decompose", "translate", "optimize")
-ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile")
+ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
 
 
 @dataclass(frozen=True)
@@ -345,7 +345,7 @@ class Session:
         cannot run concurrently) and return a ``concurrent.futures.Future``.
 
         ``until`` is a stage (the future gives its :class:`StageResult`, as :meth:`run` would)
-        or one of ``verify``, ``benchmark``, ``benchmark_sweep``, ``profile`` (the future gives
+        or one of ``verify``, ``benchmark``, ``benchmark_sweep``, ``profile``, ``compare`` (the future gives
         that method's result; ``options`` are passed to it). Set ``cancel`` to stop at the
         next step; the future then holds a result whose status is ``cancelled``."""
         if until in STAGES:

@@ -39,7 +39,7 @@ from .views.verify import VerifyView
 __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
-ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile")
+ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
 
 
 def steps_until(until: str) -> tuple[Step, ...]:
@@ -154,7 +154,8 @@ class Workbench(widgets.VBox):
         self._start(self.requested_session, steps_until(until), f"running until {until}")
 
     def run_analysis(self, name: str, **options: Any) -> None:
-        """Run ``verify``, ``benchmark``, ``benchmark_sweep`` or ``profile`` (exporting first if needed)."""
+        """Run ``verify``, ``benchmark``, ``benchmark_sweep``, ``profile`` or ``compare``
+        (exporting first if needed)."""
         if name not in ANALYSES:
             raise ValueError(f"unknown analysis {name!r}; choose one of {', '.join(ANALYSES)}")
         self._start(self.requested_session, steps_until("optimize") + (Step(name, options),), name)
@@ -394,6 +395,8 @@ class Workbench(widgets.VBox):
             self.benchmark_view.show_sweep(result, current)
         elif name == "profile":
             self.benchmark_view.show_profile(result, current)
+        elif name == "compare":
+            self.benchmark_view.show_compare(result, current)
         if current and name in ("verify", "benchmark"):
             self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None),
                                       result.summary().splitlines()[0])

@@ -335,3 +335,12 @@ def test_the_workbench_hides_no_ipywidgets_attribute_or_trait():
             "_static_immutable_initial_values", "_trait_default_generators", "_traits"}
     assert not own & inherited, sorted(own & inherited)
     assert wb.get_state()["_model_name"] == "VBoxModel"
+
+
+def test_compare_button_times_the_variants_in_the_benchmark_tab():
+    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    wb.run_analysis("compare", budget=0.05, min_runs=5)
+    wb.wait()
+    shown = wb.benchmark_view.compare.value
+    assert "ok" in shown and "unoptimized" in shown and "<table" in shown
+    assert "wb-run-compare" in wb.benchmark_view.compare_button._dom_classes

@@ -1,7 +1,8 @@
 """The Benchmark tab: onnxruntime against eager PyTorch latency (``session.benchmark()``) and
-latency against the size of a dynamic dim (``session.benchmark_sweep()``) and onnxruntime's
-per-node profile by op type and module (``session.profile()``), with their tables and the
-charts of :mod:`workbench.render.bench_charts`."""
+latency against the size of a dynamic dim (``session.benchmark_sweep()``), onnxruntime's
+per-node profile by op type and module (``session.profile()``) and variants of the model and
+its runtime settings timed in the same rounds (``session.compare()``), with their tables and
+the charts of :mod:`workbench.render.bench_charts`."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ class BenchmarkView:
         self.profile_button = widgets.Button(description="Profile", icon="list")
         self.profile_button.add_class("wb-run-profile")
         self.profile_button.on_click(lambda _: on_run("profile"))
+        self.compare_button = widgets.Button(description="Compare variants", icon="balance-scale",
+                                             tooltip="the unoptimized model, onnxruntime's optimization "
+                                                     "levels and thread counts, in the same interleaved rounds")
+        self.compare_button.add_class("wb-run-compare")
+        self.compare_button.on_click(lambda _: on_run("compare"))
         self.button.add_class("wb-run-benchmark")
         self.sweep_button.add_class("wb-run-sweep")
         self.button.on_click(lambda _: on_run("benchmark"))
@@ -34,8 +40,11 @@ class BenchmarkView:
         self.chart = widgets.HTML()
         self.sweep = widgets.HTML()
         self.profile = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HBox([self.button, self.sweep_button, self.profile_button, self.status]),
-                                    self.summary, self.chart, self.sweep, self.profile])
+        self.compare = widgets.HTML()
+        self.widget = widgets.VBox([
+            widgets.HBox([self.button, self.sweep_button, self.profile_button, self.compare_button, self.status]),
+            self.summary, self.chart, self.sweep, self.compare, self.profile,
+        ])
 
     def show(self, result: Any, current: bool = True) -> None:
         stale = "" if current else " " + note("(for an earlier dim spec)")
@@ -71,3 +80,9 @@ class BenchmarkView:
             f"<b>profile</b> {badge('ok')}{stale}", pre(result.summary()),
             figure_svg(profile_bars(result, by="op_type")), frame_html(result.to_frame("module")),
         ])
+
+    def show_compare(self, result: Any, current: bool = True) -> None:
+        stale = "" if current else " " + note("(for an earlier dim spec)")
+        head = f"<b>variants</b> {badge(result.status)}{stale}"
+        body = result._repr_html_() if result.status == "ok" else pre(result.summary())
+        self.compare.value = head + body
