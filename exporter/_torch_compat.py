@@ -903,3 +903,27 @@ def prepare_kv_cache_pytree(model: Any, args: tuple, kwargs: Any) -> bool:
     if from_transformers or holds_kv_cache(args, 3) or holds_kv_cache(dict(kwargs), 3):
         return register_kv_cache_pytree()
     return False
+
+
+def kv_cache_leaf_names(prefix: str, value: Any) -> dict[str, str]:
+    """ONNX names of the tensors inside the transformers KV caches in ``value`` (the input
+    ``prefix``), by leaf path: ``cache.0.key`` -> ``past_key_values.0.key`` (with two caches,
+    ``past_key_values0.`` / ``past_key_values1.``)."""
+    from torch.utils import _pytree
+
+    from .inputs import key_path_to_str
+
+    classes = _dynamic_cache_classes()
+    if classes is None:
+        return {}
+    found = [
+        (path, node)
+        for path, node in _pytree.tree_flatten_with_path(value, is_leaf=lambda node: isinstance(node, classes[0]))[0]
+        if isinstance(node, classes[0])
+    ]
+    out: dict[str, str] = {}
+    for number, (path, cache) in enumerate(found):
+        name = "past_key_values" if len(found) == 1 else f"past_key_values{number}"
+        for sub, _ in _pytree.tree_flatten_with_path(cache)[0]:
+            out[key_path_to_str(prefix, tuple(path) + tuple(sub))] = key_path_to_str(name, sub)
+    return out

@@ -48,6 +48,9 @@ class BoundInputs:
     var_keyword: str | None = None  # the ``**kwargs`` parameter, if it received values
     unbound: tuple[str, ...] = ()  # forward's parameters left to their defaults
     values: tuple[Any, ...] = ()  # every pytree leaf value, in order: ``Leaf.index`` indexes it
+    # ONNX names other than the path, by path: tensors of a transformers KV cache read
+    # ``past_key_values.0.key`` (the onnxruntime-genai / Optimum convention) whatever the parameter.
+    onnx_defaults: tuple[tuple[str, str], ...] = ()
 
     def leaf(self, path: str) -> Leaf:
         for leaf in self.leaves:
@@ -88,7 +91,8 @@ class BoundInputs:
 
 def onnx_input_names(bound: BoundInputs, input_names: Any = None) -> dict[str, str]:
     """The ONNX graph input name of every tensor leaf, by leaf path: the path itself
-    (``x``, ``cache.0.key``), or, as in torch.onnx.export, the ``input_names`` given to the
+    (``x``, ``inputs.mask``; a transformers KV cache's tensors read ``past_key_values.0.key``),
+    or, as in torch.onnx.export, the ``input_names`` given to the
     flattened inputs in order (leaves past the last name keep their paths)."""
     names = tuple(input_names or ())
     if len(names) > len(bound.leaves):
@@ -97,7 +101,8 @@ def onnx_input_names(bound: BoundInputs, input_names: Any = None) -> dict[str, s
             f"({', '.join(leaf.path for leaf in bound.leaves)})",
             hint="give one name per tensor input, in order",
         )
-    out = {leaf.path: leaf.path for leaf in bound.leaves}
+    defaults = dict(bound.onnx_defaults)
+    out = {leaf.path: defaults.get(leaf.path, leaf.path) for leaf in bound.leaves}
     out.update({leaf.path: name for leaf, name in zip(bound.leaves, names)})
     taken: dict[str, str] = {}
     for path, name in out.items():
@@ -152,7 +157,7 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
 
     from ._torch_compat import prepare_kv_cache_pytree, tree_flatten_with_path
 
-    prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
+    caches = prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
     signature = _signature(model)
     try:
         bound = signature.bind(*args, **kwargs)
@@ -194,7 +199,12 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     leaves: list[Leaf] = []
     others: list[str] = []
     flat: list[Any] = []
+    onnx_defaults: dict[str, str] = {}
     for name, value in zip(names, list(positional) + list(keyword.values())):
+        if caches:
+            from ._torch_compat import kv_cache_leaf_names
+
+            onnx_defaults.update(kv_cache_leaf_names(name, value))
         for key_path, leaf in tree_flatten_with_path(value):
             path = key_path_to_str(name, key_path)
             if isinstance(leaf, torch.Tensor):
@@ -218,4 +228,5 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
             and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
         ),
         values=tuple(flat),
+        onnx_defaults=tuple(onnx_defaults.items()),
     )

@@ -19,7 +19,7 @@ from exporter import _torch_compat as compat
 
 transformers = pytest.importorskip("transformers")
 
-CACHE_NAMES = ["cache.0.key", "cache.0.value", "cache.1.key", "cache.1.value"]
+CACHE_NAMES = ["past_key_values.0.key", "past_key_values.0.value", "past_key_values.1.key", "past_key_values.1.value"]
 PRESENT_NAMES = ["present.0.key", "present.0.value", "present.1.key", "present.1.value"]
 # (batch, seq, past): past 0 is the first step (prompt), seq 1 a decoding step.
 SIZES = [(1, 1, 0), (3, 1, 5), (2, 4, 2)]
@@ -70,6 +70,7 @@ def test_gpt2_cache_inputs_and_present_outputs_have_readable_names_and_dims(gpt2
     assert inputs["input_ids"] == ["batch", "seq"]
     assert inputs["attention_mask"] == ["batch", "total"]
     assert all(inputs[name] == ["batch", kv_models.HEADS, "past_seq", kv_models.HEAD_DIM] for name in CACHE_NAMES)
+    assert session.onnx_input_names["cache.1.value"] == "past_key_values.1.value"  # the spec keeps forward's names
     outputs = {v.name: _dims(v) for v in graph.output}
     assert outputs["logits"] == ["batch", "seq", kv_models.VOCAB]
     assert all(outputs[name][2] in ("past_seq + seq", "seq + past_seq") for name in PRESENT_NAMES)
@@ -188,6 +189,13 @@ def test_unflattened_dynamic_cache_holds_the_same_tensors_and_creates_none():
     assert type(rebuilt).__name__ == "DynamicCache"
     assert all(a is b for a, b in zip(_pytree.tree_leaves(rebuilt), leaves, strict=True))
     assert rebuilt.get_seq_length() == 2
+
+
+def test_kv_cache_leaf_names_give_cache_tensors_their_conventional_onnx_names():
+    compat.register_kv_cache_pytree()
+    names = compat.kv_cache_leaf_names("cache", kv_models.cache(1, 1))
+    assert names == {f"cache.{n}": f"past_key_values.{n}" for n in ("0.key", "0.value", "1.key", "1.value")}
+    assert compat.kv_cache_leaf_names("x", torch.ones(1)) == {}
 
 
 def test_holds_kv_cache_finds_a_cache_inside_kwargs_and_nothing_in_plain_tensors():
