@@ -18,8 +18,10 @@ def decompose_hint(exc: BaseException, program: Any = None) -> str:
         where = _constant_use(program, name)
         return (
             f"torch lost {name!r} while decomposing: a tensor the model creates inside forward, which "
-            f"torch.export lifted as a constant{where}. transformers' DynamicCache creates such tensors: "
-            "export without the cache (use_cache=False) or pass the cache tensors as inputs; "
+            f"torch.export lifted as a constant{where}. The usual cause is an input or output type whose "
+            "pytree unflatten function creates tensors (torch runs it inside the graph, again when "
+            "decomposing): the exporter rebuilds transformers' DynamicCache without creating any, other "
+            "cache classes may not. Pass a DynamicCache, export without the cache (use_cache=False), or "
             "report it upstream with the exported program (session.save('model.pt2'))"
         )
     match = _OPERATOR.search(str(exc))
