@@ -206,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--runtime-asserts", action="store_true",
                         help="capture like torch.onnx.export: guards that narrow a dynamic dim become "
                         "runtime asserts (dropped from the ONNX model) instead of errors")
+    export.add_argument("--fully-masked-rows", choices=("zero", "mean"), default="zero",
+                        help="what attention returns for a query whose mask allows no key: zero, as "
+                        "PyTorch does (default), or mean (of v), as torch.onnx.export's graph does")
     export.add_argument("-o", "--output", required=True, type=parse_output,
                         help="the file to write: .onnx for the ONNX model, .pt2 for the ExportedProgram "
                         "(stops after capture)")
@@ -586,6 +589,7 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     export_options = ExportOptions(
         opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
         logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,
+        fully_masked_rows=options.fully_masked_rows,
     )
     session = Session(model, args, kwargs, export_options)
     session.run("capture" if program_only else "optimize")

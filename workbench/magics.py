@@ -188,6 +188,8 @@ class ExportMagics(Magics):
     @argument("--strategy", type=_strategy, default="auto", help="capture strategy (default: auto)")
     @argument("--runtime-asserts", action="store_true",
               help="capture like torch.onnx.export: guards that narrow a dim become runtime asserts")
+    @argument("--fully-masked-rows", choices=("zero", "mean"), default="zero",
+              help="attention for a query whose mask allows no key: zero as PyTorch (default), or mean as torch.onnx")
     @argument("--no-optimize", action="store_true", help="skip the ONNX optimizer")
     @argument("--save", type=_path, metavar="PATH", help="write the model (.onnx, or .pt2 for the ExportedProgram)")
     @argument("--no-verify", action="store_true", help="do not compare onnxruntime with PyTorch after exporting")
@@ -257,7 +259,8 @@ class ExportMagics(Magics):
                 check_destination(options.save)
             spec = dim_spec_by_leaf_path(model, args, kwargs, None, options.dynamic)
             export_options = ExportOptions(dynamic_shapes=spec, opset_version=options.opset, strategy=options.strategy,
-                                           runtime_asserts=options.runtime_asserts, optimize=not options.no_optimize)
+                                           runtime_asserts=options.runtime_asserts, optimize=not options.no_optimize,
+                                           fully_masked_rows=options.fully_masked_rows)
             return Session(model, args, kwargs, export_options)
         except ExportError as exc:
             hint = (exc.hint or "").splitlines()

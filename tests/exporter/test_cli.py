@@ -347,3 +347,36 @@ def test_export_hides_torchs_deprecation_warnings_but_not_the_users(tmp_path):
     messages = [str(w.message) for w in log]
     assert "Doubler is deprecated, use Tripler" in messages
     assert not [m for m in messages if "LeafSpec" in m], messages
+
+
+SDPA_MODULE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn.functional as F
+
+    class Attend(torch.nn.Module):
+        def forward(self, q, mask):
+            return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+    def make():
+        return Attend(), (torch.randn(1, 2, 4, 8), torch.ones(4, 4, dtype=torch.bool))
+    """
+)
+
+
+@pytest.mark.parametrize(("flags", "fully_masked_row"), [((), "zero"), (("--fully-masked-rows", "mean"), "mean")])
+def test_fully_masked_rows_flag_chooses_what_a_fully_masked_query_returns(tmp_path, flags, fully_masked_row):
+    import numpy as np
+    import onnxruntime as ort
+
+    factory = tmp_path / "attend.py"
+    factory.write_text(SDPA_MODULE)
+    output = tmp_path / "model.onnx"
+    code, _, stderr = run_cli("export", f"{factory}:make", *flags, "-o", str(output))
+    assert code == 0, stderr
+    q = np.random.default_rng(0).standard_normal((1, 2, 4, 8)).astype(np.float32)
+    mask = np.ones((4, 4), dtype=bool)
+    mask[1] = False  # query 1 may attend to no key
+    (out,) = ort.InferenceSession(str(output)).run(None, {"q": q, "mask": mask})
+    expected = np.zeros(8) if fully_masked_row == "zero" else q[0, 0].mean(0)
+    np.testing.assert_allclose(out[0, 0, 1], expected, atol=1e-5)

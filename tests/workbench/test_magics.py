@@ -79,10 +79,11 @@ def test_options_written_after_the_call_are_options_not_part_of_the_call(ip, cap
 
 def test_line_magic_passes_keyword_arguments_and_options(ip, capsys):
     ip.run_line_magic("onnx_export", "-o scaled --no-verify --no-optimize --opset 18 --strategy strict "
-                                     "--dynamic x.0=rows:2:64 model(x, scale=torch.tensor(2.0))")
+                                     "--fully-masked-rows mean --dynamic x.0=rows:2:64 model(x, scale=torch.tensor(2.0))")
     session = ip.user_ns["scaled"]
     assert session.succeeded and "scale" in session.inputs.paths
     assert (session.options.opset_version, session.options.strategy, session.options.optimize) == (18, "strict", False)
+    assert session.options.fully_masked_rows == "mean"
     assert (session.dims["x", 0].min, session.dims["x", 0].max) == (2, 64)
     assert "verif" not in capsys.readouterr().out.lower()
 
