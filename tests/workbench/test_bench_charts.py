@@ -124,3 +124,15 @@ def test_failed_results_render_a_message_instead_of_raising():
     ):
         renders(figure)
         assert figure.axes[0].texts and not figure.axes[0].axison
+
+
+def test_verify_chart_labels_edge_value_cases_by_input_and_kind_and_widens_with_the_cases():
+    from exporter.examples import demo_block
+
+    model, args, kwargs, shapes = demo_block()
+    result = Session(model, args, kwargs, ExportOptions(dynamic_shapes=shapes)).verify()
+    figure = renders(bench_charts.verify_chart(result))
+    labels = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    edges = [c for c in result.cases if c.edge is not None]
+    assert edges and all(f"{c.edge.input}\n{c.edge.kind.replace('_', ' ')}" in labels for c in edges)
+    assert figure.get_figwidth() >= 0.85 * len(result.cases)

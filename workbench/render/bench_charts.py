@@ -135,12 +135,13 @@ def verify_chart(result: Any) -> Any:
     onnxruntime or eager raised are marked on the axis."""
     if result.status == "error":
         return message_figure(f"verification could not run: {result.error}")
-    figure = new_figure(6.4, 3.2)
+    figure = new_figure(max(6.4, 0.85 * len(result.cases)), 3.2)
     ax = figure.add_subplot()
     names, values, colors, notes = [], [], [], []
     floor = 1e-12
     for case in result.cases:
-        names.append(f"{case.name}\n{case.sizes_text}")
+        edge = getattr(case, "edge", None)  # an edge-value case: its input and value kind, short
+        names.append(f"{edge.input}\n{edge.kind.replace('_', ' ')}" if edge is not None else f"{case.name}\n{case.sizes_text}")
         value = case.max_abs if case.max_abs is not None else 0.0
         values.append(max(value, floor) if value != float("inf") else 1e6)
         colors.append(PASS_COLOR if case.ok else FAIL_COLOR)
