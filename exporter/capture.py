@@ -210,6 +210,11 @@ def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
 
 def _kwargs_hint(bound: Any) -> str:
     """What to do when torch.export cannot match ``dynamic_shapes`` to a ``**kwargs`` forward."""
+    from .hints import kv_cache_kwarg_hint
+
+    cache_hint = kv_cache_kwarg_hint(bound)
+    if cache_hint:
+        return cache_hint
     var = getattr(bound, "var_keyword", None) if bound is not None else None
     if var:
         keys = ", ".join(repr(k) for k in bound.by_signature().get(var, {})) or "(none)"

@@ -55,3 +55,26 @@ def _constant_use(program: Any, name: str) -> str:
             file, line, _, code = mine[-1]
             return f" (used at {file}:{line}: {code})"
     return ""
+
+
+def kv_cache_kwarg_hint(bound: Any) -> str | None:
+    """When a KV cache reached forward through ``**kwargs`` (torch 2.13 cannot put dims on it)
+    while forward has a cache parameter left unset, e.g. ``past_key_values=`` on a
+    transformers 5 model, whose parameter is now ``cache``: say to pass it by that name."""
+    from . import _torch_compat as compat
+
+    var = getattr(bound, "var_keyword", None) if bound is not None else None
+    if not var:
+        return None
+    entries = bound.by_signature().get(var, {})
+    given = next((key for key, value in entries.items() if compat.holds_kv_cache(value, 3)), None)
+    target = next((name for name in getattr(bound, "unbound", ()) if "cache" in name or name == "past_key_values"), None)
+    if given is None or target is None:
+        return None
+    renamed = " (transformers 5 renamed past_key_values to cache)" if (given, target) == ("past_key_values", "cache") else ""
+    return (
+        f"the KV cache was passed as {given}=, which forward takes only through **{var}{renamed}, and torch 2.13 "
+        f"cannot apply dims to a **{var} entry: pass it as {target}=... "
+        f"and key its dims by {target!r} (dynamic_shapes={{{target!r}: [[key_dims, value_dims]] * layers}}); "
+        "its ONNX inputs still read past_key_values.0.key ..."
+    )

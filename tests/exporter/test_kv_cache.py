@@ -226,3 +226,31 @@ def test_legacy_tuple_cache_is_refused_by_transformers_5():
     inputs["cache"] = tuple((layer.keys, layer.values) for layer in inputs["cache"].layers)
     with pytest.raises(AttributeError, match="get_seq_length"):
         model(**inputs)
+
+
+def test_a_cache_passed_as_past_key_values_is_told_to_use_the_cache_parameter():
+    """transformers 5 takes ``past_key_values`` only through **kwargs, where torch cannot put dims."""
+    from exporter import Session
+
+    inputs = kv_models.decoder_inputs(2, 3, 4)
+    inputs["past_key_values"] = inputs.pop("cache")
+    shapes = {"input_ids": {0: "batch", 1: "seq"}, "past_key_values": [[kv_models.KV, kv_models.KV]] * 2}
+    session = Session(kv_models.gpt2(), (), inputs, ExportOptions(dynamic_shapes=shapes, strategy="nonstrict"))
+    capture = session.run("capture")
+    assert capture.status == "failed"
+    hint = capture.error.hint
+    assert "passed as past_key_values=" in hint and "transformers 5 renamed past_key_values to cache" in hint
+    assert "pass it as cache=" in hint
+
+
+@pytest.mark.slow
+def test_gpt2_prefill_with_use_cache_returns_present_outputs_and_verifies():
+    """GPT-2 building its own cache (no cache given, use_cache=True): its outputs read present.N.key."""
+    model = transformers.GPT2Model(transformers.GPT2Config(
+        vocab_size=96, n_embd=32, n_layer=2, n_head=2, n_positions=128, use_cache=True, bos_token_id=0, eos_token_id=0,
+    )).eval()
+    session = export(model, input_ids=torch.randint(3, 96, (2, 8)),
+                     options=ExportOptions(dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}}))
+    assert [v.name for v in session.model_proto.graph.output] == ["last_hidden_state", *PRESENT_NAMES]
+    result = session.verify(sizes={"batch": [1, 3], "seq": [2, 9]}, edge_values=False)
+    assert result.ok, result.summary()
