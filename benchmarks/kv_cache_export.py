@@ -12,6 +12,8 @@ its own process, so the pytree registration one installs cannot help another:
   eager (max abs diff of the logits).
 * ``ours``: ``exporter.export(model, ..., options=ExportOptions(dynamic_shapes=...))``, then
   ``session.verify()`` (sizes including an empty cache).
+* ``torch_onnx_flat``: the same after ``exporter._torch_compat.register_kv_cache_pytree()``
+  (our DynamicCache flattening, nothing else): which failures that alone removes.
 * ``bare``: ``torch.export.export`` (non-strict, the same capture settings) + our
   ``decompose_for_onnx`` + translation, timed step by step, with our cache flattening: the floor
   our pipeline is measured against.
@@ -64,27 +66,24 @@ def _case(name: str):
     return model, kv_models.decoder_inputs(2, 3, 4, mask=mask), shapes, lambda: kv_models.decoder_inputs(*SECOND, mask=mask, seed=3)
 
 
-def _feeds(onnx_model, kwargs) -> dict:
-    """onnxruntime feeds in the graph's input order (cache tensors flattened by layer, key first)."""
-    import torch
+def run_torch_onnx_with_our_flattening(name: str) -> dict:
+    """torch.onnx.export after the exporter's DynamicCache registration (no other change)."""
+    import transformers.cache_utils  # noqa: F401 - the registration needs it imported
 
-    flat = []
-    for value in kwargs.values():
-        if isinstance(value, torch.Tensor):
-            flat.append(value)
-        elif hasattr(value, "layers"):
-            flat.extend(t for layer in value.layers for t in (layer.keys, layer.values))
-    tensors = {n: t for n, t in zip([i.name for i in onnx_model.graph.inputs], flat)}
-    return {n: t.numpy() for n, t in tensors.items()}
+    from exporter import _torch_compat as compat
+
+    compat.register_kv_cache_pytree()
+    return run_torch_onnx(name, ours=True)
 
 
-def run_torch_onnx(name: str) -> dict:
+def run_torch_onnx(name: str, ours: bool = False) -> dict:
     import torch
     from transformers.integrations.executorch import register_dynamic_cache_export_support
 
-    register_dynamic_cache_export_support()
+    if not ours:
+        register_dynamic_cache_export_support()
     model, kwargs, shapes, second = _case(name)
-    if "cache" in kwargs:  # transformers' registration flattens by kind: [[keys...], [values...]]
+    if "cache" in kwargs and not ours:  # transformers' registration flattens by kind: [[keys...], [values...]]
         layers = len(kwargs["cache"].layers)
         kv = shapes["cache"][0][0]
         shapes = {**shapes, "cache": [[kv] * layers, [kv] * layers]}
@@ -105,7 +104,9 @@ def run_torch_onnx(name: str) -> dict:
         flat = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
         if "cache" in inputs:
             layers = inputs["cache"].layers
-            flat = [inputs["input_ids"], *[l.keys for l in layers], *[l.values for l in layers]]
+            by_kind = [*[l.keys for l in layers], *[l.values for l in layers]]
+            by_layer = [t for l in layers for t in (l.keys, l.values)]
+            flat = [inputs["input_ids"], *(by_layer if ours else by_kind)]
             if "attention_mask" in inputs:
                 flat.append(inputs["attention_mask"])
         feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), flat)}
@@ -181,7 +182,7 @@ def _first_line(exc: BaseException) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gpt2,llama,t5")
-    parser.add_argument("--tool", default="all", choices=("all", "torch_onnx", "ours", "bare"))
+    parser.add_argument("--tool", default="all", choices=("all", "torch_onnx", "torch_onnx_flat", "ours", "bare"))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     models = options.models.split(",")
@@ -191,10 +192,11 @@ def main() -> None:
 
         warnings.filterwarnings("ignore")
         logging.disable(logging.WARNING)
-        run = {"torch_onnx": run_torch_onnx, "ours": run_ours, "bare": run_bare}[options.tool]
+        run = {"torch_onnx": run_torch_onnx, "torch_onnx_flat": run_torch_onnx_with_our_flattening,
+               "ours": run_ours, "bare": run_bare}[options.tool]
         print("RESULT " + json.dumps(run(models[0])))
         return
-    tools = ("torch_onnx", "bare", "ours") if options.tool == "all" else (options.tool,)
+    tools = ("torch_onnx", "torch_onnx_flat", "bare", "ours") if options.tool == "all" else (options.tool,)
     print(f"load average before: {os.getloadavg()}")
     rows = {}
     for model in models:

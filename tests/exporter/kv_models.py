@@ -84,7 +84,7 @@ def mask_follows_cache(case: Any) -> tuple[tuple, dict] | None:
     import torch
 
     kwargs = dict(case.kwargs)
-    if "attention_mask" not in kwargs:
+    if "attention_mask" not in kwargs or "cache.0.key" not in case.shapes:
         return None
     batch, seq = case.shapes["input_ids"]
     past = case.shapes["cache.0.key"][2]
