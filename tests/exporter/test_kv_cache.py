@@ -12,12 +12,11 @@ import functools
 import numpy as np
 import pytest
 import torch
+import transformers  # the test extra installs it: missing, this fails instead of skipping
 
 import kv_models
 from exporter import ExportOptions, export
 from exporter import _torch_compat as compat
-
-transformers = pytest.importorskip("transformers")
 
 CACHE_NAMES = ["past_key_values.0.key", "past_key_values.0.value", "past_key_values.1.key", "past_key_values.1.value"]
 PRESENT_NAMES = ["present.0.key", "present.0.value", "present.1.key", "present.1.value"]
