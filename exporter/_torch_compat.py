@@ -821,6 +821,22 @@ def _unflatten_dynamic_layer(layer_cls: type, values: list[Any]) -> Any:
     return layer
 
 
+def _dynamic_cache_layers(cache: Any, layer_cls: type) -> list[Any]:
+    """The layers of a DynamicCache, each a plain ``DynamicLayer`` (a sliding-window or
+    quantized layer keeps state besides its tensors, which this flattening would drop)."""
+    other = next((type(layer) for layer in cache.layers if type(layer) is not layer_cls), None)
+    if other is not None:
+        from .errors import SpecError
+
+        raise SpecError(
+            f"the exporter flattens a DynamicCache made of {layer_cls.__name__}s only, and this one holds a "
+            f"{other.__name__} (state besides its tensors)",
+            hint=f"export with a cache of {layer_cls.__name__}s (DynamicCache() without a config that asks for "
+            "sliding windows), or without the cache (use_cache=False)",
+        )
+    return list(cache.layers)
+
+
 def _unflatten_dynamic_cache(cache_cls: type, layers: list[Any]) -> Any:
     cache = cache_cls()
     cache.layers = list(layers)
@@ -860,11 +876,12 @@ def register_kv_cache_pytree() -> bool:
         )
         _pytree.register_pytree_node(
             cache_cls,
-            lambda cache: (list(cache.layers), None),
+            lambda cache: (_dynamic_cache_layers(cache, layer_cls), None),
             lambda layers, _: _unflatten_dynamic_cache(cache_cls, list(layers)),
             serialized_type_name=f"{cache_cls.__module__}.{cache_cls.__name__}",
             flatten_with_keys_fn=lambda cache: (
-                [(_pytree.SequenceKey(i), layer) for i, layer in enumerate(cache.layers)], None
+                [(_pytree.SequenceKey(i), layer) for i, layer in enumerate(_dynamic_cache_layers(cache, layer_cls))],
+                None,
             ),
         )
         _KV_CACHE_INSTALLED.append(True)

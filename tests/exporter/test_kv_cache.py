@@ -253,3 +253,23 @@ def test_gpt2_prefill_with_use_cache_returns_present_outputs_and_verifies():
     assert [v.name for v in session.model_proto.graph.output] == ["last_hidden_state", *PRESENT_NAMES]
     result = session.verify(sizes={"batch": [1, 3], "seq": [2, 9]}, edge_values=False)
     assert result.ok, result.summary()
+
+
+def test_a_cache_with_sliding_window_layers_is_refused_before_export_with_what_to_do():
+    from transformers.cache_utils import DynamicCache, DynamicSlidingWindowLayer
+
+    from exporter.errors import SpecError
+    from exporter.inputs import bind_inputs
+
+    compat.register_kv_cache_pytree()
+    cache = DynamicCache()
+    cache.layers = [DynamicSlidingWindowLayer(sliding_window=4)]
+    cache.layers[0].update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+
+    class Step(torch.nn.Module):
+        def forward(self, x, cache):
+            return x
+
+    with pytest.raises(SpecError, match="holds a DynamicSlidingWindowLayer") as info:
+        bind_inputs(Step(), (torch.ones(1),), {"cache": cache})
+    assert "use_cache=False" in info.value.hint
