@@ -162,11 +162,43 @@ def _apply_rnn_while_loop() -> Iterator[None]:
 
     ops = _rnn_ops()
     try:
-        with register_lstm_while_loop_decomposition(), register_gru_while_loop_decomposition():
+        with register_lstm_while_loop_decomposition(), register_gru_while_loop_decomposition(), _rnn_noise_hidden():
             _forget_dispatch(ops)
             yield
     finally:
         _forget_dispatch(ops)
+
+
+# What torch's while_loop decompositions warn about on every capture and decomposition, which
+# no user can act on: the ``torch._check_is_size`` their loop body calls (FutureWarning, from
+# FX-generated code), and nn.LSTM/GRU's ``_flat_weights`` list being reassigned while tracing.
+_RNN_NOISE = (
+    (r"_check_is_size will be removed", FutureWarning),
+    (r"The tensor attributes (self\.\S*_flat_weights\[\d+\](, )?)+ were assigned during export", UserWarning),
+)
+
+
+@contextlib.contextmanager
+def _rnn_noise_hidden() -> Iterator[None]:
+    """Hide :data:`_RNN_NOISE` by adding two exact filters and removing those same entries
+    on exit (not ``warnings.catch_warnings``, which would also undo other threads' changes)."""
+    import warnings
+
+    added = []
+    for message, category in _RNN_NOISE:
+        warnings.filterwarnings("ignore", message=message, category=category)
+        added.append(warnings.filters[0])
+    try:
+        yield
+    finally:
+        for entry in added:
+            for i, current in enumerate(warnings.filters):
+                if current is entry:
+                    del warnings.filters[i]
+                    break
+        mutated = getattr(warnings, "_filters_mutated", None)
+        if mutated is not None:
+            mutated()
 
 
 @contextlib.contextmanager

@@ -208,3 +208,17 @@ def test_nn_rnn_with_a_dynamic_seq_is_refused_with_why_and_the_static_fix_export
     x = torch.randn(3, 8, FEATURES)
     with torch.no_grad():
         np.testing.assert_allclose(fixed.run_onnx(x)[0], model(x).numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_the_rnn_decompositions_warnings_are_hidden_while_capturing_and_the_filters_restored():
+    import warnings
+
+    model = Recurrent("GRU", True).eval()
+    session = Session(model, (sequence(model, 2, 7),), {}, ExportOptions(dynamic_shapes={"x": {0: "batch", 1: "seq"}}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        assert session.run("decompose").status == "ok"
+        assert warnings.filters == filters
+    noise = [w for w in caught if "_check_is_size" in str(w.message) or "_flat_weights" in str(w.message)]
+    assert not noise, [str(w.message) for w in noise]
