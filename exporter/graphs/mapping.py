@@ -147,15 +147,17 @@ def _common_module(modules: list[str | None]) -> str | None:
     return ".".join(common)
 
 
-def _replaced(node: GraphNode, before: Graph, limit: int = 64) -> list[GraphNode]:
-    """The nodes of ``before`` that computed ``node``'s outputs from ``node``'s inputs: walk
-    back from the producers of its outputs, stopping at its inputs (at most ``limit`` nodes)."""
+def _replaced(node: GraphNode, before: Graph, optimized: Graph, limit: int = 64) -> list[GraphNode]:
+    """The nodes of ``before`` that computed ``node``'s outputs from ``node``'s inputs and are
+    gone from ``optimized``: walk back from the producers of its outputs, stopping at its
+    inputs and at nodes the optimizer kept (a ``CastLike(mask, out)`` folded to ``Cast(mask)``
+    replaced the CastLike, not the attention that computed ``out``); at most ``limit`` nodes."""
     stop = set(node.inputs)
     seen: dict[str, GraphNode] = {}
     todo = [before.producers[v.name] for v in node.outputs if v.name in before.producers]
     while todo and len(seen) < limit:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name in optimized:
             continue
         seen[name] = before[name]
         for value in seen[name].inputs:
@@ -200,7 +202,7 @@ def map_nodes(
             fx_nodes = (fx_name,) if fx_name else ()
         else:
             origin = "optimizer"
-            replaced = _replaced(node, before) or _removed_consumers(node, before, optimized)
+            replaced = _replaced(node, before, optimized) or _removed_consumers(node, before, optimized)
             for old in replaced:
                 fused_into.setdefault(old.name, node.name)
             found = [fx_names.get(old.name) for old in reversed(replaced)]
