@@ -29,8 +29,9 @@ class ExportOptions:
             are dropped from the ONNX model, which can then be silently wrong at sizes torch
             never checked: ``session.verify()`` sweeps them. Off by default.
         input_names: names of the ONNX inputs for the flattened tensor inputs, in order
-            (torch.onnx.export's option); inputs past the last name keep their signature
-            names (``x``, ``cache.0.key``). Legacy ``dynamic_axes`` may be keyed by them. The
+            (torch.onnx.export's option); inputs past the last name keep their default names
+            (``x``, ``inputs.mask``; a transformers cache's ``past_key_values.0.key``). Legacy
+            ``dynamic_axes`` may be keyed by them. The
             Python side (``run_onnx``, ``verify``, the dim spec) still takes inputs as forward
             does; ``session.onnx_input_names`` maps each input path to its ONNX name.
         output_names: names of the ONNX outputs, in order (torch.onnx.export's option);
