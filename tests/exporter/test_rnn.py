@@ -113,6 +113,7 @@ def test_named_dims_without_a_minimum_are_refused_at_capture_with_the_line_and_a
     assert fixed.run().status == "ok" and len(fixed.applied_fixes) == 1
 
 
+@pytest.mark.filterwarnings("ignore:The tensor attributes:UserWarning")  # plain torch.export on an LSTM
 def test_a_dynamic_lstm_exports_after_a_static_lstm_in_the_same_process():
     """torch's patch alone does nothing once the op was dispatched (its kernel is cached):
     torch.onnx.export's second dynamic-seq LSTM export in a process fails that way."""
