@@ -273,3 +273,12 @@ def test_a_cache_with_sliding_window_layers_is_refused_before_export_with_what_t
     with pytest.raises(SpecError, match="holds a DynamicSlidingWindowLayer") as info:
         bind_inputs(Step(), (torch.ones(1),), {"cache": cache})
     assert "use_cache=False" in info.value.hint
+
+
+def test_benchmark_gives_eager_the_example_cache_on_every_call_and_leaves_it_as_it_was(gpt2):
+    _, session = gpt2
+    cache = session.kwargs["cache"]
+    before = [tuple(layer.keys.shape) for layer in cache.layers]
+    result = session.benchmark(budget=0.2, min_runs=20, warmup=2)
+    assert result.ort.ok and result.eager.ok, result.summary()  # grown caches once ran past n_positions
+    assert [tuple(layer.keys.shape) for layer in cache.layers] == before
