@@ -41,7 +41,7 @@ def test_binder_installs_cpu_torch_first_from_the_cpu_index():
     # repo2docker installs requirements.txt before running postBuild, which installs the project
     post_build = (BINDER / "postBuild").read_text()
     assert "torch" not in pins(post_build)
-    assert re.search(r"pip install .*-e '\.\[workbench\]'", post_build)
+    assert re.search(r"pip install .*-e '\.\[tutorials\]'", post_build)
     assert os.access(BINDER / "postBuild", os.X_OK) and post_build.startswith("#!")
 
 
@@ -54,8 +54,11 @@ def test_binder_has_graphviz_the_netron_proxy_and_a_python_torch_supports():
         import tomllib
 
         project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-        workbench = " ".join(project["optional-dependencies"]["workbench"])
+        extras = project["optional-dependencies"]
+        workbench = " ".join(extras["workbench"])
         assert "netron" in workbench and "graphviz" in workbench and "ipywidgets" in workbench
+        assert "onnx-export-workbench[workbench]" in extras["tutorials"]
+        assert any(r.startswith("transformers") for r in extras["tutorials"])  # notebook 05
     start = BINDER / "start"
     assert os.access(start, os.X_OK) and 'exec "$@"' in start.read_text()
 
