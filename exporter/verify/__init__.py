@@ -12,7 +12,10 @@ always change together. Each group is swept over its *requested* range (the user
 min/max; ``[1, inf)`` for AUTO / DYNAMIC): the bounds, 1 and 2, an odd size, a size larger
 than the example. Each case says whether it lies inside the range torch *obtained* for the dim
 (``ExportedProgram.range_constraints``); the ONNX model does not check that range, so a size
-outside it is exactly where a dropped runtime assert shows up.
+outside it is exactly where a dropped runtime assert shows up. A group the model's guards tie
+to others is *derived*, not swept: GPT-2 with a KV cache reads its attention mask over
+``total = past_seq + seq``, so every case sizes ``total`` from ``past_seq`` and ``seq``
+(:mod:`exporter.verify.derived`; ``independent=True`` sweeps it on its own).
 
 Inputs. Floating tensors are random normal; 0/1 and bool tensors (masks) keep their pattern
 (all ones stays all ones, otherwise a random padding suffix per row, never a whole row);

@@ -145,7 +145,7 @@ def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
                 f"torch verified the program only for {group.label} in {group.describe_range()}{guards}; "
                 f"{size} is outside it and the ONNX model does not check that range (a dropped runtime assert)"
             )
-        elif group.causes:
+        elif group.causes and group.derived is None:  # a derived group follows the others: theirs say it
             parts.append(f"{group.label}: {'; '.join(group.causes)}")
     return "; ".join(parts) or None
 
@@ -163,6 +163,14 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
         findings.append(Finding("not_swept", "no dim was requested dynamic: checked at the example size only"))
     elif example is not None and example.ok and checked and len(bad) == len(checked):
         findings.append(Finding("example_only", f"correct at the example size only ({example.sizes_text}): wrong or failing at every other size tried"))
+    for group in groups:
+        if group.derived is not None:
+            sources = " and ".join(group.derived_from)
+            findings.append(Finding(
+                "derived_dim",
+                f"{group.derived_text}: every case sizes {group.label} from {sources} instead of sweeping it "
+                f"on its own (independent=True sweeps it alone)",
+            ))
     static = [
         (g, d) for g in groups for (axis, d) in zip(g.axes, g.onnx_dims)
         if isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
@@ -256,7 +264,8 @@ def verify(
             :class:`Tolerance` for everything; defaults in :data:`DEFAULT_TOLERANCES`.
         sizes: sweep exactly these sizes per dim group, keyed by its label
             (``{"batch": [1, 5, 64]}``) or by one of its axes (``{Axis("x", 0): [1, 5]}``,
-            ``{"x.0": [1, 5]}``), instead of the generated ones.
+            ``{"x.0": [1, 5]}``), instead of the generated ones. Not for a derived group
+            (``ValueError``): size the groups it follows.
         make_inputs: hook called for every generated case with an :class:`InputCase`;
             return ``(args, kwargs)`` to replace its inputs, or None to keep them.
         max_size: largest size a generated case may use.
@@ -264,6 +273,9 @@ def verify(
             together move together: axes sharing a Dim or a name, axes torch found equal, and
             AUTO/DYNAMIC axes of different inputs at the same index with the same example size
             (``input_ids`` and ``attention_mask`` batch), so no case feeds sizes no caller sends.
+            A group the model's guards tie to others is derived from them, not swept: GPT-2 with
+            a cache reads its attention mask over ``total = past_seq + seq`` (a ``derived_dim``
+            finding says so; see :mod:`exporter.verify.derived`). ``independent=True`` derives none.
         edge_values: also try edge values at the example size (see :mod:`exporter.verify.values`):
             a mask input all ones, all zeros and with one fully masked row; ids at 0 and at
             the last row of the embedding that reads them. The ``make_inputs`` hook is not
@@ -274,7 +286,8 @@ def verify(
         cancel: a :class:`~exporter.events.CancelToken` checked between cases; once set, the
             result has status ``cancelled`` and holds the cases run so far.
 
-    Raises ``ValueError`` at once for a bad argument (a ``sizes=`` key naming no dim group).
+    Raises ``ValueError`` at once for a bad argument (a ``sizes=`` key naming no dim group,
+    or a derived one).
     """
     if max_size < 1:
         raise ValueError(f"max_size must be at least 1, got {max_size}")

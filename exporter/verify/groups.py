@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _torch_formats as formats
@@ -19,6 +19,11 @@ class DimGroup:
     ``symbol`` is the torch symbol (``s77``) when the program kept the dim dynamic, None when
     capture specialized it. ``onnx_dims`` holds the ONNX input dim of each axis: a ``dim_param``
     string, an int ``dim_value``, or None when the input is missing from the ONNX model.
+
+    ``derived``: when the model's guards tie this group to others (GPT-2 reads its attention
+    mask over the cache and the new tokens: ``total = past_seq + seq``), the expression over
+    their labels (``"past_seq + seq"``); the sweep sizes the group from them instead of on its
+    own, and ``derived_guards`` names the guards that say so. None for a group swept on its own.
     """
 
     label: str
@@ -33,6 +38,9 @@ class DimGroup:
     causes: tuple[str, ...] = ()
     cap: int | None = None  # the largest size a guard allows (``Min(128, s)``), above the example
     symbols: tuple[str, ...] = ()  # every torch symbol of the axes (moved together: one size)
+    derived: str | None = None
+    derived_guards: tuple[str, ...] = ()
+    derived_expr: Any = field(default=None, compare=False, repr=False)  # sympy, over symbols named by labels
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
@@ -46,6 +54,25 @@ class DimGroup:
             return Axis.parse(key) in self.axes
         except ValueError:
             return False
+
+    @property
+    def derived_from(self) -> tuple[str, ...]:
+        """Labels of the groups a derived group's size follows from (``("past_seq", "seq")``)."""
+        if self.derived_expr is None:
+            return ()
+        import sympy
+
+        return tuple(s.name for s in sorted(self.derived_expr.free_symbols, key=sympy.default_sort_key))
+
+    def derived_size(self, sizes: Mapping[str, int]) -> int:
+        """A derived group's size from the sizes of the groups it follows, by label
+        (``KeyError`` for one missing)."""
+        return int(self.derived_expr.subs({s: sizes[s.name] for s in self.derived_expr.free_symbols}))
+
+    @property
+    def derived_text(self) -> str | None:
+        """``total = past_seq + seq (from the model's guards)``, or None."""
+        return None if self.derived is None else f"{self.label} = {self.derived} (from the model's guards)"
 
     @property
     def specialized(self) -> bool:
@@ -195,8 +222,9 @@ def dim_groups(
 ) -> tuple[DimGroup, ...]:
     """The dim groups of a session: every axis the user asked not to be static, grouped by
     the torch symbol it got (or by user Dim name), with requested and obtained ranges. Axes
-    callers size together move together (see :func:`_merged`); ``independent=True`` keeps
-    one group per torch symbol."""
+    callers size together move together (see :func:`_merged`), and a group the model's guards
+    tie to others is ``derived`` from them (see :mod:`exporter.verify.derived`);
+    ``independent=True`` keeps one group per torch symbol, none derived."""
     from ..translate import symbol_of
 
     program = program if program is not None else session.exported_program
@@ -268,7 +296,11 @@ def dim_groups(
                 cap=cap,
             )
         )
-    return tuple(out)
+    if independent:
+        return tuple(out)
+    from .derived import derive_groups
+
+    return derive_groups(out, tuple(session.guards), session.inputs)
 
 
 def resolve_group(groups: Sequence[DimGroup], key: Any, what: str = "dim") -> DimGroup:
@@ -331,26 +363,65 @@ class _Plan:
     sizes: tuple[tuple[str, int], ...]  # (group label, size)
 
 
+def complete_sizes(groups: Sequence[DimGroup], assignment: Mapping[str, int]) -> dict[str, int]:
+    """``assignment`` (group label → size) with every group missing from it at its example
+    size, and every derived group missing from it sized from the others."""
+    sizes = {g.label: assignment.get(g.label, g.example) for g in groups if g.derived is None}
+    for group in groups:
+        if group.derived is not None:
+            if group.label in assignment:
+                sizes[group.label] = assignment[group.label]
+            else:
+                try:
+                    sizes[group.label] = group.derived_size(sizes)
+                except Exception:  # noqa: BLE001 - a label it follows is gone: keep the example
+                    sizes[group.label] = group.example
+    return sizes
+
+
+def _refuse_derived(groups: Sequence[DimGroup], labels: Sequence[str]) -> None:
+    for label in labels:
+        group = next(g for g in groups if g.label == label)
+        if group.derived is not None:
+            sources = " and ".join(group.derived_from)
+            raise ValueError(
+                f"sizes= names {label!r}, which follows from {sources}: {group.derived_text}; "
+                f"give sizes for {sources} instead, or pass independent=True to sweep {label!r} on its own"
+            )
+
+
 def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Sequence[int]] | None) -> list[_Plan]:
+    """The cases to run after the example: ``sizes`` exactly when given (one group at a time,
+    the others at their example size), else generated. A derived group is never swept on its
+    own: every case sizes it from the groups it follows (a generated case that would make it
+    larger than ``max_size`` is dropped). ``ValueError`` for a ``sizes=`` key naming no group
+    or a derived one."""
     plans: list[_Plan] = []
     seen: set[tuple[tuple[str, int], ...]] = {tuple((g.label, g.example) for g in groups)}
+    derived = {g.label for g in groups if g.derived is not None}
 
-    def add(name: str, assignment: tuple[tuple[str, int], ...]) -> None:
-        if assignment not in seen:
-            seen.add(assignment)
-            plans.append(_Plan(name, assignment))
+    def add(name: str, assignment: tuple[tuple[str, int], ...], generated: bool = True) -> None:
+        complete = complete_sizes(groups, {k: v for k, v in assignment if k not in derived})
+        if generated and any(g.derived is not None and complete[g.label] > max_size for g in groups):
+            return
+        full = tuple((g.label, complete[g.label]) for g in groups)
+        if full not in seen:
+            seen.add(full)
+            plans.append(_Plan(name, full))
 
     if sizes:
-        for label, values in sizes_by_label(groups, sizes, "sizes= dim group").items():
+        by_label = sizes_by_label(groups, sizes, "sizes= dim group")
+        _refuse_derived(groups, list(by_label))
+        for label, values in by_label.items():
             for value in values:
-                add(f"{label}={value}", tuple((g.label, value if g.label == label else g.example) for g in groups))
+                add(f"{label}={value}", tuple((g.label, value if g.label == label else g.example) for g in groups), False)
         return plans
 
     # Dynamic groups change together, kind by kind; then each alone to a larger size. A group
     # capture specialized changes alone (the module often only works at its example size, and
-    # moving it with the others would leave them unchecked).
+    # moving it with the others would leave them unchecked). A derived group follows.
     candidates = [_candidates(g, max_size) for g in groups]
-    dynamic = [i for i, g in enumerate(groups) if not g.specialized]
+    dynamic = [i for i, g in enumerate(groups) if not g.specialized and g.derived is None]
     for kind in _KINDS:
         if dynamic:
             add(kind, tuple((g.label, c.get(kind, g.example) if i in dynamic else g.example)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .groups import DimGroup
+from .groups import DimGroup, complete_sizes
 
 
 @dataclass(frozen=True)
@@ -24,13 +24,15 @@ class InputCase:
 
 
 def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignment: Mapping[str, int]) -> dict[tuple[str, int], int]:
-    """The size of every input axis for a case: group sizes, derived dims evaluated."""
+    """The size of every input axis for a case: group sizes (a derived group missing from
+    ``assignment`` sized from the others: see :func:`complete_sizes`), derived dims evaluated."""
     from ..translate import symbol_of
 
     sizes: dict[tuple[str, int], int] = {}
     by_symbol: dict[str, int] = {}
+    assignment = complete_sizes(groups, assignment)
     for group in groups:
-        size = assignment.get(group.label, group.example)
+        size = assignment[group.label]
         for axis in group.axes:
             sizes[axis] = size
         for symbol in group.symbols or ((group.symbol,) if group.symbol else ()):
@@ -98,14 +100,16 @@ def make_case_inputs(
     *,
     seed: int = 0,
 ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, tuple[int, ...]]]:
-    """Generated ``(args, kwargs, shapes)`` for one size assignment (group label → size)."""
+    """Generated ``(args, kwargs, shapes)`` for one size assignment (group label → size;
+    a group missing from it at its example size, a derived group sized from the others)."""
     import torch
 
     from .. import _torch_compat as compat
 
     bound = session.inputs
+    assignment = complete_sizes(groups, assignment)
     axis_sizes = _axis_sizes(session, program, groups, assignment)
-    caps = [(g.example, assignment.get(g.label, g.example)) for g in groups]
+    caps = [(g.example, assignment[g.label]) for g in groups]
     generator = torch.Generator().manual_seed(seed)
     leaves_by_index = {leaf.index: leaf for leaf in bound.leaves}
     values = list(bound.args) + list(bound.kwargs.values())

@@ -74,7 +74,8 @@ class CaseResult:
 class Finding:
     """One plain-language conclusion: ``kind`` is ``wrong_at_example``, ``example_only``,
     ``wrong_at_size``, ``wrong_at_value`` (an edge-value case), ``static_in_onnx``,
-    ``contract``, ``eager_error``, ``not_swept``.
+    ``contract``, ``eager_error``, ``not_swept``; and, not a problem, ``derived_dim`` (a dim
+    group sized from others, as the model's guards say: ``total = past_seq + seq``).
 
     ``fix``: what to do, when verify knows (``session.with_options(...)``); ``options``: the
     export options that fix, as pairs (see :attr:`VerifyResult.suggested_options`)."""
@@ -162,11 +163,12 @@ class VerifyResult:
                     "requested_range": g.describe_range("requested"),
                     "obtained": "specialized" if g.specialized else f"{g.symbol} {g.describe_range()}",
                     "onnx": ", ".join(map(str, g.onnx_dims)), "sizes": list(g.sizes),
-                    "causes": "; ".join(g.causes),
+                    "derived": g.derived_text or "", "causes": "; ".join(g.causes),
                 }
                 for g in self.groups
             ],
-            columns=["dim", "axes", "requested", "example", "requested_range", "obtained", "onnx", "sizes", "causes"],
+            columns=["dim", "axes", "requested", "example", "requested_range", "obtained", "onnx", "sizes", "derived",
+                     "causes"],
         )
 
     def summary(self) -> str:

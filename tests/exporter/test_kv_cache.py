@@ -116,11 +116,26 @@ def test_llama_onnx_matches_eager_logits_and_present_at_batch_seq_past(llama, ba
 
 
 def test_gpt2_verify_passes_over_batch_seq_and_past_including_an_empty_cache(gpt2):
+    """No hook: the mask length ``total`` follows ``past_seq + seq`` (from the guards)."""
     _, session = gpt2
-    result = session.verify(sizes=SWEEP, make_inputs=kv_models.mask_follows_cache, edge_values=False)
+    result = session.verify(sizes=SWEEP, edge_values=False)
     assert result.ok, result.summary()
     swept = {dict(case.sizes).get("past_seq") for case in result.cases}
     assert {0, 1, 6} <= swept
+    assert all(dict(c.sizes)["total"] == dict(c.sizes)["past_seq"] + dict(c.sizes)["seq"] for c in result.cases)
+
+
+def test_gpt2_verify_calls_a_make_inputs_hook_with_the_cache_shapes_of_every_case(gpt2):
+    _, session = gpt2
+    seen = []
+
+    def hook(case):
+        seen.append(case.shapes["cache.0.key"][2])
+        return kv_models.mask_follows_cache(case)
+
+    result = session.verify(sizes={"past_seq": [0, 6]}, make_inputs=hook, edge_values=False)
+    assert result.ok, result.summary()
+    assert seen == [0, 6]
 
 
 def test_llama_verify_passes_with_its_own_sweep_and_with_an_empty_cache(llama):
