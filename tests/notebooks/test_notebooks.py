@@ -232,6 +232,28 @@ print("checks passed")
         assert image_outputs(cell_with(notebook, chart)) == 1, chart
 
 
+# -- 05 ---------------------------------------------------------------------------------------
+def test_05_kv_cache_decoder_exports_with_named_dims_verifies_and_generates_as_pytorch(tmp_path):
+    notebook = execute("05_transformer_kv_cache", tmp_path, ["""
+assert session.succeeded
+assert result.status == "passed", result.summary()
+pasts = {dict(case.sizes).get("past_seq") for case in result.cases}
+assert 0 in pasts and {1, 6} <= pasts  # an empty cache was tried
+assert (onnx_tokens == eager_tokens).all()
+assert list(sweep.to_frame()["size"]) == [8, 32, 128] and sweep.to_frame()["error"].isna().all()
+print("checks passed")
+"""])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    assert "same tokens: True" in text_of(cell_with(notebook, "onnx_tokens = onnx_generate"))
+    saved = onnx_input_dims(tmp_path / "out" / "gpt2_kv_cache.onnx")
+    assert saved["input_ids"] == ["batch", "seq"] and saved["attention_mask"] == ["batch", "total"]
+    assert saved["past_key_values.0.key"] == ["batch", 4, "past_seq", 16]
+    import onnx
+
+    outputs = [v.name for v in onnx.load(str(tmp_path / "out" / "gpt2_kv_cache.onnx")).graph.output]
+    assert outputs == ["logits", "present.0.key", "present.0.value", "present.1.key", "present.1.value"]
+
+
 # -- 06 ---------------------------------------------------------------------------------------
 def test_06_from_dynamic_axes_keeps_the_legacy_dim_names_in_the_migrated_model(tmp_path):
     notebook = execute("06_from_dynamic_axes", tmp_path, ["""
