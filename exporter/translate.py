@@ -187,7 +187,9 @@ def dim_names(
     unnamed_axes = [key for key in symbols if not any((e.path, e.axis) == key for e in named)]
     for entry in named:
         symbol = symbols.get((entry.path, entry.axis))
-        if symbol and symbol.isidentifier():
+        if symbol and (symbol.isidentifier() or not symbol.lstrip("-").isdigit()):
+            # An expression too (``s1 + s2``: the code made this axis the sum of two others):
+            # the ONNX dim takes the name asked for, as in torch.onnx.export.
             mapping.setdefault(symbol, entry.policy.name)
     for path, axis in unnamed_axes:
         symbol = symbols[(path, axis)]

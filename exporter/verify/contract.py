@@ -154,6 +154,12 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
                     message, hint = f"requested {asked_text}; the ONNX dim is the expression {dim!r}", ""
                 checks.append(ContractCheck("dynamic is symbolic", subject, "error", message, hint))
                 continue
+            if not program_dim.isidentifier() and isinstance(policy, Dim) and dim == policy.name:
+                # The code made this axis an expression of others (``torch.cat([a, b]) + c``):
+                # the ONNX dim keeps the name asked for, as torch.onnx.export names it.
+                checks.append(ContractCheck("dynamic is symbolic", subject, "ok",
+                                            f"symbolic {dim!r} ({asked_text}), an expression of other dims in the program"))
+                continue
             if not program_dim.isidentifier():
                 checks.append(
                     ContractCheck(

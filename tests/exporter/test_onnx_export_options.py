@@ -213,3 +213,19 @@ def test_too_many_or_clashing_input_names_fail_when_the_session_is_made(names, m
 
     with pytest.raises(SpecError, match=message):
         Session(AddColumnSums(), (torch.randn(4, 3), torch.randn(5, 3)), {}, ExportOptions(input_names=names))
+
+
+class CatThenAdd(torch.nn.Module):
+    def forward(self, a, b, c):
+        return torch.cat([a, b], 1) + c
+
+
+def test_a_string_name_on_an_axis_the_code_makes_a_sum_names_the_onnx_dim_and_verify_passes():
+    from exporter import ExportOptions, Session
+
+    spec = {"a": {1: "n"}, "b": {1: "m"}, "c": {1: "k"}}
+    session = Session(CatThenAdd(), (torch.randn(2, 3), torch.randn(2, 4), torch.randn(2, 7)), {},
+                      ExportOptions(dynamic_shapes=spec))
+    assert onnx_input_dims(session.onnx_model) == {"a": [2, "n"], "b": [2, "m"], "c": [2, "k"]}  # as torch.onnx names it
+    result = session.verify()
+    assert result.status == "passed", result.summary()  # was a contract error: "the ONNX dim is the expression 'm + n'"
