@@ -126,13 +126,19 @@ def _ort_error_text(exc: BaseException, session: Any) -> str:
     return text
 
 
+def _causes_text(causes: Sequence[str], limit: int = 2) -> str:
+    """The first ``limit`` guards behind a group, and how many more ``session.guards`` lists."""
+    more = len(causes) - limit
+    return "; ".join(causes[:limit]) + (f"; and {more} more guard(s) (session.guards)" if more > 0 else "")
+
+
 def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
     parts: list[str] = []
     for group in groups:
         if group.label not in case.changed:
             continue
         size = dict(case.sizes)[group.label]
-        guards = f" ({'; '.join(group.causes)})" if group.causes else ""
+        guards = f" ({_causes_text(group.causes)})" if group.causes else ""
         if group.specialized:
             onnx = ", ".join(map(repr, group.onnx_dims))
             parts.append(
@@ -146,7 +152,7 @@ def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
                 f"{size} is outside it and the ONNX model does not check that range (a dropped runtime assert)"
             )
         elif group.causes and group.derived is None:  # a derived group follows the others: theirs say it
-            parts.append(f"{group.label}: {'; '.join(group.causes)}")
+            parts.append(f"{group.label}: {_causes_text(group.causes)}")
     return "; ".join(parts) or None
 
 

@@ -138,10 +138,19 @@ def _guards(session: Any, program: Any) -> list[tuple[str, str, str | None, tupl
     from .. import _torch_compat as compat
 
     out = [
-        (guard.expression, f"{guard.expression} {guard.symbolic}", guard.source, guard.axes or None)
+        (guard.expression, f"{guard.expression} {guard.symbolic}", _short_source(guard), guard.axes or None)
         for guard in session.guards
     ]
     return out or [(code, code, None, None) for code in compat.guards_code(program)]
+
+
+def _short_source(guard: Any) -> str | None:
+    """``modeling_gpt2.py:581: attention_mask = attention_mask.view(...)``: the guard's line,
+    its file by base name, its code cut at 60 characters."""
+    if guard.location is None:
+        return None
+    code = (guard.code or "").strip()
+    return f"{guard.location}: {code[:57] + '...' if len(code) > 60 else code}" if code else guard.location
 
 
 def _source_patterns(sources: Mapping[str, str], path: str, axis: int) -> list[str]:

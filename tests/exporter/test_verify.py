@@ -15,6 +15,7 @@ other sizes. With a size-1 example, size-oblivious capture keeps the dim symboli
 from __future__ import annotations
 
 import inspect
+import os
 import re
 
 import numpy as np
@@ -334,3 +335,23 @@ def test_verify_and_benchmark_leave_the_users_buffers_as_they_were():
     assert first.ok and second.ok, second.summary()  # the second compares against the same model
     s.benchmark(budget=0.02, min_runs=5, threads=1)
     assert model.count.item() == 0.0  # capture runs on fake tensors; verify and benchmark restore it
+
+
+class ThreeBounds(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 2:
+            x = x * 2
+        if x.shape[0] > 3:
+            x = x + 1
+        if x.shape[0] > 4:
+            x = x - 3
+        return x
+
+
+def test_a_likely_cause_names_two_guards_by_file_and_line_and_counts_the_rest():
+    session = Session(ThreeBounds(), (torch.randn(6, 2),), {}, ExportOptions(dynamic_shapes={"x": {0: "n"}}))
+    result = session.verify()
+    assert result.status == "failed"
+    cause = next(f.cause for f in result.findings if f.cause and "torch verified the program only for n" in f.cause)
+    assert cause.count("guard x.shape[0] >") == 2 and "and 1 more guard(s) (session.guards)" in cause
+    assert "test_verify.py:" in cause and os.path.dirname(__file__) not in cause  # the file by its base name
