@@ -80,7 +80,8 @@ def decoder_inputs(batch: int, seq: int, past: int, *, mask: bool = False, seed:
 
 def mask_follows_cache(case: Any) -> tuple[tuple, dict] | None:
     """A ``verify(make_inputs=...)`` hook: the attention mask covers the cached and the new
-    tokens (``total = past_seq + seq``), which the sweep would otherwise size on its own."""
+    tokens (``total = past_seq + seq``). verify derives that from the guards by itself; the
+    hook stays to test the ``make_inputs`` path with a cache."""
     import torch
 
     kwargs = dict(case.kwargs)
