@@ -194,7 +194,7 @@ found = bounded.guards.to_frame()
 assert "Min(16, ids.shape[1])" in found["expression"][0], found
 assert "self.positions(position_ids)" in found["code"][0]
 assert [f.text.split("  #")[0] for f in bounded.suggested_fixes] == ["seq = Dim('seq', max=16)"]
-assert [c.status for c in beyond.cases] == ["pass", "eager_error"]
+assert [c.status for c in beyond.cases if not c.is_edge_value] == ["pass", "eager_error"]
 row = in_range.dims["ids", 1]
 assert in_range.succeeded and (row.obtained, row.max, row.dim) == ("dynamic", 16, "seq")
 assert verified.ok and 16 in next(g for g in verified.groups if g.label == "seq").sizes
