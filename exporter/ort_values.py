@@ -102,11 +102,10 @@ def output_dtypes(session: Session) -> list[Any]:
     """The torch dtype of each tensor output of the exported program, in ONNX output order
     (None where unknown)."""
     import torch
+    from torch.export.graph_signature import OutputKind
 
     program = session.stage_output("decompose")
     output_node = next(node for node in program.graph.nodes if node.op == "output")
-    from torch.export.graph_signature import OutputKind
-
     specs = program.graph_signature.output_specs
     values = list(output_node.args[0])
     out = []
@@ -120,8 +119,8 @@ def output_dtypes(session: Session) -> list[Any]:
 
 def from_outputs(raw: list[Any], dtypes: list[Any]) -> list[Any]:
     """onnxruntime outputs as the user's dtypes: complex back from torch.onnx's trailing
-    real/imaginary dim (a complex numpy array); bfloat16, float8 and float4, which numpy cannot
-    hold, as torch tensors of that dtype (read from their exact float32 cast)."""
+    real/imaginary dim (a complex numpy array); bfloat16 and float8, which numpy cannot hold,
+    as torch tensors of that dtype (read from their exact float32 cast)."""
     import numpy as np
     import torch
 
@@ -131,7 +130,7 @@ def from_outputs(raw: list[Any], dtypes: list[Any]) -> list[Any]:
         array = np.asarray(value)
         if dtype is not None and dtype.is_complex and array.dtype.kind == "f" and array.shape[-1:] == (2,):
             out.append(torch.view_as_complex(torch.from_numpy(np.ascontiguousarray(array))).to(dtype).numpy())
-        elif dtype is not None and str(dtype).removeprefix("torch.") in _BITS | {"float4_e2m1fn_x2": None}:
+        elif dtype is not None and str(dtype).removeprefix("torch.") in _BITS:
             out.append(torch.from_numpy(array).to(dtype))
         else:
             out.append(value)

@@ -708,9 +708,8 @@ class Session:
         """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward.
         Inputs of every dtype torch.onnx exports are converted through torch (bfloat16 and
         float8 as their bits, complex as a trailing real/imaginary dim), not ``.numpy()``.
-        Outputs come back as numpy arrays (complex ones as complex arrays), except bfloat16,
-        float8 and float4 outputs, which numpy cannot hold: those are torch tensors of their
-        dtype."""
+        Outputs come back as numpy arrays (complex ones as complex arrays), except bfloat16
+        and float8 outputs, which numpy cannot hold: those are torch tensors of their dtype."""
         from .ort_values import feeds, from_outputs, output_dtypes
 
         with self._lock:
