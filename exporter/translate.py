@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _torch_compat as compat
 from .dims import Dim, DimSpec
-from .errors import TranslateError
+from .errors import OptimizeError, TranslateError
 from .inputs import BoundInputs
 
 __all__ = ["resolve_opset", "translate", "optimize", "symbol_of"]
@@ -38,6 +38,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     registry = compat.onnx_registry_with(opset, translations) if translations else compat.onnx_registry(opset)
     model = compat.translate_to_onnx_ir(program, registry)
     model = compat.convert_onnx_version(model, opset_version)
+    check_opset_forms(model)
     _make_specialized_dims_static(model)
     _name_inputs(model, program, bound, input_names)
     _name_outputs(model, program)
@@ -49,9 +50,53 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     return model
 
 
+def check_opset_forms(model: Any, stage: str = "translate") -> None:
+    """torchlib translates at its own lowest opset and onnx's version converter takes the model
+    down; the converter, and the optimizer after it, can leave a node in its newer form
+    (``Split(num_outputs)`` at opset 17), which onnxruntime refuses to load. An attribute the
+    older opset lacks but whose value is the newer opset's default is dropped (the older
+    opset behaves that way); anything else fails here, naming the nodes, instead of handing out
+    that model (torch.onnx.export does)."""
+    import onnx
+    import onnx_ir as ir
+
+    opset_version = model.opset_imports.get("", compat.torchlib_min_opset())
+    newest = compat.torchlib_min_opset()
+    if opset_version >= newest:
+        return
+    problems: dict[str, None] = {}
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset_version, "")
+        except onnx.defs.SchemaError:
+            problems[f"{node.op_type} (not in opset {opset_version})"] = None
+            continue
+        unknown = [name for name in node.attributes if name not in schema.attributes]
+        newer = onnx.defs.get_schema(node.op_type, newest, "") if unknown else None
+        for name in unknown:
+            default = newer.attributes[name].default_value if newer and name in newer.attributes else None
+            value = node.attributes[name]
+            if default is not None and default.name and value.value == onnx.helper.get_attribute_value(default):
+                del node.attributes[name]  # e.g. ReduceMax(noop_with_empty_axes=0): the older form's behaviour
+            else:
+                problems[f"{node.op_type}({name})"] = None
+    if problems:
+        by = "the ONNX optimizer" if stage == "optimize" else "onnx's version converter"
+        raise (OptimizeError if stage == "optimize" else TranslateError)(
+            f"the model at opset {opset_version} has nodes in a form opset {opset_version} does not have: "
+            f"{', '.join(problems)} (left by {by}); onnxruntime would refuse to load it",
+            hint=f"export at opset_version={newest} or newer (the lowest opset torch.onnx translates at)"
+            + (", or with optimize=False" if stage == "optimize" else ", or convert that model down with another tool"),
+        )
+
+
 def optimize(model: Any) -> Any:
     """Constant folding, dead-code removal and fusions on a copy of ``model``."""
-    return compat.optimize_onnx_ir(model.clone())
+    optimized = compat.optimize_onnx_ir(model.clone())
+    check_opset_forms(optimized, "optimize")
+    return optimized
 
 
 def _all_values(model: Any):

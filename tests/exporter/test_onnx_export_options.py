@@ -229,3 +229,17 @@ def test_a_string_name_on_an_axis_the_code_makes_a_sum_names_the_onnx_dim_and_ve
     assert onnx_input_dims(session.onnx_model) == {"a": [2, "n"], "b": [2, "m"], "c": [2, "k"]}  # as torch.onnx names it
     result = session.verify()
     assert result.status == "passed", result.summary()  # was a contract error: "the ONNX dim is the expression 'm + n'"
+
+
+def test_opset_17_gives_a_model_onnxruntime_loads_or_fails_naming_the_node_forms_it_lacks():
+    from exporter import ExportOptions, Session
+    from exporter.examples import demo_block
+
+    model, args, kwargs, shapes = demo_block()
+    plain = Session(model, args, kwargs, ExportOptions(dynamic_shapes=shapes, opset_version=17, optimize=False))
+    assert plain.run().status == "skipped" and plain.succeeded and plain.model_proto.opset_import[0].version == 17
+    assert plain.verify().ok  # loads: ReduceMax's noop_with_empty_axes=0 (its opset-18 default) was dropped
+    optimized = plain.with_options(optimize=True)
+    failed = optimized.run()
+    assert (failed.name, failed.status) == ("optimize", "failed")  # torch.onnx.export hands out this model
+    assert "Split(num_outputs)" in str(failed.error) and "optimize=False" in failed.error.hint
