@@ -688,7 +688,8 @@ class Session:
     @property
     def onnx_input_names(self) -> dict[str, str]:
         """The ONNX input name of every tensor input, by its path (``x``, ``cache.0.key``):
-        the path itself, or the ``input_names`` option's name."""
+        the path itself (a transformers cache's tensors: ``past_key_values.0.key``), or the
+        ``input_names`` option's name."""
         from .inputs import onnx_input_names
 
         return onnx_input_names(self._inputs, self._options.input_names)
