@@ -42,6 +42,12 @@ def to_feed(value: Any) -> Any:
     return tensor.numpy().copy()
 
 
+def feed_shape(value: Any) -> tuple[int, ...]:
+    """The shape of a feed: a numpy array, or an ``OrtValue`` (whose ``shape`` is a method)."""
+    shape = value.shape() if callable(getattr(value, "shape", None)) else value.shape
+    return tuple(int(d) for d in shape)
+
+
 def feeds(session: Session, model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """ONNX input feeds for inputs given like the model's forward (``Session.feeds`` for every
     dtype)."""

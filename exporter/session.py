@@ -695,15 +695,12 @@ class Session:
         return onnx_input_names(self._inputs, self._options.input_names)
 
     def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """ONNX input feeds (name → numpy array) for inputs given like the model's forward."""
-        bound = bind_inputs(self.model, args, kwargs)
-        graph_names = {value.name for value in self.stage_output("optimize").graph.inputs}
-        names = self.onnx_input_names
-        return {
-            names.get(leaf.path, leaf.path): bound.values[leaf.index].detach().cpu().numpy()
-            for leaf in bound.leaves
-            if names.get(leaf.path, leaf.path) in graph_names
-        }
+        """ONNX input feeds (ONNX input name → numpy array) for inputs given like the model's
+        forward; a bfloat16 or float8 input, which numpy cannot hold, is an ``OrtValue`` of its
+        ONNX type, and a complex one torch.onnx's real tensor with a trailing dim of 2."""
+        from .ort_values import feeds
+
+        return feeds(self, self.stage_output("optimize"), args, kwargs)
 
     def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:
         """Run the ONNX model in onnxruntime (CPU) on inputs given like the model's forward.

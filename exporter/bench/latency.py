@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import ExportError, Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..ort_values import feed_shape
 from ..progress import Progress
 from .compare import (Comparison, Variant, VariantTiming, comparison_of, eager_contender, ort_contender, rss_bytes,
                       rss_growth_mb, state_mb, variants_of)
@@ -370,7 +371,7 @@ def benchmark(
                                spinning=not compared)
             rss_ort = before
         feeds = session.feeds(*args, **kwargs)
-        shapes = tuple((name, tuple(int(d) for d in array.shape)) for name, array in feeds.items())
+        shapes = tuple((name, feed_shape(value)) for name, value in feeds.items())
     except Exception as exc:  # noqa: BLE001 - onnxruntime refused the model or the inputs
         return _failed(exc)
     with contextlib.ExitStack() as stack:

@@ -99,7 +99,9 @@ class OrtRunner:
         binding = self.session.io_binding()
         kept = []
         for item in self.session.get_inputs():
-            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(feeds[item.name]))
+            value = feeds[item.name]  # an OrtValue already for dtypes numpy lacks (bfloat16, float8)
+            if not isinstance(value, ort.OrtValue):
+                value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))
             binding.bind_ortvalue_input(item.name, value)
             kept.append(value)
         outputs = [o.name for o in self.session.get_outputs()]

@@ -115,3 +115,13 @@ def test_a_float4_model_that_onnxruntime_cannot_load_is_reported_as_an_onnxrunti
     result = session.verify()
     assert result.status == "error"  # not "failed": onnxruntime cannot run it, nothing was found wrong
     assert "float4e2m1" in result.error and "onnxruntime cannot load the model" in result.error
+
+
+@pytest.mark.parametrize("model, x", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_benchmark_and_profile_time_inputs_of_each_dtype(model, x):
+    session = session_of(model, x)
+    result = session.benchmark(budget=0.05, min_runs=5, warmup=1)
+    assert result.ort.ok and result.eager.ok, result.summary()  # bfloat16 failed: "unsupported ScalarType"
+    assert dict(result.input_shapes)["x"][0] == 3
+    profile = session.profile(runs=2)
+    assert profile.error is None, profile.summary()
