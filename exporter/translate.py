@@ -34,6 +34,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     inputs and outputs take ``input_names`` / ``output_names`` in order when given
     (torch.onnx.export's options). ``translations``: ``((target, function), ...)`` used
     instead of torchlib's for those targets (``masked_attention.translations``)."""
+    _refuse_lstm_projection(program)
     opset = registry_opset(opset_version)
     registry = compat.onnx_registry_with(opset, translations) if translations else compat.onnx_registry(opset)
     model = compat.translate_to_onnx_ir(program, registry)
@@ -48,6 +49,27 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     if mapping:
         compat.rename_onnx_axes(model, mapping)
     return model
+
+
+def _refuse_lstm_projection(program: Any) -> None:
+    """An ``nn.LSTM`` with ``proj_size``: torchlib's LSTM translation drops the projection
+    weights (ONNX's LSTM op has none), so onnxruntime would refuse the model at run time
+    ("Input initial_c must have shape ..."). Refuse it here, naming the line."""
+    from .graphs.metadata import source_of_stack
+
+    for node in program.graph.nodes:
+        if node.op != "call_function" or "aten.lstm.input" not in str(node.target) or len(node.args) < 8:
+            continue
+        params, has_biases, num_layers, bidirectional = node.args[2], node.args[3], node.args[4], node.args[7]
+        per_layer = len(params) / (num_layers * (2 if bidirectional else 1))
+        if per_layer == (5 if has_biases else 3):  # w_ih, w_hh, (b_ih, b_hh,) w_hr
+            raise TranslateError(
+                "nn.LSTM with proj_size has no ONNX translation: torch.onnx's LSTM drops the projection "
+                "weights (ONNX's LSTM op has none), so the model would not run in onnxruntime",
+                source=source_of_stack(node.meta.get("stack_trace")),
+                hint="use an nn.LSTM without proj_size (a projection inside the recurrence cannot move after it), "
+                "or keep this part of the model in PyTorch",
+            )
 
 
 def check_opset_forms(model: Any, stage: str = "translate") -> None:

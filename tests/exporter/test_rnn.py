@@ -223,3 +223,28 @@ def test_the_rnn_decompositions_warnings_are_hidden_while_capturing_and_the_filt
         assert warnings.filters == filters
     noise = [w for w in caught if "_check_is_size" in str(w.message) or "_flat_weights" in str(w.message)]
     assert not noise, [str(w.message) for w in noise]
+
+
+class Projected(torch.nn.Module):
+    def __init__(self, proj_size: int = 0, bias: bool = True) -> None:
+        super().__init__()
+        self.rnn = torch.nn.LSTM(16, 8, batch_first=True, proj_size=proj_size, bias=bias)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def test_an_lstm_with_proj_size_is_refused_at_translate_with_the_line_not_handed_out_unrunnable():
+    session = Session(Projected(proj_size=4).eval(), (torch.randn(2, 8, 16),), None,
+                      ExportOptions(dynamic_shapes={"x": {0: "batch", 1: "seq"}}))
+    result = session.run()
+    assert (result.name, result.status) == ("translate", "failed")  # before: exported, then onnxruntime refused it
+    assert "nn.LSTM with proj_size has no ONNX translation" in str(result.error)
+    assert "test_rnn.py" in result.error.source and "proj_size" in result.error.hint
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_an_lstm_without_projection_is_not_taken_for_one(bias):
+    session = Session(Projected(bias=bias).eval(), (torch.randn(2, 8, 16),), None,
+                      ExportOptions(dynamic_shapes={"x": {0: "batch", 1: "seq"}}))
+    assert session.run().status == "ok"
