@@ -60,7 +60,7 @@ def quiet_library_warnings(enabled: bool = True) -> Iterator[None]:
 
 
 class CapturedOutput:
-    """What the libraries printed to stdout/stderr or logged below ERROR on one thread."""
+    """What the libraries printed to stdout/stderr or logged on one thread."""
 
     def __init__(self) -> None:
         self._parts: list[str] = []
@@ -104,7 +104,9 @@ def _from_user_code() -> bool:
 
 
 class _LibraryRecords(logging.Filter):
-    """Keeps a library's records below ERROR, logged on ``thread``, from their handlers."""
+    """Keeps a library's records logged on ``thread`` from their handlers. ERROR records too:
+    torch logs its own failure classification at ERROR ("always_classified is unsupported")
+    while a stage's failure reaches the user as the stage's error, with its fix."""
 
     def __init__(self, thread: int, captured: CapturedOutput) -> None:
         super().__init__()
@@ -112,8 +114,7 @@ class _LibraryRecords(logging.Filter):
         self._format = logging.Formatter("%(levelname)s %(name)s: %(message)s")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if (record.thread != self._thread or record.levelno >= logging.ERROR
-                or record.name.split(".")[0] not in LIBRARY_MODULES):
+        if record.thread != self._thread or record.name.split(".")[0] not in LIBRARY_MODULES:
             return True
         if record is self._last:  # the same record reaching a second handler
             return False
@@ -128,7 +129,7 @@ class _LibraryRecords(logging.Filter):
 @contextlib.contextmanager
 def captured_library_output(enabled: bool = True) -> Iterator[CapturedOutput]:
     """Within the block, what this thread prints to ``sys.stdout`` / ``sys.stderr``, and the
-    torch / onnxscript / onnx / onnx_ir log records it emits below ERROR, are collected in the
+    torch / onnxscript / onnx / onnx_ir log records it emits, are collected in the
     yielded :class:`CapturedOutput` instead of shown. Other threads print and log as usual.
     With ``TORCH_LOGS`` set (the user asked torch for its logs) log records are left alone;
     ``enabled=False`` collects nothing."""

@@ -157,13 +157,14 @@ def test_only_the_exporting_threads_library_output_is_captured(capsys):
     try:
         with captured_library_output() as output:
             logging.getLogger("torch.fx").warning("torch warns here")
+            logging.getLogger("torch.export").error("always_classified is unsupported.")  # torch's own noise
             logging.getLogger("mine").warning("the user's logger")
             thread = threading.Thread(target=other_thread)
             thread.start()
             thread.join()
     finally:
         logging.getLogger("torch.fx").removeHandler(handler)
-    assert output.text == "WARNING torch.fx: torch warns here\n"
+    assert output.text == "WARNING torch.fx: torch warns here\nERROR torch.export: always_classified is unsupported.\n"
     assert "from another thread" in capsys.readouterr().out
 
 
