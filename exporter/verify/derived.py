@@ -165,6 +165,6 @@ def _derive(groups: Sequence[DimGroup], guards: Sequence[Any], bound: Any) -> tu
         if group.label in derived:
             expr, sources = derived[group.label]
             texts = tuple(f"guard {g.expression}" + (f" at {g.source}" if g.source else "") for g in sources)
-            group = replace(group, derived=str(expr), derived_expr=expr, derived_guards=texts)
+            group = replace(group, derived_expr=expr, derived_guards=texts)
         out.append(group)
     return tuple(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import _torch_formats as formats
@@ -20,10 +20,10 @@ class DimGroup:
     capture specialized it. ``onnx_dims`` holds the ONNX input dim of each axis: a ``dim_param``
     string, an int ``dim_value``, or None when the input is missing from the ONNX model.
 
-    ``derived``: when the model's guards tie this group to others (GPT-2 reads its attention
-    mask over the cache and the new tokens: ``total = past_seq + seq``), the expression over
-    their labels (``"past_seq + seq"``); the sweep sizes the group from them instead of on its
-    own, and ``derived_guards`` names the guards that say so. None for a group swept on its own.
+    ``derived_expr``: when the model's guards tie this group to others (GPT-2 reads its
+    attention mask over the cache and the new tokens: ``total = past_seq + seq``), that sympy
+    expression over their labels; the sweep sizes the group from them instead of on its own,
+    and ``derived_guards`` names the guards that say so. None for a group swept on its own.
     """
 
     label: str
@@ -38,9 +38,8 @@ class DimGroup:
     causes: tuple[str, ...] = ()
     cap: int | None = None  # the largest size a guard allows (``Min(128, s)``), above the example
     symbols: tuple[str, ...] = ()  # every torch symbol of the axes (moved together: one size)
-    derived: str | None = None
     derived_guards: tuple[str, ...] = ()
-    derived_expr: Any = field(default=None, compare=False, repr=False)  # sympy, over symbols named by labels
+    derived_expr: Any = None  # sympy, over symbols named by the group labels
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
@@ -54,6 +53,11 @@ class DimGroup:
             return Axis.parse(key) in self.axes
         except ValueError:
             return False
+
+    @property
+    def derived(self) -> str | None:
+        """The expression this group is sized from (``"past_seq + seq"``), or None."""
+        return None if self.derived_expr is None else str(self.derived_expr)
 
     @property
     def derived_from(self) -> tuple[str, ...]:
