@@ -70,9 +70,10 @@ UNREADABLE_OUTPUTS = ("BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2"
                       "FLOAT4E2M1", "FLOAT8E8M0")
 
 
-def readable_outputs_session(session: Session, unreadable: tuple[str, ...] = UNREADABLE_OUTPUTS) -> Any | None:
-    """An onnxruntime session of the final model with each output of an ``unreadable`` ONNX
-    type cast (exactly) to float32; None when every output is readable as it is.
+def readable_outputs_session(session: Session) -> Any | None:
+    """An onnxruntime session of the final model with each output of a type in
+    :data:`UNREADABLE_OUTPUTS` cast (exactly) to float32; None when every output is readable
+    as it is.
 
     A large model (weights in external data) is edited without its weights: the small model
     file is loaded alone and the edited copy is written beside it, so it finds the same data."""
@@ -83,11 +84,11 @@ def readable_outputs_session(session: Session, unreadable: tuple[str, ...] = UNR
     from .session import ort_inference_session
 
     model = session.stage_output("optimize")
-    if not any(value.dtype is not None and value.dtype.name in unreadable for value in model.graph.outputs):
+    if not any(value.dtype is not None and value.dtype.name in UNREADABLE_OUTPUTS for value in model.graph.outputs):
         return None
     source = session.ort_model_source
     proto = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(source, load_external_data=False)
-    codes = {getattr(onnx.TensorProto, name) for name in unreadable if hasattr(onnx.TensorProto, name)}
+    codes = {getattr(onnx.TensorProto, name) for name in UNREADABLE_OUTPUTS if hasattr(onnx.TensorProto, name)}
     for output in proto.graph.output:
         if output.type.tensor_type.elem_type not in codes:
             continue

@@ -206,7 +206,7 @@ class Session:
         self._proto: Any = None
         self._bytes: bytes | None = None
         self._ort: Any = None
-        self._readable_ort: Any = None  # run_onnx's copy reading bfloat16/float8 outputs; False: not needed
+        self._readable_ort: Any = None  # output_ort_session's copy reading bfloat16/float8 outputs; False: not needed
         self._external: Any = None  # path of the model saved with external data, once written
         self._tempdir: str | None = None
         self._tempdir_finalizer: weakref.finalize | None = None
@@ -630,9 +630,9 @@ class Session:
         profile's, with their own options), free this session's: at most one onnxruntime copy
         of the weights is alive. :attr:`ort_session` rebuilds it when next asked."""
         with self._lock:
-            if self._ort is None or not self.is_large:
+            if (self._ort is None and not self._readable_ort) or not self.is_large:
                 return
-            self._ort = None
+            self._ort = self._readable_ort = None
         import gc
 
         gc.collect()
@@ -710,14 +710,21 @@ class Session:
         and float8 outputs, which numpy cannot hold: those are torch tensors of their dtype."""
         from .ort_values import feeds, from_outputs, output_dtypes
 
+        raw = self.output_ort_session.run(None, feeds(self, self.stage_output("optimize"), args, kwargs))
+        return from_outputs(raw, output_dtypes(self))
+
+    @property
+    def output_ort_session(self) -> Any:
+        """The onnxruntime session :meth:`run_onnx` and ``verify()`` read outputs through:
+        :attr:`ort_session`, or, when an output has a dtype onnxruntime cannot hand to numpy
+        (bfloat16, float8), a copy with those outputs cast exactly to float32 (built once;
+        :meth:`release` frees it)."""
         with self._lock:
             if self._readable_ort is None:
                 from .ort_values import readable_outputs_session
 
                 self._readable_ort = readable_outputs_session(self) or False
-            ort_session = self._readable_ort or self.ort_session
-        raw = ort_session.run(None, feeds(self, self.stage_output("optimize"), args, kwargs))
-        return from_outputs(raw, output_dtypes(self))
+            return self._readable_ort or self.ort_session
 
     # -- display -----------------------------------------------------------------------------
     def to_frame(self) -> Any:

@@ -11,7 +11,6 @@ from typing import Any
 from .. import _torch_formats as formats
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
-from ..ort_values import readable_outputs_session
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
@@ -311,7 +310,7 @@ def verify(
     plans = plan_cases(groups, max_size, sizes)  # a caller's typo raises here, before any broad except
     try:
         contract = check_contract(session, model, program)
-        ort_session = readable_outputs_session(session) or session.ort_session
+        ort_session = session.output_ort_session
     except Exception as exc:  # noqa: BLE001 - e.g. no onnxruntime kernel for a dtype
         missing = formats.ort_missing_kernel(exc)
         if missing is not None:
