@@ -62,6 +62,19 @@ class BoundInputs:
     def paths(self) -> tuple[str, ...]:
         return tuple(leaf.path for leaf in self.leaves)
 
+    def rebuild(self, leaves: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``(args, kwargs)`` shaped like :attr:`args` / :attr:`kwargs` with every pytree leaf
+        replaced by ``leaves`` (in :attr:`values` order, which ``Leaf.index`` indexes)."""
+        from ._torch_compat import tree_flatten_with_path, tree_replace_leaves
+
+        leaves = list(leaves)
+        tops, start = [], 0
+        for top in list(self.args) + list(self.kwargs.values()):
+            count = len(tree_flatten_with_path(top))
+            tops.append(tree_replace_leaves(top, leaves[start:start + count]))
+            start += count
+        return tuple(tops[: len(self.args)]), dict(zip(self.kwargs, tops[len(self.args):]))
+
     def by_parameter(self) -> dict[str, Any]:
         """Every bound value keyed by its parameter name, in signature order."""
         values = dict(zip(self.parameter_names[: len(self.args)], self.args))
@@ -155,7 +168,7 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     """
     import torch
 
-    from ._torch_compat import prepare_kv_cache_pytree, tree_flatten_with_path
+    from ._torch_compat import kv_cache_leaf_names, prepare_kv_cache_pytree, tree_flatten_with_path
 
     caches = prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
     signature = _signature(model)
@@ -202,8 +215,6 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     onnx_defaults: dict[str, str] = {}
     for name, value in zip(names, list(positional) + list(keyword.values())):
         if caches:
-            from ._torch_compat import kv_cache_leaf_names
-
             onnx_defaults.update(kv_cache_leaf_names(name, value))
         for key_path, leaf in tree_flatten_with_path(value):
             path = key_path_to_str(name, key_path)

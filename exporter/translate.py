@@ -226,18 +226,26 @@ def _identity_of(model: Any, value: Any, index: int) -> Any:
     return copy
 
 
-def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:
-    """The symbol (``s77``) or static size (``"4"``) of every input axis in the program."""
+def input_placeholders(program: Any, bound: BoundInputs) -> dict[str, Any]:
+    """The program's placeholder node of every tensor input, by input path."""
     placeholders = _user_input_names(program)
     nodes = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    return {
+        leaf.path: nodes[placeholders[leaf.index]]
+        for leaf in bound.leaves
+        if leaf.index < len(placeholders) and placeholders[leaf.index] in nodes
+    }
+
+
+def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:
+    """The symbol (``s77``) or static size (``"4"``) of every input axis in the program."""
     out: dict[tuple[str, int], str] = {}
-    for leaf in bound.leaves:
-        node = nodes.get(placeholders[leaf.index]) if leaf.index < len(placeholders) else None
-        value = node.meta.get("val") if node is not None else None
+    for path, node in input_placeholders(program, bound).items():
+        value = node.meta.get("val")
         if value is None:
             continue
         for axis, size in enumerate(value.shape):
-            out[(leaf.path, axis)] = compat.size_expression(size)
+            out[(path, axis)] = compat.size_expression(size)
     return out
 
 

@@ -24,13 +24,12 @@ class InputCase:
 
 
 def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignment: Mapping[str, int]) -> dict[tuple[str, int], int]:
-    """The size of every input axis for a case: group sizes (a derived group missing from
-    ``assignment`` sized from the others: see :func:`complete_sizes`), derived dims evaluated."""
+    """The size of every input axis for a case: group sizes (``assignment`` names every
+    group: see :func:`complete_sizes`), derived dims evaluated."""
     from ..translate import symbol_of
 
     sizes: dict[tuple[str, int], int] = {}
     by_symbol: dict[str, int] = {}
-    assignment = complete_sizes(groups, assignment)
     for group in groups:
         size = assignment[group.label]
         for axis in group.axes:
@@ -104,34 +103,21 @@ def make_case_inputs(
     a group missing from it at its example size, a derived group sized from the others)."""
     import torch
 
-    from .. import _torch_compat as compat
 
     bound = session.inputs
     assignment = complete_sizes(groups, assignment)
     axis_sizes = _axis_sizes(session, program, groups, assignment)
     caps = [(g.example, assignment[g.label]) for g in groups]
     generator = torch.Generator().manual_seed(seed)
-    leaves_by_index = {leaf.index: leaf for leaf in bound.leaves}
-    values = list(bound.args) + list(bound.kwargs.values())
-    rebuilt: list[Any] = []
+    leaves = list(bound.values)
     shapes: dict[str, tuple[int, ...]] = {}
-    index = 0
-    for value in values:
-        flat = compat.tree_flatten_with_path(value)
-        new_leaves = []
-        for _, leaf_value in flat:
-            leaf = leaves_by_index.get(index)
-            index += 1
-            if leaf is None or not isinstance(leaf_value, torch.Tensor):
-                new_leaves.append(leaf_value)
-                continue
-            shape = tuple(axis_sizes.get((leaf.path, a), s) for a, s in enumerate(leaf.shape))
-            shapes[leaf.path] = shape
-            if shape == tuple(leaf_value.shape):
-                new_leaves.append(leaf_value)
-            else:
-                new_leaves.append(_make_tensor(leaf_value, shape, generator, caps))
-        rebuilt.append(compat.tree_replace_leaves(value, new_leaves))
-    args = tuple(rebuilt[: len(bound.args)])
-    kwargs = dict(zip(bound.kwargs, rebuilt[len(bound.args) :]))
+    for leaf in bound.leaves:
+        example = leaves[leaf.index]
+        if not isinstance(example, torch.Tensor):
+            continue
+        shape = tuple(axis_sizes.get((leaf.path, a), s) for a, s in enumerate(leaf.shape))
+        shapes[leaf.path] = shape
+        if shape != tuple(example.shape):
+            leaves[leaf.index] = _make_tensor(example, shape, generator, caps)
+    args, kwargs = bound.rebuild(leaves)
     return args, kwargs, shapes

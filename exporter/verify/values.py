@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..translate import input_placeholders
+
 __all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
 
 # Ops through which an input's values reach an embedding unchanged (shape and dtype only).
@@ -92,16 +94,6 @@ def _embedding_rows(placeholder: Any) -> int | None:
     return None
 
 
-def _placeholders_by_path(program: Any, session: Any) -> dict[str, Any]:
-    names = tuple(program.graph_signature.user_inputs)
-    nodes = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
-    out = {}
-    for leaf in session.inputs.leaves:
-        if leaf.index < len(names) and names[leaf.index] in nodes:
-            out[leaf.path] = nodes[names[leaf.index]]
-    return out
-
-
 def _example_tensors(session: Any) -> dict[str, Any]:
     import torch
 
@@ -116,7 +108,7 @@ def edge_values(session: Any, program: Any) -> tuple[EdgeValue, ...]:
 
     from .inputs import _is_mask
 
-    placeholders = _placeholders_by_path(program, session)
+    placeholders = input_placeholders(program, session.inputs)
     cases: list[EdgeValue] = []
     for path, example in _example_tensors(session).items():
         if example.numel() == 0 or example.dtype.is_floating_point or example.is_complex():
@@ -164,7 +156,6 @@ def edge_value_inputs(session: Any, edge: EdgeValue) -> tuple[tuple, dict]:
     """The example ``(args, kwargs)`` with ``edge.input`` set to the edge value."""
     import torch
 
-    from .. import _torch_compat as compat
 
     bound = session.inputs
     leaf = next(leaf for leaf in bound.leaves if leaf.path == edge.input)
@@ -174,16 +165,9 @@ def edge_value_inputs(session: Any, edge: EdgeValue) -> tuple[tuple, dict]:
     else:
         fill = 0 if edge.kind == "ids_first" else int(edge.vocabulary or 1) - 1
         value = torch.full_like(example, fill)
-    values = list(bound.args) + list(bound.kwargs.values())
-    rebuilt, index = [], 0
-    for top in values:
-        flat = compat.tree_flatten_with_path(top)
-        leaves = []
-        for _, leaf_value in flat:
-            leaves.append(value if index == leaf.index else leaf_value)
-            index += 1
-        rebuilt.append(compat.tree_replace_leaves(top, leaves))
-    return tuple(rebuilt[: len(bound.args)]), dict(zip(bound.kwargs, rebuilt[len(bound.args):]))
+    leaves = list(bound.values)
+    leaves[leaf.index] = value
+    return bound.rebuild(leaves)
 
 
 @dataclass(frozen=True)
@@ -253,7 +237,7 @@ def _attention_reading(session: Any, path: str) -> list[Any]:
 
     try:
         program = session.decomposed_program
-        paths = {node.name: path_ for path_, node in _placeholders_by_path(program, session).items()}
+        paths = {node.name: path_ for path_, node in input_placeholders(program, session.inputs).items()}
         return [a for a in attention_nodes(program, paths) if path in a.inputs]
     except Exception:  # noqa: BLE001 - an explanation never fails verify
         return []
@@ -262,7 +246,7 @@ def _attention_reading(session: Any, path: str) -> list[Any]:
 def _softmax_reading(session: Any, path: str) -> bool:
     try:
         program = session.decomposed_program
-        start = _placeholders_by_path(program, session).get(path)
+        start = input_placeholders(program, session.inputs).get(path)
         if start is None:
             return False
         stack, seen = [start], set()
