@@ -79,7 +79,7 @@ def test_table_cells_format_none_nan_floats_bools_and_sequences():
 
 
 def test_table_from_frame_keeps_the_chosen_columns():
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     frame = pd.DataFrame({"input": ["x", "y"], "axis": [0, 1], "hidden": ["a", "b"]})
     table = Table.from_frame(frame, ["input", "axis"])
     assert table.text_lines() == ["input  axis", "x      0", "y      1"]
@@ -261,7 +261,9 @@ def test_importing_display_loads_no_heavy_or_ui_library():
 
 @pytest.fixture(scope="module")
 def torch():
-    return pytest.importorskip("torch")
+    import torch
+
+    return torch
 
 
 @pytest.fixture(scope="module")

@@ -167,7 +167,6 @@ def test_a_string_name_takes_the_guards_range_instead_of_failing():
 
 
 def test_the_dim_ranges_chart_draws_the_capped_range():
-    pytest.importorskip("matplotlib")
     from workbench.render.dim_charts import dim_ranges_chart
 
     session = Session(PositionTable(), (torch.randn(2, 16, 4),), None, ExportOptions(dynamic_shapes={"x": {1: "seq"}}))
