@@ -96,6 +96,22 @@ class BenchmarkResult:
         return 1.0 / self.speedup_ci[1], 1.0 / self.speedup_ci[0]
 
     @property
+    def headline(self) -> str:
+        """The one line people copy: how much faster onnxruntime is than eager, from the same
+        statistic as every figure printed beside it (or why there is no figure)."""
+        if self.cancelled:
+            return "benchmark cancelled"
+        if not self.ok:
+            return f"benchmark failed: {self.error or self.ort.error}"
+        speedup = self.speedup
+        if speedup is None:
+            p50 = self.ort.stats.p50 * 1e3 if self.ort.stats is not None else float("nan")
+            return f"onnxruntime p50 {p50:.3g} ms"
+        faster = "faster" if speedup >= 1 else "slower"
+        factor = speedup if speedup >= 1 else 1 / speedup
+        return f"onnxruntime {factor:.2f}x {faster} than eager PyTorch"
+
+    @property
     def warning(self) -> str | None:
         """A plain sentence when the machine was too busy for the figures to mean much."""
         return self.noise.warning if self.noise is not None else None

@@ -171,6 +171,11 @@ class VerifyResult:
                      "causes"],
         )
 
+    @property
+    def verdict(self) -> str:
+        """One line: the verdict and what it rests on (the first line of :meth:`summary`)."""
+        return self.summary().splitlines()[0]
+
     def summary(self) -> str:
         if self.status == "error":
             return f"Verification could not run: {self.error}"
