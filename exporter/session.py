@@ -111,6 +111,23 @@ class _StageCache:
         self._data: dict[str, OrderedDict[Any, StageResult]] = {s: OrderedDict() for s in STAGES}
         self._lock = threading.Lock()
         self._running: dict[tuple[str, Any], threading.Event] = {}
+        # Analyses (verify, benchmark...) by the exported model they ran on: sessions sharing
+        # this cache and the same optimize output share them. Keyed by id(output), the output
+        # kept alive beside them so the id is not reused.
+        self._analyses: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+
+    def record_analysis(self, model: Any, name: str, result: Any) -> None:
+        with self._lock:
+            entry = self._analyses.setdefault(id(model), (model, {}))
+            entry[1][name] = result
+            self._analyses.move_to_end(id(model))
+            while len(self._analyses) > 4 * self._max:
+                self._analyses.popitem(last=False)
+
+    def analyses_of(self, model: Any) -> dict[str, Any]:
+        with self._lock:
+            entry = self._analyses.get(id(model))
+            return dict(entry[1]) if entry is not None and entry[0] is model else {}
 
     def clear(self) -> int:
         """Drop every stored result (a computation under way still finishes); how many."""
@@ -743,6 +760,10 @@ class Session:
         pending = [s for s in STAGES if s not in self._results]
         if pending:
             lines.append(f"  not run: {', '.join(pending)}")
+        for name, result in self.analyses.items():
+            line = getattr(result, "verdict", None) or getattr(result, "headline", None)
+            line = line() if callable(line) else line
+            lines.append(f"  {name:<10} {line or (result.summary().splitlines() or [''])[0]}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -773,14 +794,14 @@ class Session:
         :func:`exporter.verify.verify`."""
         from .verify import verify
 
-        return verify(self, **options)
+        return self._keep("verify", verify(self, **options))
 
     def benchmark(self, **options: Any) -> Any:
         """onnxruntime vs eager latency: a :class:`~exporter.bench.BenchmarkResult`. Options:
         see :func:`exporter.bench.benchmark`."""
         from .bench import benchmark
 
-        return benchmark(self, **options)
+        return self._keep("benchmark", benchmark(self, **options))
 
     def compare(self, variants: Any = True, **options: Any) -> Any:
         """Variants against onnxruntime, timed in the same interleaved rounds (the unoptimized
@@ -792,20 +813,47 @@ class Session:
 
         result = benchmark(self, compare=variants, **options)
         if result.comparison is not None:
-            return result.comparison
+            return self._keep("compare", result.comparison)
         return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled)
 
     def benchmark_sweep(self, dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), **options: Any) -> Any:
         """Latency against the size of one dynamic dim: a :class:`~exporter.bench.SweepResult`."""
         from .bench import benchmark_sweep
 
-        return benchmark_sweep(self, dim, sizes, **options)
+        return self._keep("benchmark_sweep", benchmark_sweep(self, dim, sizes, **options))
 
     def profile(self, **options: Any) -> Any:
         """onnxruntime per-node profile by op type and module: a :class:`~exporter.bench.ProfileResult`."""
         from .bench import profile
 
-        return profile(self, **options)
+        return self._keep("profile", profile(self, **options))
+
+    def _exported_model(self) -> Any:
+        optimize = self._results.get("optimize")
+        return optimize.output if optimize is not None and optimize.ok else None
+
+    def _keep(self, name: str, result: Any) -> Any:
+        """Record ``result`` with the exported model it ran on (not a cancelled one, which
+        would hide the last complete result)."""
+        model = self._exported_model()
+        cancelled = getattr(result, "cancelled", False) or str(getattr(result, "status", "")) == "cancelled"
+        if model is not None and not cancelled:
+            self._cache.record_analysis(model, name, result)
+        return result
+
+    @property
+    def analyses(self) -> dict[str, Any]:
+        """The latest complete result of each analysis run on this session's exported model
+        (``verify``, ``benchmark``, ``benchmark_sweep``, ``profile``, ``compare``), by name:
+        by this session or by another one derived from it that exported the same model (the
+        widget's runs are kept here too). Empty before the export has run. Nothing is run."""
+        model = self._exported_model()
+        return {} if model is None else self._cache.analyses_of(model)
+
+    @property
+    def last_verify(self) -> Any:
+        """The latest :meth:`verify` result of this exported model (see :attr:`analyses`), or None."""
+        return self.analyses.get("verify")
 
     # -- graphs --
     @functools.cached_property
