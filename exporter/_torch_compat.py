@@ -976,3 +976,28 @@ def kv_cache_leaf_names(prefix: str, value: Any) -> dict[str, str]:
         for sub, _ in _pytree.tree_flatten_with_path(cache)[0]:
             out[key_path_to_str(prefix, tuple(path) + tuple(sub))] = key_path_to_str(name, sub)
     return out
+
+
+# --- model state (exporter/model_state.py) -----------------------------------------------
+
+
+def trace_tensor_kind(value: Any) -> str | None:
+    """What kind of tracing leftover a tensor is: ``"FakeTensor"`` (torch._subclasses), a
+    ``"FunctionalTensor"`` (functionalization's wrapper), ``"functional tensor"`` (a C++
+    functional wrapper), ``"meta tensor"``; None for a real tensor. A trace that stores
+    such a tensor on a module leaves the module unusable for the next run or export."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    if not isinstance(value, torch.Tensor):
+        return None
+    if isinstance(value, FakeTensor):
+        return "FakeTensor"
+    if isinstance(value, FunctionalTensor):
+        return "FunctionalTensor"
+    if torch._is_functional_tensor(value):
+        return "functional tensor"
+    if value.device.type == "meta":
+        return "meta tensor"
+    return None

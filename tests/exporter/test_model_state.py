@@ -1,0 +1,176 @@
+"""exporter.model_state.preserved: a run's changes to the module are put back and reported."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from exporter.model_state import preserved
+
+
+class ShrinksWindow(torch.nn.Module):
+    """Like Swin's set_shift_and_window_size: a small input rebinds the window for good."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = torch.nn.Module()
+        self.block.window_size = 4
+        self.block.shift = (2, 2)
+
+    def forward(self, x):
+        if x.shape[-1] <= self.block.window_size:
+            self.block.window_size = x.shape[-1]
+            self.block.shift = (0, 0)
+        return x * self.block.window_size
+
+
+class CountsCalls(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        self.calls += 1
+        return self.linear(x)
+
+
+class CachesTensor(torch.nn.Module):
+    """Like transformers' longrope: stores a tensor attribute computed during the first call."""
+
+    def forward(self, x):
+        if getattr(self, "cached", None) is None:
+            self.cached = torch.arange(x.shape[-1], dtype=x.dtype)
+        return x + self.cached
+
+
+def test_rebound_attributes_are_restored_and_reported_by_path():
+    model = ShrinksWindow()
+    with preserved(model, what="when called at 1×1") as report:
+        model(torch.ones(1, 1))
+    assert model.block.window_size == 4 and model.block.shift == (2, 2)
+    assert [change.path for change in report.changes] == ["block.window_size", "block.shift"]
+    assert report.message.startswith("this model changes itself when called at 1×1: `block.window_size` 4 → 1")
+    assert report.all_restored
+
+
+def test_a_buffer_written_in_place_gets_its_value_back():
+    model = CountsCalls()
+    buffer = model.calls
+    with preserved(model) as report:
+        model(torch.ones(2, 3))
+        model(torch.ones(2, 3))
+    assert model.calls is buffer and model.calls.item() == 0
+    (change,) = report.changes
+    assert (change.path, change.kind, change.before, change.after) == ("calls", "buffer", "tensor(0.0)", "tensor(2.0)")
+
+
+def test_batch_norm_running_statistics_in_training_mode_are_restored():
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(3)).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with preserved(model) as report:
+        model(torch.randn(4, 3))
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert {c.path for c in report.changes} == {"0.running_mean", "0.running_var", "0.num_batches_tracked"}
+
+
+def test_a_tensor_attribute_stored_by_the_run_is_removed():
+    model = CachesTensor()
+    with preserved(model) as report:
+        model(torch.ones(2, 3))
+    assert not hasattr(model, "cached")
+    (change,) = report.changes
+    assert change.path == "cached" and change.before == "(absent)" and change.after == "tensor(float32[3])"
+
+
+def test_a_fake_tensor_left_by_a_trace_is_removed_and_named_as_such():
+    model = CachesTensor()
+    torch.export.export(model, (torch.ones(2, 3),), strict=False)
+    assert type(model.cached).__name__ == "FakeTensor"  # what torch.export alone leaves behind
+    del model.cached
+    with preserved(model, what="during capture") as report:
+        torch.export.export(model, (torch.ones(2, 3),), strict=False)
+    assert not hasattr(model, "cached")
+    (leftover,) = report.trace_leftovers
+    assert leftover.trace_leftover == "FakeTensor" and leftover.after.startswith("FakeTensor(")
+    assert torch.equal(model(torch.ones(2, 3)), torch.tensor([[1.0, 2.0, 3.0]] * 2))
+
+
+def test_state_is_restored_when_the_run_raises():
+    class Fails(ShrinksWindow):
+        def forward(self, x):
+            super().forward(x)
+            raise RuntimeError("boom")
+
+    model = Fails()
+    with pytest.raises(RuntimeError, match="boom"), preserved(model) as report:
+        model(torch.ones(1, 1))
+    assert model.block.window_size == 4
+    assert [c.path for c in report.changes] == ["block.window_size", "block.shift"]
+
+
+def test_a_list_changed_in_place_keeps_its_identity_and_contents():
+    model = torch.nn.Module()
+    model.sizes = [1, 2]
+    sizes = model.sizes
+    with preserved(model) as report:
+        model.sizes.append(3)
+    assert model.sizes is sizes and sizes == [1, 2]
+    assert str(report.changes[0]) == "`sizes` [1, 2] → [1, 2, 3]"
+
+
+def test_replaced_parameter_and_submodule_are_put_back():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    weight, layer = model[0].weight, model[0]
+    with preserved(model) as report:
+        model[0].weight = torch.nn.Parameter(torch.zeros(2, 2))
+        model[0] = torch.nn.Identity()
+    assert model[0] is layer and model[0].weight is weight
+    assert {(c.path, c.kind) for c in report.changes} == {("0", "submodule"), ("0.weight", "parameter")}
+
+
+def test_a_parameter_written_in_place_is_reported_as_not_restored():
+    # parameters are not copied (they can be most of the memory): the write is named, not undone
+    model = torch.nn.Linear(2, 2)
+    with preserved(model) as report, torch.no_grad():
+        model.weight.add_(1)
+    (change,) = report.changes
+    assert change.path == "weight" and not change.restored and not report.all_restored
+    assert "(not restored)" in report.message
+
+
+def test_a_replaced_parameter_data_is_put_back_without_a_copy():
+    model = torch.nn.Linear(2, 2)
+    original = model.weight.detach().clone()
+    with preserved(model) as report:
+        model.weight.data = torch.zeros(2, 2)
+    assert torch.equal(model.weight, original)
+    assert report.changes[0].restored
+
+
+def test_an_unchanged_model_gives_an_empty_report_even_with_tied_weights():
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False), torch.nn.BatchNorm1d(5))
+    model[1].weight = model[0].weight
+    model.eval()
+    with preserved(model, what="when called") as report, torch.inference_mode():
+        model(torch.tensor([1, 2]))
+    assert not report.changed and report.changes == () and report.message == ""
+
+
+def test_a_value_that_is_not_a_module_is_left_alone():
+    with preserved(lambda x: x) as report:
+        pass
+    assert not report.changed
+
+
+def test_trace_tensor_kind_names_fake_and_meta_tensors_and_passes_real_ones():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from exporter._torch_compat import trace_tensor_kind
+
+    with FakeTensorMode():
+        fake = torch.ones(2)
+    assert trace_tensor_kind(fake) == "FakeTensor"
+    assert trace_tensor_kind(torch.ones(2, device="meta")) == "meta tensor"
+    assert trace_tensor_kind(torch.ones(2)) is None and trace_tensor_kind(3) is None
