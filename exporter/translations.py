@@ -11,6 +11,11 @@ out, nodes recorded as they are created.
   its subgraph.
 - ``builtins.round`` on a symbolic number (``round(x.shape[0] / 2)``): ONNX ``Round`` (half to
   even, as Python's ``round``) then ``Cast`` to int64.
+- ``aten._grouped_mm`` (``torch.nn.functional.grouped_mm``) and transformers' custom op
+  ``transformers::grouped_mm_fallback`` (what transformers 5's default "grouped_mm" experts
+  run under torch.export for non-bfloat16 weights; the decompose step makes its calls
+  ``aten._grouped_mm`` calls): the mixture-of-experts matmul, one ``Split`` of the rows by the
+  per-expert token counts, one ``MatMul`` per expert (their number is static), ``Concat``.
 
 Importing this module imports nothing heavy; torch, onnxscript and onnx_ir load when the
 table is built or a translation runs.
@@ -23,7 +28,7 @@ from typing import Any
 
 from . import _torch_compat as compat
 
-__all__ = ["translation_table", "map_impl", "symbolic_round"]
+__all__ = ["translation_table", "map_impl", "symbolic_round", "grouped_mm", "use_translated_equivalents"]
 
 
 def map_impl(body: Any, xs: Sequence[Any], args: Sequence[Any]) -> Sequence[Any]:
@@ -78,6 +83,116 @@ def symbolic_round(number: Any, ndigits: Any = None) -> Any:
     return op.Cast(op.Round(number), to=ir.DataType.INT64)
 
 
+def grouped_mm(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None, out_dtype: Any = None) -> Any:
+    """``torch._grouped_mm(mat_a, mat_b, offs=, bias=, out_dtype=)``, and transformers'
+    ``grouped_mm_fallback(input, weight, offs)``: one matmul per group, ``offs[g]`` the end
+    of group ``g`` along the jagged dim (groups are contiguous and in order).
+
+    - ``mat_a (M, K)``, ``mat_b (G, K, N)``: rows ``offs[g-1]:offs[g]`` of ``mat_a`` times
+      ``mat_b[g]``; ``(M, N)``. The mixture-of-experts case (rows sorted by expert).
+    - ``mat_a (G, M, K)``, ``mat_b (G, K, N)``, no ``offs``: ``MatMul``; ``(G, M, N)``.
+    - ``mat_a (M, K)``, ``mat_b (K, N)``: ``K`` split by ``offs``; ``(G, M, N)``.
+    - ``mat_a (G, M, K)``, ``mat_b (K, N)``: ``N`` split by ``offs``; ``(M, N)``.
+
+    The number of groups ``G`` is static (a weight's dim, or ``offs``' length); the split
+    sizes are not: one ``Split`` by the counts ``offs[g] - offs[g-1]`` (zero-sized parts
+    allowed), so any token count and routing works with one node per group, without
+    gathering a weight per token (an ``(M, K, N)`` tensor). What lies beyond ``offs[-1]``
+    is a part of its own: rows there come out as 0, as transformers' fallback writes them
+    (torch's kernel leaves them uninitialized).
+    """
+    import onnx_ir as ir
+    from onnxscript import opset18 as op
+
+    rank_a, rank_b = len(mat_a.shape), len(mat_b.shape)
+    if out_dtype is not None:  # accumulate in out_dtype, as the kernel does (torch hands it as an ONNX type)
+        mat_a, mat_b = op.Cast(mat_a, to=int(out_dtype)), op.Cast(mat_b, to=int(out_dtype))
+    if offs is None:
+        if rank_a != 3 or rank_b != 3:
+            raise NotImplementedError(
+                f"grouped_mm without offs needs 3-D operands (got {rank_a}-D and {rank_b}-D)"
+            )
+        out = op.MatMul(mat_a, mat_b)
+        return out if bias is None else op.Add(out, op.Unsqueeze(bias, op.Constant(value_ints=[1])))
+    if bias is not None and not (rank_a == 2 and rank_b == 3):
+        raise NotImplementedError(
+            "grouped_mm with a bias is translated for 2-D x 3-D operands only (the case torch's own "
+            "kernels support)"
+        )
+    groups = offs.shape[0] if offs.shape is not None else None
+    if not isinstance(groups, int):
+        raise NotImplementedError(
+            "grouped_mm with a dynamic number of groups (offs has no static length) has no ONNX "
+            "translation: the number of experts must be a fixed size of the weights"
+        )
+    ends = op.Cast(offs, to=ir.DataType.INT64)
+    zero = op.Constant(value_ints=[0])
+    starts = op.Concat(zero, op.Slice(ends, zero, op.Constant(value_ints=[-1])), axis=0)
+    counts = op.Sub(ends, starts)
+
+    def split(value: Any, axis: int, with_rest: bool) -> list[Any]:
+        """``value`` cut along ``axis`` into the groups (plus what lies past ``offs[-1]``)."""
+        sizes = counts
+        if with_rest:
+            total = op.Shape(value, start=axis, end=axis + 1)
+            sizes = op.Concat(counts, op.Sub(total, op.Slice(ends, op.Constant(value_ints=[-1]),
+                                                                 op.Constant(value_ints=[groups]))), axis=0)
+        parts = groups + 1 if with_rest else groups
+        return list(compat.record_onnx_node("Split", value, sizes, num_outputs=parts, axis=axis))
+
+    def group(value: Any, g: int) -> Any:
+        return op.Gather(value, op.Constant(value_int=g), axis=0)
+
+    if rank_a == 2 and rank_b == 3:
+        pieces = split(mat_a, 0, with_rest=True)
+        outs = []
+        for g in range(groups):
+            out = op.MatMul(pieces[g], group(mat_b, g))
+            outs.append(out if bias is None else op.Add(out, group(bias, g)))
+        # rows past offs[-1]: zeros of (rest, N)
+        rest = op.Concat(op.Shape(pieces[groups], start=0, end=1), op.Shape(mat_b, start=2, end=3), axis=0)
+        outs.append(op.ConstantOfShape(rest, value=ir.tensor([0], dtype=mat_a.dtype)))
+        return op.Concat(*outs, axis=0)
+    if rank_a == 2 and rank_b == 2:
+        lefts, rights = split(mat_a, 1, with_rest=False), split(mat_b, 0, with_rest=False)
+        axis0 = op.Constant(value_ints=[0])
+        return op.Concat(*(op.Unsqueeze(op.MatMul(a, b), axis0) for a, b in zip(lefts, rights)), axis=0)
+    if rank_a == 3 and rank_b == 2:
+        pieces = split(mat_b, 1, with_rest=True)
+        outs = [op.MatMul(group(mat_a, g), pieces[g]) for g in range(groups)]
+        rest = op.Concat(op.Shape(mat_a, start=1, end=2), op.Shape(pieces[groups], start=1, end=2), axis=0)
+        outs.append(op.ConstantOfShape(rest, value=ir.tensor([0], dtype=mat_a.dtype)))
+        return op.Concat(*outs, axis=1)
+    raise NotImplementedError(f"grouped_mm of {rank_a}-D by {rank_b}-D operands with offs")
+
+
+# Custom ops that compute exactly what a translated op computes, by their qualified name: the
+# decomposed graph calls the translated op instead (see ``use_translated_equivalents``).
+# transformers' fallback writes 0 past ``offs[-1]``, which :func:`grouped_mm` also does.
+EQUIVALENT_OPS = {"transformers::grouped_mm_fallback": ("_grouped_mm", "default")}
+
+
+def use_translated_equivalents(graph_module: Any) -> int:
+    """Make every call of an op in :data:`EQUIVALENT_OPS` call its translated equivalent
+    (``aten``), in place; returns how many. transformers registers its ``grouped_mm_fallback``
+    only when its MoE code is imported, possibly after our registry was built (once per
+    process); ``aten._grouped_mm`` is always there, so the translation is registered once."""
+    import torch
+
+    count = 0
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or not hasattr(node.target, "name"):
+            continue
+        equivalent = EQUIVALENT_OPS.get(node.target.name()) if callable(node.target.name) else None
+        if equivalent is not None:
+            packet, overload = equivalent
+            node.target = getattr(getattr(torch.ops.aten, packet), overload)
+            count += 1
+    if count:
+        graph_module.recompile()
+    return count
+
+
 def translation_table() -> dict[Any, Callable[..., Any]]:
     """FX node target → translation, as ``torch.onnx.export(custom_translation_table=...)``
     takes it. Imports torch."""
@@ -88,4 +203,5 @@ def translation_table() -> dict[Any, Callable[..., Any]]:
     return {
         torch.ops.higher_order.map_impl: map_impl,
         builtins.round: symbolic_round,
+        torch.ops.aten._grouped_mm.default: grouped_mm,
     }
