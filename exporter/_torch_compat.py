@@ -368,6 +368,8 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
     from torch.export import exported_program
     from torch.onnx._internal.exporter import _fx_passes
 
+    from .translations import use_translated_equivalents
+
     composite, python = _split_onnx_decompositions(opset_version)
     rnn = bool(getattr(program, "range_constraints", None)) and program_has_rnn(program)
     with size_oblivious_capture(), (rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()):
@@ -382,6 +384,7 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
         views_as_reshapes(graph_module)
         _fx_passes.insert_type_promotion_nodes(graph_module)
         graph_module = _fx_passes.remove_assertion_nodes(graph_module)
+        use_translated_equivalents(graph_module)  # last: no fake kernel runs on the swapped targets
         decomposed._graph_module = graph_module
     return decomposed
 

@@ -179,18 +179,22 @@ def use_translated_equivalents(graph_module: Any) -> int:
     process); ``aten._grouped_mm`` is always there, so the translation is registered once."""
     import torch
 
-    count = 0
-    for node in graph_module.graph.nodes:
-        if node.op != "call_function" or not hasattr(node.target, "name"):
+    total = 0
+    for module in graph_module.modules():  # with the subgraphs of higher-order ops
+        if not isinstance(module, torch.fx.GraphModule):
             continue
-        equivalent = EQUIVALENT_OPS.get(node.target.name()) if callable(node.target.name) else None
-        if equivalent is not None:
-            packet, overload = equivalent
-            node.target = getattr(getattr(torch.ops.aten, packet), overload)
-            count += 1
-    if count:
-        graph_module.recompile()
-    return count
+        count = 0
+        for node in module.graph.nodes:
+            name = getattr(node.target, "name", None) if node.op == "call_function" else None
+            equivalent = EQUIVALENT_OPS.get(name()) if callable(name) else None  # OpOverload.name()
+            if equivalent is not None:
+                packet, overload = equivalent
+                node.target = getattr(getattr(torch.ops.aten, packet), overload)
+                count += 1
+        if count:
+            module.recompile()
+        total += count
+    return total
 
 
 def translation_table() -> dict[Any, Callable[..., Any]]:
