@@ -15,8 +15,11 @@ p50/p90/p99, mean ± stdev with a 95% confidence interval of the mean (Student t
 distribution-free 95% interval of the median (order statistics).
 
 Compared engines are timed fairly: onnxruntime's pool threads do not spin after a run, both
-engines get the same thread count, and they alternate in interleaved rounds (A B B A ...), so the
-headline ratio is taken round by round, with a bootstrap 95% interval. ``result.noise`` records
+engines get the same thread count (by default no more than the cores other processes leave
+free), and they alternate in interleaved rounds (A B B A ...). One statistic serves the headline
+and the figures beside it (:mod:`exporter.bench.headline`): each round's p10 and median call per
+engine, median over rounds; the speedup is the ratio of the p10s with a bootstrap 95% interval
+over rounds, and a range with its reason when the rounds disagree. ``result.noise`` records
 how busy the machine was (run-queue wait of our threads, other processes' CPU use, load
 average, a calibration loop, p90/p50) and ``result.warning`` says plainly when the figure
 cannot be trusted. ``compare=`` adds variants (the unoptimized model, onnxruntime's
@@ -28,10 +31,11 @@ Everything returned is a frozen dataclass with ``to_frame()`` and ``summary()``;
 
 from ..progress import Progress
 from .compare import DEFAULT_VARIANTS, Comparison, Variant, VariantTiming
-from .latency import BenchmarkResult, EngineTiming, SweepResult, benchmark, benchmark_sweep
-from .noise import Calibration, Load, LoadProbe, Noise
+from .headline import Unsteady
+from .latency import BenchmarkResult, EngineTiming, SweepResult, benchmark, benchmark_sweep, result_of_rounds
+from .noise import Calibration, FreeCores, Load, LoadProbe, Noise
 from .profiling import NodeTime, ProfileResult, parse_profile, profile
-from .rounds import Contender, Rounds, bootstrap_median_ci, time_rounds
+from .rounds import Contender, RoundFigures, Rounds, bootstrap_median_ci, time_rounds
 from .runner import BenchConfig, OrtRunner
 from .stats import LatencyStats
 from .timing import time_calls
@@ -44,6 +48,7 @@ __all__ = [
     "Comparison",
     "Contender",
     "EngineTiming",
+    "FreeCores",
     "LatencyStats",
     "Load",
     "LoadProbe",
@@ -52,8 +57,10 @@ __all__ = [
     "OrtRunner",
     "ProfileResult",
     "Progress",
+    "RoundFigures",
     "Rounds",
     "SweepResult",
+    "Unsteady",
     "Variant",
     "VariantTiming",
     "benchmark",
@@ -61,6 +68,7 @@ __all__ = [
     "bootstrap_median_ci",
     "parse_profile",
     "profile",
+    "result_of_rounds",
     "time_calls",
     "time_rounds",
 ]

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .rounds import Contender, Rounds, bootstrap_median_ci
+from .headline import bootstrap_ratio_ci, ratio_of
+from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds
 from .stats import LatencyStats
 
 DEFAULT_VARIANTS = ("unoptimized", "level=disable", "level=basic", "level=extended", "threads=1", "threads=2",
@@ -143,8 +144,9 @@ def _holds_object_container(value: Any) -> bool:
 @dataclass(frozen=True)
 class VariantTiming:
     """One variant's latency and its time relative to the baseline (``ratio``: variant /
-    baseline, median of the per-round ratios, with its 95% bootstrap interval; above 1 means
-    slower than the baseline).
+    baseline, as the benchmark's headline: each round's p10 call, median over rounds, with a
+    95% bootstrap interval over rounds; above 1 means slower than the baseline). ``rounds``
+    holds the per-round figures (``rounds.low``, ``rounds.p50``); ``stats`` pools all calls.
 
     ``model_mb``: the serialized ONNX model (what ``save()`` writes); for eager, its parameters
     and buffers. ``rss_growth_mb``: what the process's resident memory grew by while building
@@ -160,10 +162,23 @@ class VariantTiming:
     model_mb: float | None = None
     rss_growth_mb: float | None = None
     error: str | None = None
+    rounds: RoundFigures | None = None
 
     @property
     def name(self) -> str:
         return self.variant.name
+
+    @property
+    def low(self) -> float | None:
+        """Seconds: each round's p10 call, median over rounds (the figure ``ratio`` divides)."""
+        return self.rounds.low if self.rounds is not None else None
+
+    @property
+    def p50(self) -> float | None:
+        """Seconds: each round's median call, median over rounds (pooled p50 without rounds)."""
+        if self.rounds is not None:
+            return self.rounds.p50
+        return self.stats.p50 if self.stats is not None else None
 
 
 @dataclass(frozen=True)
@@ -199,8 +214,9 @@ class Comparison:
                 "level": variant.level if variant.engine == "onnxruntime" else None, "threads": row.threads,
             }
             stats = row.stats
-            record.update({"p50_ms": stats.p50 * 1e3 if stats else None, "p90_ms": stats.p90 * 1e3 if stats else None,
-                           "runs": stats.runs if stats else None})
+            record.update({f"p{LOW_QUANTILE}_ms": row.low * 1e3 if row.low is not None else None,
+                           "p50_ms": row.p50 * 1e3 if row.p50 is not None else None,
+                           "p90_ms": stats.p90 * 1e3 if stats else None, "runs": stats.runs if stats else None})
             record.update({f"ratio_vs_{self.baseline}": row.ratio,
                            "ratio_ci_low": row.ratio_ci[0] if row.ratio_ci else None,
                            "ratio_ci_high": row.ratio_ci[1] if row.ratio_ci else None,
@@ -218,8 +234,8 @@ class Comparison:
     def summary(self) -> str:
         if self.cancelled or self.error:
             return "Comparison cancelled" if self.cancelled else f"Comparison could not run: {self.error}"
-        lines = [f"Variants against {self.baseline} ({self.rounds} interleaved rounds; ratio = variant time / "
-                 f"{self.baseline} time, 95% interval)"]
+        lines = [f"Variants against {self.baseline} ({self.rounds} interleaved rounds; ratio = variant p{LOW_QUANTILE} / "
+                 f"{self.baseline} p{LOW_QUANTILE}, each round's p{LOW_QUANTILE} call, median over rounds; 95% interval)"]
         for row in self.rows:
             if row.stats is None:
                 lines.append(f"  {row.name:<18} failed: {row.error}")
@@ -227,7 +243,8 @@ class Comparison:
             ratio = "baseline" if row.name == self.baseline else _ratio_text(row.ratio, row.ratio_ci)
             size = f"  model {row.model_mb:.3g} MB" if row.model_mb is not None else ""
             memory = f"  rss +{row.rss_growth_mb:.3g} MB" if row.rss_growth_mb is not None else ""
-            lines.append(f"  {row.name:<18} p50 {row.stats.p50 * 1e3:.4g} ms  {ratio}{size}{memory}")
+            low = f"p{LOW_QUANTILE} {row.low * 1e3:.4g} ms  " if row.low is not None else ""
+            lines.append(f"  {row.name:<18} {low}p50 {row.p50 * 1e3:.4g} ms  {ratio}{size}{memory}")
         if self.warning:
             lines.append(f"  WARNING: {self.warning}")
         return "\n".join(lines)
@@ -254,19 +271,15 @@ def comparison_of(rounds: Rounds, baseline: str, rows: Sequence[VariantTiming], 
             out.append(row)
             continue
         stats = LatencyStats.from_samples(rounds.samples[rounds.index(row.name)])
-        ratios = rounds.round_ratios(row.name, baseline) if baseline in rounds.names else ()
-        ratio = _median(ratios)
-        interval = bootstrap_median_ci(ratios) if ratios and row.name != baseline else None
-        out.append(VariantTiming(row.variant, stats, ratio, interval, row.threads, row.model_mb, row.rss_growth_mb))
+        figures = rounds.figures(row.name)
+        ratio = interval = None
+        if baseline in rounds.names:
+            base = rounds.figures(baseline)
+            ratio = ratio_of(figures.lows, base.lows)
+            interval = bootstrap_ratio_ci(figures.lows, base.lows) if row.name != baseline else None
+        out.append(VariantTiming(row.variant, stats, ratio, interval, row.threads, row.model_mb, row.rss_growth_mb,
+                                 rounds=figures))
     return Comparison(baseline, tuple(out), rounds.rounds, warning)
-
-
-def _median(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def state_mb(model: Any) -> float | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,15 +14,18 @@ from ..ort_values import feed_shape
 from ..progress import Progress
 from .compare import (Comparison, Variant, VariantTiming, comparison_of, eager_contender, ort_contender, rss_bytes,
                       rss_growth_mb, state_mb, variants_of)
-from .noise import LoadProbe, Noise
-from .rounds import Contender, Rounds, bootstrap_median_ci, time_rounds
+from .headline import MAX_SPAN, Unsteady, bootstrap_ratio_ci, range_text, ratio_of, speed_text, statistic, times, unsteady
+from .noise import FreeCores, LoadProbe, Noise
+from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds, time_rounds
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for, source_mb
 from .stats import LatencyStats
 
 
 @dataclass(frozen=True)
 class EngineTiming:
-    """One engine's measurement: ``stats`` on success, ``error`` otherwise."""
+    """One engine's measurement: ``stats`` on success, ``error`` otherwise. ``stats`` pools
+    every call; ``rounds`` holds the per-round figures the headline is made of (``low`` and
+    ``p50``: the p10 and median call of each round, median over rounds)."""
 
     engine: str
     stats: LatencyStats | None = None
@@ -32,21 +34,47 @@ class EngineTiming:
     stopped: str = ""
     seconds: float = 0.0
     rss_growth_mb: float | None = None  # see VariantTiming.rss_growth_mb
+    rounds: RoundFigures | None = None
 
     @property
     def ok(self) -> bool:
         return self.stats is not None
+
+    @property
+    def low(self) -> float | None:
+        """Seconds: the p10 call of each round, median over rounds (pooled p10 without rounds)."""
+        if self.rounds is not None:
+            return self.rounds.low
+        return None if self.stats is None else _pooled(self.stats, LOW_QUANTILE)
+
+    @property
+    def p50(self) -> float | None:
+        """Seconds: the median call of each round, median over rounds (pooled p50 without rounds)."""
+        if self.rounds is not None:
+            return self.rounds.p50
+        return None if self.stats is None else self.stats.p50
+
+
+def _pooled(stats: LatencyStats, q: float) -> float:
+    from .stats import percentile
+
+    return percentile(sorted(stats.samples), q) if stats.samples else stats.p50
 
 
 @dataclass(frozen=True)
 class BenchmarkResult:
     """onnxruntime (and eager PyTorch) latency at one set of inputs.
 
-    With eager, both engines were timed in interleaved rounds: ``speedup_rounds`` holds each
-    round's eager / onnxruntime ratio, ``speedup`` is their median and ``speedup_ci`` its 95%
-    bootstrap interval. ``noise`` says how far to trust it (``warning`` is its plain sentence,
-    ``None`` when the machine was quiet enough); ``comparison`` holds the variants asked for
-    with ``compare=``."""
+    With eager, both engines were timed in interleaved rounds. One statistic throughout (see
+    :mod:`exporter.bench.headline`): per engine, each round's p10 and median call, median over
+    rounds (``EngineTiming.low`` / ``.p50``); ``speedup`` is eager low / onnxruntime low and
+    ``speedup_ci`` its 95% bootstrap interval over rounds; ``speedup_p50`` the same for the
+    medians. ``speedup_rounds`` holds each round's p10 ratio. ``unsteady`` is set when the
+    rounds disagree (two clusters, or an interval wider than 2x): :attr:`headline` then gives a
+    range with the reason. ``threads_note`` says when fewer threads than asked were used
+    (cores busy). ``noise`` says how far to trust it (``warning`` is its plain sentence, ``None``
+    when the machine was quiet enough); ``comparison`` holds the variants asked for with
+    ``compare=``."""
 
     ort: EngineTiming
     eager: EngineTiming | None
@@ -60,6 +88,9 @@ class BenchmarkResult:
     speedup_ci: tuple[float, float] | None = None
     noise: Noise | None = None
     comparison: Comparison | None = None
+    speedup_p50_ci: tuple[float, float] | None = None
+    unsteady: Unsteady | None = None
+    threads_note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,15 +103,29 @@ class BenchmarkResult:
 
     @property
     def speedup(self) -> float | None:
-        """Eager time / onnxruntime time: above 1 means onnxruntime is faster. The median of the
-        per-round ratios when there were rounds, else the ratio of the two p50s."""
+        """Eager time / onnxruntime time: above 1 means onnxruntime is faster. Eager's
+        :attr:`EngineTiming.low` over onnxruntime's when there were rounds (the figures printed
+        beside it divide to it exactly), else the median of ``speedup_rounds``, else the ratio
+        of the two pooled p50s. When :attr:`unsteady` is set it is one point of a range: read
+        :attr:`headline`."""
         if self.eager is None or not (self.eager.ok and self.ort.ok):
             return None
+        if self.eager.rounds is not None and self.ort.rounds is not None:
+            return ratio_of(self.eager.rounds.lows, self.ort.rounds.lows)
         if self.speedup_rounds:
             ordered = sorted(self.speedup_rounds)
             middle = len(ordered) // 2
             return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
         return self.eager.stats.p50 / self.ort.stats.p50  # type: ignore[union-attr]
+
+    @property
+    def speedup_p50(self) -> float | None:
+        """The second figure: eager's :attr:`EngineTiming.p50` over onnxruntime's (the median
+        call; moved by stalls where the headline's p10 is not)."""
+        if self.eager is None or not (self.eager.ok and self.ort.ok):
+            return None
+        eager, ort = self.eager.p50, self.ort.p50
+        return eager / ort if eager is not None and ort else None
 
     @property
     def ratio(self) -> float | None:
@@ -98,18 +143,45 @@ class BenchmarkResult:
     @property
     def headline(self) -> str:
         """The one line people copy: how much faster onnxruntime is than eager, from the same
-        statistic as every figure printed beside it (or why there is no figure)."""
+        statistic as every figure printed beside it (:attr:`statistic`), with its interval; a
+        range with the reason when the rounds disagree; or why there is no figure."""
         if self.cancelled:
             return "benchmark cancelled"
         if not self.ok:
             return f"benchmark failed: {self.error or self.ort.error}"
+        threads = _threads_clause(self.threads_note, self.config)
         speedup = self.speedup
         if speedup is None:
-            p50 = self.ort.stats.p50 * 1e3 if self.ort.stats is not None else float("nan")
-            return f"onnxruntime p50 {p50:.3g} ms"
-        faster = "faster" if speedup >= 1 else "slower"
-        factor = speedup if speedup >= 1 else 1 / speedup
-        return f"onnxruntime {factor:.2f}x {faster} than eager PyTorch"
+            low = self.ort.low
+            eager = f" (eager failed: {self.eager.error})" if self.eager is not None and self.eager.error else ""
+            return f"onnxruntime {low * 1e3:.3g} ms per call (p{LOW_QUANTILE}){threads}{eager}"
+        spread = self.spread
+        if spread is not None:
+            return f"{range_text(spread.low, spread.high)}, not one figure: {spread.reason}{threads}"
+        interval = ""
+        if self.speedup_ci is not None:
+            interval = f" (95% interval {times(self.speedup_ci[0])}–{times(self.speedup_ci[1])}{threads})"
+        elif threads:
+            interval = f" ({threads[2:]})"
+        return speed_text(speedup) + interval
+
+    @property
+    def spread(self) -> Unsteady | None:
+        """:attr:`unsteady`, or for a result built without per-round figures an interval
+        spanning more than :data:`~exporter.bench.headline.MAX_SPAN`: no point figure then."""
+        if self.unsteady is not None:
+            return self.unsteady
+        interval = self.speedup_ci
+        if self.speedup is None or interval is None or interval[0] <= 0 or interval[1] / interval[0] <= MAX_SPAN:
+            return None
+        return Unsteady(interval[0], interval[1], f"the rounds disagree (95% interval spans "
+                                                  f"{interval[1] / interval[0]:.3g}x)")
+
+    @property
+    def statistic(self) -> str:
+        """Which estimator :attr:`headline` and the figures beside it are."""
+        rounds = self.ort.rounds.rounds if self.ort.rounds is not None else len(self.speedup_rounds)
+        return statistic(rounds)
 
     @property
     def warning(self) -> str | None:
@@ -126,11 +198,14 @@ class BenchmarkResult:
             row: dict[str, Any] = {"engine": timing.engine}
             if timing.stats is not None:
                 row.update(timing.stats.to_dict())
+                row.update({f"round_p{LOW_QUANTILE}_ms": timing.low * 1e3, "round_p50_ms": timing.p50 * 1e3})
             row.update({"warmup_runs": timing.warmup_runs, "stopped": timing.stopped,
                         "rss_growth_mb": timing.rss_growth_mb, "error": timing.error})
             row.update({"speedup": self.speedup, "speedup_ci_low": self.speedup_ci[0] if self.speedup_ci else None,
                         "speedup_ci_high": self.speedup_ci[1] if self.speedup_ci else None,
+                        "speedup_p50": self.speedup_p50,
                         "rounds": len(self.speedup_rounds) or (self.noise.rounds if self.noise else None),
+                        "headline": self.headline, "statistic": self.statistic, "threads_note": self.threads_note,
                         "warning": self.warning})
             rows.append(row)
         frame = pd.DataFrame(rows)
@@ -144,20 +219,28 @@ class BenchmarkResult:
             return f"Benchmark could not run: {self.error}"
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes)
         lines = [f"Benchmark{' at ' + sizes if sizes else ''}" + (f" ({self.config.describe()})" if self.config else "")]
+        lines.append(f"  {self.headline}")
+        lines.append(f"  {'engine':<12} {f'p{LOW_QUANTILE} ms':>10} {'p50 ms':>10} {'calls':>7}")
         for timing in (self.ort, self.eager):
             if timing is None:
                 continue
-            body = timing.stats.summary() if timing.stats else f"failed: {timing.error}"
-            lines.append(f"  {timing.engine:<12} {body}")
-        if self.speedup is not None:
-            interval, basis = "", ""
-            if self.speedup_ci is not None:
-                interval = (f"; 95% interval {self.speedup_ci[0]:.2f}–{self.speedup_ci[1]:.2f}x over "
-                            f"{len(self.speedup_rounds)} interleaved rounds")
-            if self.speedup_rounds:  # each round weighs the same, whatever its number of calls
-                basis = ", median of the rounds' ratios"
-            lines.append(f"  onnxruntime / eager p50{basis} = {self.ratio:.3f} (onnxruntime {self.speedup:.2f}x "
-                         f"{'faster' if self.speedup >= 1 else 'slower'}{interval})")
+            if timing.stats is None:
+                lines.append(f"  {timing.engine:<12} failed: {timing.error}")
+            else:
+                lines.append(f"  {timing.engine:<12} {timing.low * 1e3:>10.4g} {timing.p50 * 1e3:>10.4g} "
+                             f"{timing.stats.runs:>7}")
+        lines.append(f"  ({self.statistic})")
+        speedup_p50 = self.speedup_p50
+        if speedup_p50 is not None:
+            interval = ""
+            if self.speedup_p50_ci is not None:
+                interval = f", 95% interval {times(self.speedup_p50_ci[0])}–{times(self.speedup_p50_ci[1])}"
+            lines.append(f"  median call (p50 ratio): {speed_text(speedup_p50)}{interval}")
+        tails = [f"{t.engine} p90 {t.stats.p90 * 1e3:.4g} ms, p99 {t.stats.p99 * 1e3:.4g} ms"
+                 for t in (self.ort, self.eager) if t is not None and t.stats is not None]
+        lines.append(f"  tail over all calls: {'; '.join(tails)}")
+        if self.threads_note:
+            lines.append(f"  threads: {self.threads_note}")
         if self.comparison is not None:
             lines.extend("  " + line for line in self.comparison.summary().splitlines() if "WARNING" not in line)
         if self.warning:
@@ -188,10 +271,37 @@ class SweepResult:
     config: BenchConfig | None = None
     error: str | None = None
     cancelled: bool = False
+    threads_note: str | None = None
 
     @property
     def status(self) -> str:
         return "cancelled" if self.cancelled else "failed" if self.error else "ok"
+
+    @property
+    def headline(self) -> str:
+        """One line: the speedup's span over the sizes (each size's figure as
+        :attr:`BenchmarkResult.headline` gives it), naming the sizes whose rounds disagreed."""
+        if self.cancelled:
+            return f"sweep over {self.dim} cancelled after {len(self.points)} size(s)"
+        if self.error:
+            return f"sweep over {self.dim} failed: {self.error}"
+        figures = [(size, point.speedup) for size, point in zip(self.sizes, self.points) if point.speedup is not None]
+        failed = [str(size) for size, point in zip(self.sizes, self.points) if not point.ok]
+        unsteady = [str(size) for size, point in zip(self.sizes, self.points) if point.spread is not None]
+        if not figures:
+            text = f"latency vs {self.dim} at {len(self.points)} size(s), onnxruntime only"
+        else:
+            low, high = min(figures, key=lambda f: f[1]), max(figures, key=lambda f: f[1])
+            if low[0] == high[0]:
+                text = f"{speed_text(low[1])} at {self.dim}={low[0]}"
+            else:
+                text = (f"{range_text(low[1], high[1])} over {self.dim}={self.sizes[0]}..{self.sizes[-1]} "
+                        f"({times(low[1])} at {low[0]}, {times(high[1])} at {high[0]})")
+        if unsteady:
+            text += f"; no single figure at {self.dim}={', '.join(unsteady)}: the rounds disagreed (see that size)"
+        if failed:
+            text += f"; failed at {self.dim}={', '.join(failed)}"
+        return text + _threads_clause(self.threads_note, self.config)
 
     def to_frame(self) -> Any:
         import pandas as pd
@@ -202,17 +312,21 @@ class SweepResult:
             for prefix, timing in (("ort_", point.ort), ("eager_", point.eager)):
                 if timing is not None and timing.stats is not None:
                     stats = timing.stats
-                    row.update({f"{prefix}p50_ms": stats.p50 * 1e3, f"{prefix}p90_ms": stats.p90 * 1e3,
-                                f"{prefix}p99_ms": stats.p99 * 1e3, f"{prefix}runs": stats.runs})
+                    row.update({f"{prefix}p{LOW_QUANTILE}_ms": timing.low * 1e3, f"{prefix}p50_ms": timing.p50 * 1e3,
+                                f"{prefix}p90_ms": stats.p90 * 1e3, f"{prefix}p99_ms": stats.p99 * 1e3,
+                                f"{prefix}runs": stats.runs})
             row["speedup"] = point.speedup
             row["speedup_ci_low"] = point.speedup_ci[0] if point.speedup_ci else None
             row["speedup_ci_high"] = point.speedup_ci[1] if point.speedup_ci else None
+            row["headline"] = point.headline
             row["warning"] = point.warning
             row["error"] = point.error or point.ort.error or (point.eager.error if point.eager else None)
             rows.append(row)
-        columns = ["size", "ort_p50_ms", "ort_p90_ms", "ort_p99_ms", "ort_runs", "eager_p50_ms", "eager_p90_ms",
-                   "eager_p99_ms", "eager_runs", "speedup", "speedup_ci_low", "speedup_ci_high", "warning", "error"]
-        always = ("size", "speedup", "speedup_ci_low", "speedup_ci_high", "warning", "error")
+        low = f"p{LOW_QUANTILE}_ms"
+        columns = ["size", f"ort_{low}", "ort_p50_ms", "ort_p90_ms", "ort_p99_ms", "ort_runs", f"eager_{low}",
+                   "eager_p50_ms", "eager_p90_ms", "eager_p99_ms", "eager_runs", "speedup", "speedup_ci_low",
+                   "speedup_ci_high", "headline", "warning", "error"]
+        always = ("size", "speedup", "speedup_ci_low", "speedup_ci_high", "headline", "warning", "error")
         frame = pd.DataFrame(rows)
         frame = frame.reindex(columns=[c for c in columns if c in frame.columns or c in always])
         frame.attrs["warning"] = self.warning
@@ -233,13 +347,24 @@ class SweepResult:
         if self.error:
             return f"Sweep over {self.dim} could not run: {self.error}"
         lines = [f"Latency vs {self.dim}" + (f" ({self.config.describe()})" if self.config else "")]
-        lines.append(f"  {'size':>6} {'ort p50 ms':>11} {'eager p50 ms':>13} {'speedup':>8} {'95% interval':>13}")
+        lines.append(f"  {self.headline}")
+        low = f"p{LOW_QUANTILE}"
+        lines.append(f"  {'size':>6} {'ort ' + low + ' ms':>11} {'eager ' + low + ' ms':>13} {'speedup':>14} "
+                     f"{'95% interval':>13}")
         for size, point in zip(self.sizes, self.points):
-            ort_ms = f"{point.ort.stats.p50 * 1e3:.4g}" if point.ort.stats else "error"
-            eager_ms = f"{point.eager.stats.p50 * 1e3:.4g}" if point.eager and point.eager.stats else "-"
-            speed = f"{point.speedup:.2f}x" if point.speedup else "-"
+            ort_ms = f"{point.ort.low * 1e3:.4g}" if point.ort.stats else "error"
+            eager_ms = f"{point.eager.low * 1e3:.4g}" if point.eager and point.eager.stats else "-"
+            speed = "-"
+            if point.spread is not None:
+                speed = f"{times(point.spread.low)}–{times(point.spread.high)}"
+            elif point.speedup:
+                speed = times(point.speedup)
             interval = f"{point.speedup_ci[0]:.2f}–{point.speedup_ci[1]:.2f}x" if point.speedup_ci else "-"
-            lines.append(f"  {size:>6} {ort_ms:>11} {eager_ms:>13} {speed:>8} {interval:>13}{'  busy' if point.warning else ''}")
+            lines.append(f"  {size:>6} {ort_ms:>11} {eager_ms:>13} {speed:>14} {interval:>13}"
+                         f"{'  busy' if point.warning else ''}")
+        lines.append(f"  ({statistic(None)})")
+        if self.threads_note:
+            lines.append(f"  threads: {self.threads_note}")
         if self.warning:
             lines.append(f"  WARNING: {self.warning}")
         return "\n".join(lines)
@@ -256,10 +381,19 @@ class SweepResult:
         return repr_html(self)
 
 
+def _threads_clause(note: str | None, config: BenchConfig | None) -> str:
+    """The headline's few words on threads: fewer than asked, or more than the free cores."""
+    if not note or config is None:
+        return ""
+    if note.startswith("timed at"):
+        return f", at {config.threads} thread(s): other processes held the other cores"
+    return f", {config.threads} threads on fewer free cores: expect stalls"
+
+
 def _engine_timing(name: str, rounds: Rounds, rss: float | None) -> EngineTiming:
     i = rounds.index(name)
     return EngineTiming(name, LatencyStats.from_samples(rounds.samples[i]), None, rounds.warmup_runs[i], rounds.stopped,
-                        rounds.seconds, rss)
+                        rounds.seconds, rss, rounds.figures(name))
 
 
 @contextlib.contextmanager
@@ -332,6 +466,7 @@ def benchmark(
     runner: OrtRunner | None = None,
     observer: Observer | None = None,
     cancel: CancelToken | None = None,
+    fit_threads: bool | None = None,
 ) -> BenchmarkResult:
     """Time the ONNX model in onnxruntime and (``eager=True``) the module in eager PyTorch.
 
@@ -339,9 +474,11 @@ def benchmark(
     spinning after a run (a ``runner`` passed in is switched with :meth:`OrtRunner.parked` and
     restored afterwards), both use the same thread count, and they are timed in interleaved
     rounds (:func:`~exporter.bench.rounds.time_rounds`) so that load on the machine hits both
-    alike. The headline is the median of the per-round ratios with a bootstrap interval, and
-    ``result.noise`` measures how busy the machine was (``result.warning`` says so plainly).
-    onnxruntime alone (``eager=False``, no ``compare``) keeps onnxruntime's spinning default.
+    alike. ``result.headline`` is eager's p10 call over onnxruntime's (each round's p10, median
+    over rounds; a bootstrap interval over rounds), a range with the reason when the rounds
+    disagree (:mod:`exporter.bench.headline`), and ``result.noise`` measures how busy the
+    machine was (``result.warning`` says so plainly). onnxruntime alone (``eager=False``, no
+    ``compare``) keeps onnxruntime's spinning default.
 
     Args:
         inputs: ``(args, kwargs)`` to time; default the example inputs.
@@ -349,7 +486,13 @@ def benchmark(
         budget: seconds of timed calls per contender (warm-up excluded).
         min_runs / max_runs / precision: see :func:`~exporter.bench.rounds.time_rounds`.
         threads: intra-op threads for onnxruntime and ``torch.set_num_threads`` for eager;
-            default ``torch.get_num_threads()``.
+            default ``torch.get_num_threads()``, lowered to the cores other processes leave
+            free (see ``fit_threads``).
+        fit_threads: measure, before timing, how many cores other processes leave free
+            (:class:`~exporter.bench.noise.FreeCores`) and time both engines at that many
+            threads when fewer than asked (``result.threads_note`` says so): more OpenMP
+            threads than free cores stall at their barriers. Default: only when ``threads``
+            is not given (and no ``runner``).
         optimization_level: onnxruntime graph optimizations: disable / basic / extended / all.
         compare: more contenders timed in the same rounds, reported in ``result.comparison``
             against onnxruntime: ``True`` for the usual ones (the unoptimized model, each
@@ -366,7 +509,9 @@ def benchmark(
             result is then ``cancelled``).
     """
     reporter = progress if isinstance(progress, Reporter) else Reporter(observer, cancel, progress)
+    fit = (threads is None if fit_threads is None else fit_threads) and runner is None
     threads = runner.settings["intra_op_num_threads"] if runner is not None else default_threads(threads)
+    threads, threads_note = _fit_threads(threads, fit, runner is None)
     variants = variants_of(compare, threads)
     compared = eager or bool(variants)
     try:
@@ -416,7 +561,7 @@ def benchmark(
         contenders.extend(extra)
         if not contenders:
             return BenchmarkResult(ort_timing or EngineTiming("onnxruntime", error="nothing to time"), eager_timing,
-                                   config, used_sizes, shapes)
+                                   config, used_sizes, shapes, threads_note=threads_note)
         probe = LoadProbe()
         try:
             rounds = time_rounds(contenders, budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup,
@@ -442,22 +587,52 @@ def benchmark(
                                                  model_mb=state_mb(session.model),
                                                  rss_growth_mb=eager_timing.rss_growth_mb, error=eager_timing.error))
         comparison_rows.extend(rows)
-    return _result(rounds, load, ort_timing, eager_timing, comparison_rows,
-                   BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes))
+    return result_of_rounds(rounds, load, ort_timing, eager_timing, comparison_rows,
+                            BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes,
+                                            threads_note=threads_note))
 
 
-def _result(rounds: Rounds, load: Any, ort_timing: EngineTiming, eager_timing: EngineTiming | None,
-            comparison_rows: list[VariantTiming] | None, base: BenchmarkResult) -> BenchmarkResult:
-    """``base`` with the per-round headline, its interval, the noise and the comparison."""
-    speedups = rounds.round_ratios("eager", "onnxruntime") if ort_timing.ok and eager_timing and eager_timing.ok else ()
-    interval = bootstrap_median_ci(speedups) if speedups else None
+def result_of_rounds(rounds: Rounds, load: Any, ort_timing: EngineTiming | None = None,
+                     eager_timing: EngineTiming | None = None, comparison_rows: list[VariantTiming] | None = None,
+                     base: BenchmarkResult | None = None) -> BenchmarkResult:
+    """The result of rounds timing ``onnxruntime`` (and ``eager``): the headline, its interval,
+    whether the rounds disagree, the noise and the comparison, added to ``base``."""
+    if ort_timing is None:
+        ort_timing = _engine_timing("onnxruntime", rounds, None)
+    if eager_timing is None and "eager" in rounds.names:
+        eager_timing = _engine_timing("eager", rounds, None)
+    if base is None:
+        base = BenchmarkResult(ort_timing, eager_timing, None)
+    speedups: tuple[float, ...] = ()
+    interval = p50_interval = None
+    both = ort_timing.rounds is not None and eager_timing is not None and eager_timing.rounds is not None
+    if both:
+        eager_rounds, ort_rounds = eager_timing.rounds, ort_timing.rounds
+        speedups = tuple(e / o for e, o in zip(eager_rounds.lows, ort_rounds.lows) if o > 0)
+        interval = bootstrap_ratio_ci(eager_rounds.lows, ort_rounds.lows)
+        p50_interval = bootstrap_ratio_ci(eager_rounds.medians, ort_rounds.medians)
     tails = tuple((name, stats.p90 / stats.p50) for name, stats in
                   ((t.engine, t.stats) for t in (ort_timing, eager_timing) if t is not None and t.stats is not None)
                   if stats.p50 > 0)
-    noise = Noise.assess(rounds.rounds, statistics.median(speedups) if speedups else None, interval, speedups, tails,
-                         load)
+    speedup = ratio_of(eager_timing.rounds.lows, ort_timing.rounds.lows) if both else None  # type: ignore[union-attr]
+    noise = Noise.assess(rounds.rounds, speedup, interval, speedups, tails, load)
+    spread = None
+    if both:
+        busy = noise.dispersion_reasons < len(noise.reasons)  # a load reason was crossed
+        spread = unsteady(eager_timing.rounds, ort_timing.rounds, ("eager", "onnxruntime"),  # type: ignore[union-attr,arg-type]
+                          interval, busy)
     comparison = comparison_of(rounds, "onnxruntime", comparison_rows, noise.warning) if comparison_rows else None
-    return dataclasses.replace(base, speedup_rounds=speedups, speedup_ci=interval, noise=noise, comparison=comparison)
+    return dataclasses.replace(base, speedup_rounds=speedups, speedup_ci=interval, speedup_p50_ci=p50_interval,
+                               unsteady=spread, noise=noise, comparison=comparison)
+
+
+def _fit_threads(threads: int, fit: bool, measure: bool) -> tuple[int, str | None]:
+    """The thread count to time at and a sentence when it differs from ``threads`` (``fit``)
+    or when ``threads`` exceeds the free cores (asked explicitly)."""
+    if not measure or threads <= 1:
+        return threads, None
+    cores = FreeCores.measure()
+    return cores.fit(threads) if fit else (threads, cores.crowded(threads))
 
 
 def _failed(exc: BaseException) -> BenchmarkResult:
@@ -492,6 +667,7 @@ def benchmark_sweep(
     progress: Callable[[Progress], Any] | None = None,
     observer: Observer | None = None,
     cancel: CancelToken | None = None,
+    fit_threads: bool | None = None,
 ) -> SweepResult:
     """Latency of onnxruntime and eager PyTorch at each size of one dynamic dim (given by
     its label: a Dim name such as ``"batch"``, or ``"x.shape[0]"``; or by one of its axes:
@@ -499,10 +675,13 @@ def benchmark_sweep(
     example size. One onnxruntime session serves every size. Each size is timed as
     :func:`benchmark` does: interleaved rounds, spinning off, the ratio with its interval and
     the noise seen at that size (``SweepResult.warning`` lists the sizes measured on a busy
-    machine). Raises ``ValueError`` at once for a ``dim`` that names no dynamic dim;
-    ``cancel`` is checked between timing batches."""
+    machine). Threads are fitted to the free cores once, before the first size (see
+    :func:`benchmark`'s ``fit_threads``). Raises ``ValueError`` at once for a ``dim`` that
+    names no dynamic dim; ``cancel`` is checked between timing batches."""
     reporter = Reporter(observer, cancel, progress)
+    fit = threads is None if fit_threads is None else fit_threads
     threads = default_threads(threads)
+    threads, threads_note = _fit_threads(threads, fit, True)
     try:
         model_source = session.ort_model_source
     except Cancelled:
@@ -525,7 +704,8 @@ def benchmark_sweep(
                           seed=seed, progress=reporter.scaled("sweep", i, 1.0, total, f"{label}={size}: ", phases=()),
                           runner=runner)
         if point.cancelled:
-            return SweepResult(label, tuple(sizes[: len(points)]), tuple(points), config, cancelled=True)
+            return SweepResult(label, tuple(sizes[: len(points)]), tuple(points), config, cancelled=True,
+                               threads_note=threads_note)
         points.append(point)
     reporter.progress("sweep", total, total, "done")
-    return SweepResult(label, tuple(sizes), tuple(points), config)
+    return SweepResult(label, tuple(sizes), tuple(points), config, threads_note=threads_note)

@@ -74,6 +74,59 @@ def _own_cpu() -> float:
     return times.user + times.system
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class FreeCores:
+    """How many CPUs other processes leave free: ``others`` is the CPUs' worth they used over a
+    short window (``/proc/stat`` minus this process, sampled while it sleeps), ``cores`` the
+    CPUs this process may run on (its affinity). A core counts as taken when others used more
+    than half of it. ``None`` for ``others`` where the OS does not tell (every core is free)."""
+
+    cores: int
+    others: float | None
+    window: float
+
+    @property
+    def free(self) -> int:
+        if self.others is None:
+            return self.cores
+        return max(1, self.cores - int(self.others + 0.5))
+
+    @classmethod
+    def measure(cls, window: float = 0.15) -> FreeCores:
+        cores = _usable_cores()
+        before, own = _cpu_jiffies(), _own_cpu()
+        time.sleep(window)
+        after = _cpu_jiffies()
+        if before is None or after is None or after[1] <= before[1]:
+            return cls(cores, None, window)
+        busy, total = after[0] - before[0], after[1] - before[1]
+        share = min(1.0, max(0.0, (busy - (_own_cpu() - own)) / total))
+        return cls(cores, share * (os.cpu_count() or cores), window)
+
+    def fit(self, threads: int) -> tuple[int, str | None]:
+        """The thread count to time at for ``threads`` asked, and a sentence when it is fewer."""
+        if threads <= self.free:
+            return threads, None
+        return self.free, (f"timed at {self.free} thread(s), not {threads}: other processes were using "
+                           f"{self.others:.1f} of {self.cores} cores (more threads than free cores stall "
+                           "at their barriers; threads= sets the count)")
+
+    def crowded(self, threads: int) -> str | None:
+        """For ``threads`` asked explicitly: a sentence when they exceed the free cores."""
+        if threads <= self.free:
+            return None
+        return (f"{threads} threads asked while other processes were using {self.others:.1f} of {self.cores} cores: "
+                f"threads beyond the {self.free} free core(s) stall at their barriers (eager PyTorch most); "
+                "leave threads= unset to time at what is free")
+
+
 @dataclass(frozen=True)
 class Calibration:
     """A fixed piece of pure-Python work timed ``runs`` times: its median and spread."""

@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Failure, first_line
+from ..errors import Failure, Status, first_line
+from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
@@ -28,8 +29,8 @@ class NodeTime:
     total_us: float
 
 
-@dataclass(frozen=True)
-class ProfileResult:
+@dataclass(frozen=True, repr=False)
+class ProfileResult(Presentable):
     """onnxruntime per-node kernel times, aggregated by op type and by module path."""
 
     runs: int
@@ -38,6 +39,11 @@ class ProfileResult:
     error: str | None = None
     failure: Failure | None = None
     cancelled: bool = False
+
+    @property
+    def status(self) -> Status:
+        """``cancelled``, ``failed`` (see ``error``) or ``ok``."""
+        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
     @property
     def total_us(self) -> float:
@@ -72,22 +78,6 @@ class ProfileResult:
 
     def by_module(self) -> Any:
         return self.to_frame("module")
-
-    def summary(self, top: int = 5) -> str:
-        if self.error:
-            return f"Profile could not run: {self.error}"
-        lines = [f"onnxruntime profile: {self.runs} run(s), {self.total_us / max(self.runs, 1):.1f} us of kernels per run"]
-        for by in ("op_type", "module"):
-            frame = self.to_frame(by).head(top)
-            parts = [f"{row[by if by != 'op_type' else 'op_type']} {row['share']:.0%}" for _, row in frame.iterrows()]
-            lines.append(f"  by {by.replace('_', ' ')}: " + ", ".join(parts))
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
 
 
 def _node_map(model: Any) -> dict[str, tuple[str, str | None, str | None]]:

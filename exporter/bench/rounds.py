@@ -19,6 +19,11 @@ from typing import Any
 from ..progress import Progress, report
 from .stats import median_ci, percentile
 
+# Other processes only ever add time to a call: a low quantile of each round's calls is what the
+# machine gives when nothing interferes (timeit recommends the minimum; p10 keeps a few calls'
+# luck out of it).
+LOW_QUANTILE = 10
+
 
 @dataclass(frozen=True)
 class Contender:
@@ -40,6 +45,7 @@ class Rounds:
     warmup_runs: tuple[int, ...]
     stopped: str
     seconds: float
+    round_lows: tuple[tuple[float, ...], ...] = ()  # [contender][round]: the round's LOW_QUANTILE call
 
     @property
     def rounds(self) -> int:
@@ -52,6 +58,41 @@ class Rounds:
         """``numerator``'s round median over ``denominator``'s, one per round."""
         top, bottom = self.round_medians[self.index(numerator)], self.round_medians[self.index(denominator)]
         return tuple(a / b for a, b in zip(top, bottom) if b > 0)
+
+    def figures(self, name: str) -> RoundFigures:
+        """``name``'s per-round figures: each round's low-quantile call and median call."""
+        i = self.index(name)
+        return RoundFigures(self.round_lows[i] if self.round_lows else self.round_medians[i], self.round_medians[i])
+
+
+@dataclass(frozen=True)
+class RoundFigures:
+    """One contender's per-round figures, in seconds: ``lows`` (each round's
+    :data:`LOW_QUANTILE` call) and ``medians`` (each round's median call). ``low`` and ``p50``
+    are their medians over rounds: each round weighs the same, whatever its number of calls."""
+
+    lows: tuple[float, ...]
+    medians: tuple[float, ...]
+
+    @property
+    def rounds(self) -> int:
+        return len(self.lows)
+
+    @property
+    def low(self) -> float:
+        return median_of(self.lows)
+
+    @property
+    def p50(self) -> float:
+        return median_of(self.medians)
+
+
+def median_of(values: Sequence[float]) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def bootstrap_median_ci(values: Sequence[float], *, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -113,6 +154,7 @@ def time_rounds(
         per_call.append(warm / runs)
     samples: list[list[int]] = [[] for _ in contenders]
     medians: list[list[float]] = [[] for _ in contenders]
+    lows: list[list[float]] = [[] for _ in contenders]
     spent = [0.0] * count  # seconds of timed calls
     round_time = budget / max(target_rounds, 1)
     started = time.perf_counter()
@@ -138,6 +180,7 @@ def time_rounds(
             samples[i].extend(chunk)
             chunk.sort()
             medians[i].append(percentile(chunk, 50) / 1e9)
+            lows[i].append(percentile(chunk, LOW_QUANTILE) / 1e9)
             spent[i] += sum(chunk) / 1e9
             # The next batch is sized on the typical call, not the mean: a few stalled calls
             # (a busy machine) must not shrink batches to one call each, where every timed
@@ -166,6 +209,7 @@ def time_rounds(
         warmup_runs=tuple(warmups),
         stopped=stopped,
         seconds=time.perf_counter() - started,
+        round_lows=tuple(tuple(low) for low in lows),
     )
 
 
