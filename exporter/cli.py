@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._quiet import quiet_library_warnings
 from .capture import strategy_names
-from .dims import AUTO, DYNAMIC, STATIC, Dim
+from .dims.grammar import AXIS_REQUEST_HELP, AXIS_REQUEST_METAVAR, AxisRequestsAction, axis_request_argument
 from .errors import ExportError, SpecError, first_line, user_source_line
 from .serialize import check_destination
 
@@ -48,7 +48,6 @@ __all__ = ["main"]
 
 LOGGER_NAME = "onnx_workbench"
 THIRD_PARTY_LOGGERS = ("torch.onnx", "torch.export", "onnxscript", "onnx_ir")
-POLICY_WORDS = {"auto": AUTO, "static": STATIC, "dynamic": DYNAMIC}
 DEMO_BENCHMARK_SECONDS = 0.5
 DISTRIBUTION = "onnx-export-workbench"
 #: What ``export -o`` can write, by file extension.
@@ -56,53 +55,6 @@ OUTPUT_FORMATS = {".onnx": "an ONNX model", ".pt2": "a torch.export ExportedProg
 
 
 # -- command-line syntax -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AxisRequest:
-    """One ``--dynamic INPUT.AXIS=NAME``: the leaf path, the axis, and the policy for it."""
-
-    path: str
-    axis: int
-    policy: Any
-
-
-def parse_axis_request(text: str) -> AxisRequest:
-    """``x.0=batch``, ``cache.0.key.2=seq:1:4096``, ``mask.1=auto`` → :class:`AxisRequest`."""
-    target, equals, policy_text = text.partition("=")
-    path, dot, axis_text = target.rpartition(".")
-    if not equals or not dot or not path:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not INPUT.AXIS=NAME (e.g. x.0=batch, cache.0.key.2=seq:1:4096)"
-        )
-    try:
-        axis = int(axis_text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: the axis {axis_text!r} is not an integer") from None
-    return AxisRequest(path, axis, parse_policy(policy_text))
-
-
-def parse_policy(text: str) -> Any:
-    """``auto`` / ``static`` / ``dynamic``, a dim name, or ``name:min:max`` (either bound may be empty)."""
-    if text.lower() in POLICY_WORDS:
-        return POLICY_WORDS[text.lower()]
-    name, *bounds = text.split(":")
-    if len(bounds) not in (0, 2):
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME or NAME:MIN:MAX (e.g. seq:1:4096, batch::64)")
-    low, high = [parse_bound(bound, text) for bound in bounds] or [None, None]
-    try:
-        return Dim(name, min=low, max=high)
-    except SpecError as exc:
-        raise argparse.ArgumentTypeError(exc.reason) from None
-
-
-def parse_bound(text: str, policy_text: str) -> int | None:
-    if not text:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{policy_text!r}: the bound {text!r} is not an integer") from None
 
 
 def parse_factory_argument(text: str) -> tuple[str, Any]:
@@ -194,10 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--args", dest="factory_args", type=parse_factory_argument, nargs="+",
                         action="extend", default=[], metavar="KEY=VALUE",
                         help="keyword arguments for the factory; values are Python literals or strings")
-    export.add_argument("--dynamic", dest="axes", type=parse_axis_request, nargs="+", action="extend",
-                        default=[], metavar="INPUT.AXIS=NAME",
-                        help="make an input axis dynamic: NAME is auto, static, dynamic, a dim name, "
-                        "or name:min:max; INPUT may be a pytree path such as cache.0.key")
+    export.add_argument("--dynamic", dest="axes", type=axis_request_argument, nargs="+", action=AxisRequestsAction,
+                        default=[], metavar=AXIS_REQUEST_METAVAR, help=AXIS_REQUEST_HELP)
     export.add_argument("--opset", type=parse_opset, default=None, help="ONNX opset (default: torch.onnx's)")
     export.add_argument("--strategy", default="auto", choices=("auto",) + strategy_names(),
                         help="capture strategy (default: auto, which tries each in turn)")
@@ -387,23 +337,6 @@ def load_factory_model(reference: tuple[str, str], arguments: dict[str, Any]) ->
         return call_factory(find_factory(module, function, module_name), arguments)
 
 
-def dim_spec_by_leaf_path(model: Any, args: tuple, kwargs: dict, factory_dims: Any, axes: list[AxisRequest]) -> Any:
-    """The factory's dims (if any) with each ``--dynamic`` axis set on top, as
-    ``{leaf path: {axis: policy}}``; None when there are neither."""
-    if not axes:
-        return factory_dims
-    spec: dict[str, dict[int, Any]] = {}
-    if factory_dims is not None:
-        from .dims import DimSpec
-        from .inputs import bind_inputs
-
-        for entry in DimSpec.parse(factory_dims, bind_inputs(model, args, kwargs)):
-            spec.setdefault(entry.path, {})[entry.axis] = entry.policy
-    for request in axes:
-        spec.setdefault(request.path, {})[request.axis] = request.policy
-    return spec
-
-
 # -- describing a session ------------------------------------------------------------------
 
 
@@ -581,11 +514,12 @@ def print_program_inputs(path: Path, session: Session) -> None:
 
 def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     from .api import ExportOptions
+    from .dims.grammar import spec_from_requests
     from .session import Session
 
     program_only = options.output.suffix == ".pt2"
     model, args, kwargs, factory_dims = load_factory_model(options.factory, dict(options.factory_args))
-    spec = dim_spec_by_leaf_path(model, args, kwargs, factory_dims, options.axes)
+    spec = spec_from_requests(model, args, kwargs, factory_dims, options.axes)
     export_options = ExportOptions(
         opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
         logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,

@@ -1,7 +1,8 @@
 """``%onnx_export`` and ``%%onnx_export``: export a model from a notebook and show the workbench.
 
 Thin by design: the options are parsed with IPython's ``magic_arguments`` (the same words as the
-``onnx-workbench export`` command, whose ``--dynamic`` parser is reused), the call is evaluated
+``onnx-workbench export`` command; ``--dynamic`` is the core's grammar, ``exporter.dims.grammar``,
+as on the command line), the call is evaluated
 in the user's namespace, and the exporter core does the rest. Importing this module imports no
 torch, onnxscript, onnxruntime or ipywidgets.
 """
@@ -18,6 +19,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from exporter.dims.grammar import AXIS_REQUEST_HELP, AXIS_REQUEST_METAVAR, AxisRequestsAction
+
 __all__ = ["ExportMagics", "parse_call", "report_as_text", "shows_widgets", "split_trailing_options"]
 
 _ARGUMENTS = "__onnx_export_arguments__"
@@ -31,9 +34,9 @@ def _unquote(text: str) -> str:
 
 
 def _axis_request(text: str) -> Any:
-    from exporter.cli import parse_axis_request
+    from exporter.dims.grammar import axis_request_argument
 
-    return parse_axis_request(_unquote(text))
+    return axis_request_argument(_unquote(text))
 
 
 def _opset(text: str) -> int:
@@ -103,22 +106,27 @@ def _rest_of_line(line: str, argv: list[str], first: int) -> str:
     return line[line.index(argv[first], position):]
 
 
-def split_trailing_options(call: str) -> tuple[str, str]:
-    """``model(x) --dynamic x.0=batch`` → ``("model(x)", "--dynamic x.0=batch")``: options
-    written after the call, as people do. A text that is a Python expression as it is stays
-    whole (``model(x - 1)``)."""
+_OPTION_START = re.compile(r"\s(?=--?[A-Za-z])")  # " --save", " -o": where trailing options may begin
+
+
+def _is_call(text: str) -> bool:
     try:
-        ast.parse(call.strip(), mode="eval")
-        return call, ""
+        return isinstance(ast.parse(text.strip(), mode="eval").body, ast.Call)
     except SyntaxError:
-        pass
-    for match in re.finditer(r"\s(?=-)", call):
+        return False
+
+
+def split_trailing_options(call: str) -> tuple[str, str]:
+    """``model(x) --no-widget -o s`` → ``("model(x)", "--no-widget -o s")``: options written
+    after the call, as people do. The call is the shortest head that is a Python call and is
+    followed by an option; a text that is a call as it is stays whole (``model(x, -y)``,
+    ``model(x - 1)``). ``model(x) --no-widget`` is a valid Python expression
+    (``model(x) - (-no) - widget``), so being an expression is not enough: it must be a call."""
+    if _is_call(call):
+        return call, ""
+    for match in _OPTION_START.finditer(call):
         head = call[: match.start()]
-        try:
-            tree = ast.parse(head.strip(), mode="eval")
-        except SyntaxError:
-            continue
-        if isinstance(tree.body, ast.Call):
+        if _is_call(head):
             return head, call[match.end():]
     return call, ""
 
@@ -176,14 +184,27 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
         return False
 
 
+def _rebinder(namespace: dict[str, Any], name: str, first: Any) -> Any:
+    """The widget's ``bind``: ``namespace[name]`` follows the session the widget shows, as long
+    as it still holds the session the widget last put there (a name the user has reassigned
+    is left alone). A plain Session, not a proxy: ``isinstance``, pickling and every API work."""
+    bound = [first]
+
+    def bind(session: Any) -> None:
+        if namespace.get(name) is bound[0]:
+            namespace[name] = session
+            bound[0] = session
+
+    return bind
+
+
 @magics_class
 class ExportMagics(Magics):
     """The ``%onnx_export`` line and cell magic."""
 
     @magic_arguments()
-    @argument("--dynamic", action="append", default=[], type=_axis_request, metavar="INPUT.AXIS=NAME",
-              help="make an input axis dynamic (repeat for more): NAME is auto, static, dynamic, a dim "
-              "name, or name:min:max; INPUT may be a pytree path such as cache.0.key")
+    @argument("--dynamic", action=AxisRequestsAction, default=[], type=_axis_request, metavar=AXIS_REQUEST_METAVAR,
+              help=AXIS_REQUEST_HELP + " (repeat --dynamic for more axes)")
     @argument("--opset", type=_opset, default=None, help="ONNX opset (default: torch.onnx's)")
     @argument("--strategy", type=_strategy, default="auto", help="capture strategy (default: auto)")
     @argument("--runtime-asserts", action="store_true",
@@ -195,7 +216,9 @@ class ExportMagics(Magics):
     @argument("--no-verify", action="store_true", help="do not compare onnxruntime with PyTorch after exporting")
     @argument("--bench", action="store_true", help="time onnxruntime against PyTorch after exporting")
     @argument("--no-widget", action="store_true", help="print text instead of showing the workbench widget")
-    @argument("-o", dest="name", type=_identifier, metavar="NAME", help="store the Session in this variable")
+    @argument("-o", dest="name", type=_identifier, metavar="NAME",
+              help="store the Session in this variable; the widget rebinds it to the session it shows after "
+              "every change (dim toggle, Apply suggested fixes, Cancel) unless you have assigned NAME yourself")
     @argument("call", nargs=argparse.REMAINDER, help="the call to export, e.g. model(x, attention_mask=m)")
     @line_cell_magic
     def onnx_export(self, line: str, cell: str | None = None) -> None:
@@ -214,6 +237,9 @@ class ExportMagics(Magics):
         call, trailing = split_trailing_options(_rest_of_line(line, argv, first))
         if trailing:
             options = self.onnx_export.parser.parse_args(argv[:first] + arg_split(trailing, posix=False))
+            if options.call:  # words after the options that are neither an option nor its value
+                raise UsageError(f"{' '.join(options.call)!r} after the options is not an option; "
+                                 "write the call once, before or after the options")
         model, args, kwargs = self._call(call, cell)
         session = self._session(model, args, kwargs, options)
         if options.name:
@@ -225,7 +251,9 @@ class ExportMagics(Magics):
 
         from .app import Workbench
 
-        display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save))
+        bind = _rebinder(self.shell.user_ns, options.name, session) if options.name else None
+        display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save,
+                          bind=bind))
 
     def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple, dict]:
         namespace = self.shell.user_ns
@@ -250,18 +278,20 @@ class ExportMagics(Magics):
     @staticmethod
     def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Any:
         from exporter import ExportOptions, Session
-        from exporter.cli import dim_spec_by_leaf_path
-        from exporter.errors import ExportError
+        from exporter.dims.grammar import one_line, spec_from_requests
+        from exporter.errors import ExportError, SpecError
         from exporter.serialize import check_destination
 
         try:
             if options.save is not None:
                 check_destination(options.save)
-            spec = dim_spec_by_leaf_path(model, args, kwargs, None, options.dynamic)
+            spec = spec_from_requests(model, args, kwargs, None, options.dynamic)
             export_options = ExportOptions(dynamic_shapes=spec, opset_version=options.opset, strategy=options.strategy,
                                            runtime_asserts=options.runtime_asserts, optimize=not options.no_optimize,
                                            fully_masked_rows=options.fully_masked_rows)
             return Session(model, args, kwargs, export_options)
+        except SpecError as exc:
+            raise UsageError(one_line(exc)) from None
         except ExportError as exc:
             hint = (exc.hint or "").splitlines()
             raise UsageError(exc.reason + (f" ({hint[0]})" if hint else "")) from None

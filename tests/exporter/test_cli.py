@@ -14,8 +14,9 @@ import warnings
 import onnx
 import pytest
 
-from exporter import AUTO, STAGES, Dim
-from exporter.cli import AxisRequest, build_parser, main, parse_axis_request
+from exporter import STAGES
+from exporter.cli import build_parser, main
+from exporter.dims.grammar import AxisRequestsAction, axis_request_argument
 
 FACTORY_MODULE = textwrap.dedent(
     """
@@ -123,7 +124,7 @@ def test_export_of_an_unknown_input_exits_1_with_a_readable_message(factory_file
     output = tmp_path / "model.onnx"
     code, _, stderr = run_cli("export", f"{factory_file}:make", "--dynamic", "xs.0=batch", "-o", str(output))
     assert code == 1
-    assert "[spec] unknown input 'xs'" in stderr
+    assert "[spec] 'xs.0=batch': unknown input 'xs'" in stderr
     assert "fix:" in stderr and "'x'" in stderr
     assert "Traceback" not in stderr
     assert not output.exists()
@@ -183,17 +184,45 @@ def test_missing_command_and_output_exit_2(factory_file):
     assert run_cli("export", f"{factory_file}:make")[0] == 2
 
 
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("x.0=batch", AxisRequest("x", 0, Dim("batch"))),
-        ("cache.0.key.2=seq:1:4096", AxisRequest("cache.0.key", 2, Dim("seq", min=1, max=4096))),
-        ("x.-1=n::64", AxisRequest("x", -1, Dim("n", max=64))),
-        ("mask.1=AUTO", AxisRequest("mask", 1, AUTO)),
-    ],
+def test_dynamic_is_the_cores_axis_grammar():
+    export = build_parser()._subparsers._group_actions[0].choices["export"]
+    (dynamic,) = [a for a in export._actions if "--dynamic" in a.option_strings]
+    assert dynamic.type is axis_request_argument and isinstance(dynamic, AxisRequestsAction)
+
+
+def test_an_axis_given_twice_exits_2_naming_both(factory_file, tmp_path):
+    code, _, stderr = run_cli("export", f"{factory_file}:make", "--dynamic", "x.0=batch", "x.1=seq",
+                              "--dynamic", "x.0=static", "-o", str(tmp_path / "m.onnx"))
+    assert code == 2
+    assert "x.0 is given twice: 'x.0=batch' and 'x.0=static'" in stderr
+
+
+def test_a_bare_name_exports_where_a_guard_bounds_the_dim(tmp_path):
+    """``x.0=batch`` means what ``{"x": {0: "batch"}}`` means: the guard ``batch != 1`` narrows
+    the range instead of rejecting the export (a strict ``batch::`` is rejected)."""
+    factory = tmp_path / "notone.py"
+    factory.write_text(NOT_ONE_MODULE)
+    output = tmp_path / "model.onnx"
+    code, _, stderr = run_cli("export", f"{factory}:make", "--dynamic", "x.0=batch", "-o", str(output))
+    assert code == 0, stderr
+    assert onnx_shapes(output)["x"] == ["batch", 4]
+    code, _, stderr = run_cli("export", f"{factory}:make", "--dynamic", "x.0=batch::", "-o", str(output))
+    assert code == 1 and "Dim('batch', min=2)" in stderr
+
+
+NOT_ONE_MODULE = textwrap.dedent(
+    """
+    import torch
+
+    class NotOne(torch.nn.Module):
+        def forward(self, x):
+            torch._check(x.shape[0] != 1)
+            return x * 2
+
+    def make():
+        return NotOne(), (torch.randn(3, 4),)
+    """
 )
-def test_dynamic_axis_syntax(text, expected):
-    assert parse_axis_request(text) == expected
 
 
 def test_installed_console_script_prints_help():

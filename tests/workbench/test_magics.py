@@ -77,6 +77,86 @@ def test_options_written_after_the_call_are_options_not_part_of_the_call(ip, cap
     assert workbench.magics.split_trailing_options("model(x - 1)") == ("model(x - 1)", "")
 
 
+@pytest.mark.parametrize(
+    ("text", "split"),
+    [
+        ("model(x) --no-widget", ("model(x)", "--no-widget")),
+        ("model(x) --no-widget --bench --no-verify", ("model(x)", "--no-widget --bench --no-verify")),
+        ("model(x) --save m.onnx", ("model(x)", "--save m.onnx")),
+        ("model(x, -y) -o s", ("model(x, -y)", "-o s")),
+        ('model(x, s=" --no-widget") --no-verify', ('model(x, s=" --no-widget")', "--no-verify")),
+        ("model(x - 1)", ("model(x - 1)", "")),
+        ("model(x) - 1", ("model(x) - 1", "")),
+    ],
+)
+def test_the_call_ends_where_the_options_begin_even_when_the_whole_is_an_expression(text, split):
+    # "model(x) --no-widget" is itself Python: model(x) - (-no) - widget
+    assert workbench.magics.split_trailing_options(text) == split
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "model(x) -o opts --no-widget --no-verify --save {target} --dynamic x.0=batch",
+        "-o opts --no-widget model(x) --no-verify --save {target} --dynamic x.0=batch",
+        "-o opts --no-widget --no-verify --save {target} --dynamic x.0=batch model(x)",
+    ],
+    ids=["after", "around", "before"],
+)
+def test_options_mean_the_same_before_or_after_the_call(ip, capsys, tmp_path, line):
+    target = tmp_path / "m.onnx"
+    ip.run_line_magic("onnx_export", line.format(target=target))
+    session = ip.user_ns["opts"]
+    assert session.succeeded and onnx_dims(session) == {"x": ["batch", 8]}
+    printed = capsys.readouterr().out
+    assert f"saved {target}" in printed and "verif" not in printed.lower()
+
+
+def test_an_axis_given_twice_is_a_usage_error_before_or_after_the_call(ip):
+    for line in ("--dynamic x.0=batch --dynamic x.0=static model(x)", "--dynamic x.0=batch model(x) --dynamic x.0=static"):
+        with pytest.raises(UsageError, match=r"x\.0 is given twice: 'x\.0=batch' and 'x\.0=static'; fix: give each axis once"):
+            ip.run_line_magic("onnx_export", line)
+
+
+def test_words_after_the_trailing_options_are_refused(ip):
+    with pytest.raises(UsageError, match="'extra' after the options is not an option"):
+        ip.run_line_magic("onnx_export", "model(x) --no-verify extra")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x.0=batch", "x.1=seq:1:512", "x.1=seq::", "x.-1=n::64", "x.0=AUTO", "x0=batch", "x.1=seq:512:1", "x.1=seq:1"],
+)
+def test_the_magic_and_the_command_line_read_an_axis_request_the_same(text):
+    """One grammar (exporter.dims.grammar): the same request, or the same error message."""
+    import argparse
+
+    from exporter.cli import build_parser
+
+    export = build_parser()._subparsers._group_actions[0].choices["export"]
+
+    def read(parser, argv):
+        try:
+            return parser.parse_known_args(argv)[0].__dict__.get("dynamic") or parser.parse_known_args(argv)[0].axes
+        except (SystemExit, UsageError, argparse.ArgumentError) as exc:
+            return f"error: {exc}"
+
+    magic_parser = workbench.magics.ExportMagics.onnx_export.parser
+    magic_parser_error = magic_parser.error
+    cli_errors = []
+    export.error = lambda message: (cli_errors.append(message), (_ for _ in ()).throw(SystemExit(2)))[1]
+    try:
+        cli = read(export, ["m.py:f", "-o", "m.onnx", "--dynamic", text])
+    finally:
+        del export.error
+    magic = read(magic_parser, ["--dynamic", text])
+    assert magic_parser.error == magic_parser_error
+    if cli_errors:
+        assert isinstance(magic, str) and cli_errors[0].split(": ", 1)[1] in magic
+    else:
+        assert cli == magic and cli[0].text == text
+
+
 def test_line_magic_passes_keyword_arguments_and_options(ip, capsys):
     ip.run_line_magic("onnx_export", "-o scaled --no-verify --no-optimize --opset 18 --strategy strict "
                                      "--fully-masked-rows mean --dynamic x.0=rows:2:64 model(x, scale=torch.tensor(2.0))")
@@ -128,7 +208,8 @@ def test_cell_magic_through_run_cell_like_a_notebook(ip):
     ("line", "message"),
     [
         ("", "give the call to export"),
-        ("--dynamic x0=batch model(x)", "is not INPUT.AXIS=NAME"),
+        ("--dynamic x0=batch model(x)", "'x0=batch': is not INPUT.AXIS=NAME: the axis is missing before '='"),
+        ("--dynamic x.1=seq:512:1 model(x)", "'x.1=seq:512:1': min 512 is greater than max 1; fix: x.1=seq:1:512"),
         ("--dynamic x.zero=batch model(x)", "is not an integer"),
         ("--opset 99 model(x)", "99"),
         ("--strategy fastest model(x)", "unknown strategy 'fastest'"),
@@ -137,8 +218,9 @@ def test_cell_magic_through_run_cell_like_a_notebook(ip):
         ("model", "is not a call"),
         ("model(x", "is not a Python call"),
         ("model(undefined_tensor)", "NameError: name 'undefined_tensor' is not defined"),
-        ("--dynamic y.0=batch model(x)", "unknown input 'y'"),
-        ("--dynamic x.5=batch model(x)", "axis 5"),
+        ("--dynamic y.0=batch model(x)", "'y.0=batch': unknown input 'y'; fix: valid inputs: 'x'"),
+        ("--dynamic x.5=batch model(x)", "'x.5=batch': axis 5 is out of range for 'x', a tensor of shape [4, 8] (rank 2); "
+                                         "fix: valid axes are 0..1 (or -2..-1)"),
         ("--save /nonexistent/dir/m.onnx model(x)", "/nonexistent/dir"),
     ],
 )
@@ -189,8 +271,8 @@ def test_with_a_front_end_the_magic_displays_the_workbench(ip, monkeypatch):
     (wb,) = shown
     wb.wait()
     assert wb.session is ip.user_ns["live"]
-    assert "dynamic batch [0, inf]" in wb.axis_row("x", 0).result.value
-    assert "<code>[batch, 8]</code>" in wb.stages_view.ports.value
+    assert "dynamic batch [1, inf]" in wb.axis_row("x", 0).result.value
+    assert ">[batch, 8]<" in wb.stages_view.ports.value
 
 
 def test_with_a_front_end_a_failing_export_is_shown_in_the_widget(ip, monkeypatch):
