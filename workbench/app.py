@@ -28,7 +28,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ._live import JobRunner, Step, observer_class
-from .views._html import esc, failure_html, note
+from .views.blocks import STYLE, esc, failure_html
 from .views.benchmark import BenchmarkView
 from .views.dims import AxisRow, DimsView
 from .views.graphs import GraphsView, graph_renderer
@@ -40,6 +40,14 @@ __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
 ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
+
+
+def one_line(result: Any) -> str:
+    """The line a result is known by: a verification's verdict, a benchmark's headline."""
+    line = getattr(result, "verdict", None) or getattr(result, "headline", None)
+    if line is None:
+        line = (result.summary().splitlines() or [""])[0]
+    return line() if callable(line) else str(line)
 
 
 def steps_until(until: str) -> tuple[Step, ...]:
@@ -66,12 +74,14 @@ class Workbench(widgets.VBox):
         verify, benchmark: after that first export, verify it / time it (the magic verifies
             unless ``--no-verify``, and times with ``--bench``).
         save: a path to write the model to once the first export succeeds.
+        bind: called with the session whenever the widget shows another one (a dim toggle,
+            Apply suggested fixes, Cancel): ``%onnx_export -o NAME`` rebinds ``NAME`` with it.
         follow: how far a dim change runs: ``"capture"`` (the rows only) or a later stage
             (default ``"optimize"``, so the ONNX inputs are shown too).
     """
 
     def __init__(self, session: Any, *, run: bool = True, verify: bool = False, benchmark: bool = False,
-                 save: Any = None, follow: str = "optimize") -> None:
+                 save: Any = None, follow: str = "optimize", bind: Any = None) -> None:
         steps_until(follow)  # a typo fails here, not on the first click
         self._shown = session          # the session whose results are on screen
         self._last_good: Any = None    # the last session whose capture succeeded (for the rows)
@@ -80,18 +90,19 @@ class Workbench(widgets.VBox):
         self._ports: dict[int, list[Any]] = {}
         self._analyses: dict[str, tuple[Any, Any]] = {}
         self._follow = follow
+        self._bind = bind
         self._render_lock = threading.RLock()  # one renderer at a time (worker thread vs kernel thread)
         self._runner = JobRunner(self._submit_step, self._on_step, self._on_finish, self._observer_for)
         self.last_message = ""
         self._draw_problem: str | None = None  # a view that failed to draw during the current job
 
         self.header = widgets.HTML(self._title(session))
-        self.job_status = widgets.HTML(note("idle"))
+        self.job_status = widgets.HTML("idle")
         self.job_status.add_class("wb-job-status")
         self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, layout=widgets.Layout(width="240px"))
         self.progress.add_class("wb-progress")
         self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True,
-                                            button_style="warning", layout=widgets.Layout(width="auto", min_width="100px"))
+                                            layout=widgets.Layout(width="auto", min_width="100px"))
         self.cancel_button.add_class("wb-cancel")
         self.cancel_button.on_click(lambda _: self.cancel())
 
@@ -105,7 +116,11 @@ class Workbench(widgets.VBox):
                       self.verify_view, self.benchmark_view)
         self.tabs = widgets.Tab(children=[v.widget for v in self.views], titles=[v.title for v in self.views])
         self.tabs.observe(self._tab_selected, names="selected_index")
-        super().__init__([self.header, widgets.HBox([self.progress, self.cancel_button, self.job_status]), self.tabs])
+        self.job_status.layout = widgets.Layout(flex="1 1 auto", min_width="0")
+        super().__init__([widgets.HTML(STYLE), self.header,
+                          widgets.HBox([self.progress, self.cancel_button, self.job_status],
+                                       layout=widgets.Layout(flex_flow="row wrap", align_items="center")),
+                          self.tabs])
         self.add_class("wb-workbench")
 
         self.dims_view.show_spec(session.spec)
@@ -180,6 +195,7 @@ class Workbench(widgets.VBox):
                 return
             previous = job.previous
             self.dims_view.show_spec(previous.spec)
+            self.dims_view.show_code(previous.spec.to_code(previous.inputs))
             # Drawing reads the session, which the worker may hold while it finishes the
             # cancelled step: the previous result is drawn by the worker, as a job of its own.
             self._runner.start(previous, (Step("show"),), f"cancelled {job.label}: showing the previous result",
@@ -229,6 +245,9 @@ class Workbench(widgets.VBox):
             self.progress.value = 0.0
             self.progress.bar_style = ""
             self.cancel_button.disabled = False
+            self.cancel_button.button_style = "warning"
+            if session is not previous or any(step.task == "fixes" for step in steps):
+                self.dims_view.updating()
             self._status(label + "…")
             self.last_message = ""
             self._runner.start(session, steps, label, previous)
@@ -284,7 +303,8 @@ class Workbench(widgets.VBox):
                 self.graphs_view.show(result)
                 return True
             if step.task == "show":
-                self._shown = session = job.session
+                session = job.session
+                self._show_session(session)
                 if session.stages:
                     self._render(session)
                 else:
@@ -302,15 +322,26 @@ class Workbench(widgets.VBox):
             self._last_exported = session
         if result.name == "optimize" and result.ok:
             self._ports[id(session)] = self._onnx_ports(session)
-        self._shown = session
+        self._show_session(session)
         self._render(session)
         return result.ok
+
+    def _show_session(self, session: Any) -> None:
+        """``session`` is now on screen; ``bind`` hears of a new one (the ``-o`` variable)."""
+        changed = session is not self._shown
+        self._shown = session
+        if changed and self._bind is not None:
+            try:
+                self._bind(session)
+            except Exception:  # noqa: BLE001 - a binding problem never stops the widget
+                pass
 
     def _on_finish(self, job: Any) -> None:
         with self._render_lock:
             if self._runner.current is not job and self._runner.current is not None:
                 return  # superseded: the next job owns the job bar
             self.cancel_button.disabled = True
+            self.cancel_button.button_style = ""
             if job.cancelled:
                 self.progress.value = 0.0
                 return
@@ -325,7 +356,9 @@ class Workbench(widgets.VBox):
                 self._status(problem, error=True)
             elif failed is not None:
                 self.progress.bar_style = "danger"
-                self._status(f"{failed.name} failed: {failed.failure.first_line if failed.failure else ''}", error=True)
+                where = "Dims" if failed.name == "capture" and any(o.obtained == "failed" and o.reason
+                                                                   for o in self._shown.dims) else "Stages"
+                self._status(f"{failed.name} failed: the {where} tab says why", error=True)
             else:
                 self.progress.value = 1.0
                 self.progress.bar_style = "success"
@@ -373,20 +406,29 @@ class Workbench(widgets.VBox):
         exported = self._last_exported
         self._safely(self.stages_view.show, session, exported, self._ports.get(id(session)),
                      self._ports.get(id(exported)) if exported is not None else None)
+        kept = session.analyses  # what ran on this session's exported model, here or in a script
         for name in ("verify", "benchmark"):
-            shown = self._analyses.get(name)
-            if shown is not None and shown[0] is session:
-                self.stages_view.analysis(name, str(shown[1].status), getattr(shown[1], "seconds", None),
-                                          shown[1].summary().splitlines()[0])
+            result = kept.get(name)
+            if result is None and name in self._analyses and self._analyses[name][0] is session:
+                result = self._analyses[name][1]  # e.g. a verify that could not run: kept by the widget only
+            if result is not None:
+                self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None), one_line(result))
             else:
                 self.stages_view.analysis(name, "not run", None, "")
         self._safely(self.dims_view.show, session, self._last_good)
         self._safely(self.guards_view.show, session, self.tabs.selected_index == self.views.index(self.guards_view))
-        for name, (of, result) in self._analyses.items():
-            self._safely(self._show_analysis, name, of, result)
+        if "verify" not in kept and "verify" not in self._analyses:
+            self.verify_view.not_run()
+        if not any(n in kept or n in self._analyses for n in ANALYSES[1:]):
+            self.benchmark_view.not_run()
+        for name in ANALYSES:
+            if name in kept:
+                self._safely(self._show_analysis, name, session, kept[name])
+            elif name in self._analyses:
+                self._safely(self._show_analysis, name, *self._analyses[name])
 
     def _show_analysis(self, name: str, of: Any, result: Any) -> None:
-        current = of is self._shown
+        current = of is self._shown or self._shown.analyses.get(name) is result
         if name == "verify":
             self.verify_view.show(result, current)
         elif name == "benchmark":
@@ -398,8 +440,7 @@ class Workbench(widgets.VBox):
         elif name == "compare":
             self.benchmark_view.show_compare(result, current)
         if current and name in ("verify", "benchmark"):
-            self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None),
-                                      result.summary().splitlines()[0])
+            self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None), one_line(result))
 
     def _safely(self, draw: Any, *args: Any) -> None:
         """A view that fails to draw shows why in the job bar; the widget and kernel go on."""
@@ -418,7 +459,7 @@ class Workbench(widgets.VBox):
         return text
 
     def _status(self, text: str, error: bool = False) -> None:
-        self.job_status.value = f'<span style="color: #d62728">{esc(text)}</span>' if error else esc(text)
+        self.job_status.value = f'<span style="color: #991b1b">{esc(text)}</span>' if error else esc(text)
 
     @staticmethod
     def _onnx_ports(session: Any) -> list[Any]:
@@ -427,7 +468,7 @@ class Workbench(widgets.VBox):
         return onnx_ports(session.stage_output("optimize"))
 
     def _analyses_of(self, session: Any) -> set[str]:
-        return {name for name, (of, _) in self._analyses.items() if of is session}
+        return set(session.analyses) | {name for name, (of, _) in self._analyses.items() if of is session}
 
     @staticmethod
     def _model_label(session: Any) -> str:

@@ -1,8 +1,8 @@
-"""The Benchmark tab: onnxruntime against eager PyTorch latency (``session.benchmark()``) and
+"""The Benchmark tab: onnxruntime against eager PyTorch latency (``session.benchmark()``),
 latency against the size of a dynamic dim (``session.benchmark_sweep()``), onnxruntime's
-per-node profile by op type and module (``session.profile()``) and variants of the model and
-its runtime settings timed in the same rounds (``session.compare()``), with their tables and
-the charts of :mod:`workbench.render.bench_charts`."""
+per-node profile (``session.profile()``) and variants timed in the same rounds
+(``session.compare()``). Each shows its verdict line first, its chart, and the core's section
+(:mod:`exporter.display`) folded below."""
 
 from __future__ import annotations
 
@@ -11,78 +11,101 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import badge, failure_html, figure_svg, frame_html, note, pre
+from .blocks import failure_html, figure_html, folded, pane, verdict
 
 __all__ = ["BenchmarkView"]
+
+_STALE = " (for an earlier dim spec)"
+
+
+def _button(description: str, icon: str, css: str, **kwargs: Any) -> widgets.Button:
+    button = widgets.Button(description=description, icon=icon, layout=widgets.Layout(width="auto"), **kwargs)
+    button.add_class(css)
+    return button
 
 
 class BenchmarkView:
     title = "Benchmark"
 
     def __init__(self, on_run: Callable[[str], None]) -> None:
-        self.button = widgets.Button(description="Run benchmark", icon="tachometer-alt")
-        self.sweep_button = widgets.Button(description="Latency vs size", icon="chart-line")
-        self.profile_button = widgets.Button(description="Profile", icon="list")
-        self.profile_button.add_class("wb-run-profile")
-        self.profile_button.on_click(lambda _: on_run("profile"))
-        self.compare_button = widgets.Button(description="Compare variants", icon="balance-scale",
-                                             tooltip="the unoptimized model, onnxruntime's optimization "
-                                                     "levels and thread counts, in the same interleaved rounds")
-        self.compare_button.add_class("wb-run-compare")
-        self.compare_button.on_click(lambda _: on_run("compare"))
-        self.button.add_class("wb-run-benchmark")
-        self.sweep_button.add_class("wb-run-sweep")
-        self.button.on_click(lambda _: on_run("benchmark"))
-        self.sweep_button.on_click(lambda _: on_run("benchmark_sweep"))
-        self.status = widgets.HTML(note("not run"))
+        self.button = _button("Run benchmark", "tachometer-alt", "wb-run-benchmark")
+        self.sweep_button = _button("Latency vs size", "chart-line", "wb-run-sweep")
+        self.profile_button = _button("Profile", "list", "wb-run-profile")
+        self.compare_button = _button("Compare variants", "balance-scale", "wb-run-compare",
+                                      tooltip="the unoptimized model, onnxruntime's optimization levels and "
+                                              "thread counts, in the same interleaved rounds")
+        for button, name in ((self.button, "benchmark"), (self.sweep_button, "benchmark_sweep"),
+                             (self.profile_button, "profile"), (self.compare_button, "compare")):
+            button.on_click(lambda _, name=name: on_run(name))
+        self.status = widgets.HTML(verdict("not run"))
         self.status.add_class("wb-benchmark-status")
         self.summary = widgets.HTML()
         self.chart = widgets.HTML()
         self.sweep = widgets.HTML()
         self.profile = widgets.HTML()
         self.compare = widgets.HTML()
-        self.widget = widgets.VBox([
-            widgets.HBox([self.button, self.sweep_button, self.profile_button, self.compare_button, self.status]),
-            self.summary, self.chart, self.sweep, self.compare, self.profile,
-        ])
+        buttons = widgets.HBox([self.button, self.sweep_button, self.profile_button, self.compare_button],
+                               layout=widgets.Layout(flex_flow="row wrap"))
+        self.widget = widgets.VBox([self.status, buttons, self.summary, self.chart, self.sweep, self.compare,
+                                    self.profile])
+
+    def not_run(self) -> None:
+        self.status.value = verdict("not run")
+        for part in (self.summary, self.chart, self.sweep, self.profile, self.compare):
+            part.value = ""
 
     def show(self, result: Any, current: bool = True) -> None:
-        stale = "" if current else " " + note("(for an earlier dim spec)")
-        self.status.value = badge(result.status) + stale
-        self.summary.value = pre(result.summary()) + (failure_html(result.failure) if result.failure else "")
+        from exporter.display import render
+
+        stale = "" if current else _STALE
+        self.status.value = verdict(result.status, result.headline + stale)
+        if result.error and not result.cancelled:
+            self.summary.value = failure_html(result.failure or result.error)
+            self.chart.value = ""
+            return
+        self.summary.value = pane(folded("details: percentiles, setup, interval", render(result)))
         if result.ok:
             from workbench.render.bench_charts import latency_histogram
 
-            self.chart.value = figure_svg(latency_histogram(result))
+            self.chart.value = figure_html(latency_histogram(result))
         else:
             self.chart.value = ""
 
     def show_sweep(self, result: Any, current: bool = True) -> None:
-        stale = "" if current else " " + note("(for an earlier dim spec)")
-        parts = [f"<b>latency vs {result.dim}</b> {badge(result.status)}{stale}", pre(result.summary())]
-        if result.status == "ok":
-            from workbench.render.bench_charts import latency_vs_size
+        from exporter.display import render
 
-            parts.append(frame_html(result.to_frame()))
-            parts.append(figure_svg(latency_vs_size(result)))
-        self.sweep.value = "".join(parts)
+        stale = "" if current else _STALE
+        head = verdict(result.status, f"latency vs {result.dim}: {len(result.points)} size(s){stale}")
+        if result.status != "ok":
+            self.sweep.value = pane(head, render(result))
+            return
+        from workbench.render.bench_charts import latency_vs_size
+
+        self.sweep.value = pane(head, figure_html(latency_vs_size(result)),
+                                folded("details: one row per size", render(result)))
 
     def show_profile(self, result: Any, current: bool = True) -> None:
-        stale = "" if current else " " + note("(for an earlier dim spec)")
+        stale = "" if current else _STALE
         if result.error or result.cancelled:
             status = "cancelled" if result.cancelled else "failed"
-            self.profile.value = (f"<b>profile</b> {badge(status)}{stale}"
-                                  + (failure_html(result.failure) if result.failure else pre(result.error or "")))
+            self.profile.value = pane(verdict(status, f"profile{stale}"),
+                                      failure_html(result.failure or result.error) if result.error else "")
             return
+        from exporter.display import Pre, Table
+
         from workbench.render.bench_charts import profile_bars
 
-        self.profile.value = "".join([
-            f"<b>profile</b> {badge('ok')}{stale}", pre(result.summary()),
-            figure_svg(profile_bars(result, by="op_type")), frame_html(result.to_frame("module")),
-        ])
+        lines = result.summary().splitlines() or [""]
+        self.profile.value = pane(
+            verdict("ok", f"profile: {lines[0]}{stale}"),
+            figure_html(profile_bars(result, by="op_type")),
+            folded("details: time by module", Pre("\n".join(lines[1:])) if len(lines) > 1 else None,
+                   Table.from_frame(result.to_frame("module"))),
+        )
 
     def show_compare(self, result: Any, current: bool = True) -> None:
-        stale = "" if current else " " + note("(for an earlier dim spec)")
-        head = f"<b>variants</b> {badge(result.status)}{stale}"
-        body = result._repr_html_() if result.status == "ok" else pre(result.summary())
-        self.compare.value = head + body
+        from exporter.display import render
+
+        stale = "" if current else _STALE
+        head = verdict(result.status, f"variants: {len(result.rows)} timed in the same rounds{stale}")
+        self.compare.value = pane(head, render(result))

@@ -1,6 +1,11 @@
-"""The Dims tab: one row per input axis with its example size, a policy control (AUTO /
-STATIC / DYNAMIC / Dim with name, min and max) and the obtained result with its reason and
-source line; an "Apply suggested fixes" button; a "Copy as code" box.
+"""The Dims tab: one row per input axis with its example size, a policy control and the
+obtained result with its reason and source line; an "Apply suggested fixes" button; the spec
+as code with a Copy button.
+
+The policies: AUTO / STATIC / DYNAMIC (torch's), a *named* dynamic dim (a string, as
+``torch.onnx.export`` reads it: dynamic, named in the ONNX model, its range narrowed by the
+model's guards) and a *Dim with bounds* (``Dim(name, min, max)``: strict, a guard that narrows
+the range rejects the export, with a fix).
 
 Changing a control calls back into the workbench, which derives a session with that axis
 changed and re-captures in the background. Every text shown comes from the core
@@ -17,11 +22,25 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import esc, failure_html, note, pre
+from exporter.display import Pre
 
-__all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name"]
+from .blocks import esc, failure_html, folded, pane, verdict
 
-POLICY_CHOICES = ("AUTO", "STATIC", "DYNAMIC", "Dim")
+__all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name", "outcome_text", "range_text"]
+
+# (label, value): the value is what tests and the front end set.
+POLICY_CHOICES = (
+    ("AUTO", "AUTO"), ("STATIC", "STATIC"), ("DYNAMIC", "DYNAMIC"),
+    ("named dim (torch.onnx)", "name"), ("Dim with bounds", "Dim"),
+)
+POLICY_HELP = {
+    "AUTO": "torch decides: dynamic if the model allows it, else static",
+    "STATIC": "fixed at the example size",
+    "DYNAMIC": "dynamic; the export fails if the model does not allow it",
+    "name": "a string name, as torch.onnx.export reads it: dynamic, named in the ONNX model; "
+            "the model's guards may narrow its range",
+    "Dim": "Dim(name, min, max): strict; a guard that narrows this range rejects the export, with a fix",
+}
 
 
 def css_name(path: str, axis: int) -> str:
@@ -43,12 +62,25 @@ def _parse_bound(text: str, which: str) -> int | None:
         raise ValueError(f"{which} {text!r} is not an integer") from None
 
 
+# The capture torch.onnx.export uses (backed_size_oblivious) reports a dynamic dim's range from
+# 0; torch's own export keeps 0 and 1 out (it specializes them). An empty tensor is not a size
+# anyone exports for, and the ONNX model was only traced at sizes >= 1, so a lower bound of 0
+# is shown as 1, with the reason on hover.
+ZERO_MIN_NOTE = ("torch's range starts at 0 because this capture is size-oblivious (as torch.onnx.export's); "
+                 "size 0 is an empty tensor, so the range is shown from 1. Plain torch.export would start at 2: "
+                 "it specializes sizes 0 and 1.")
+
+
+def range_text(low: int | None, high: int | None) -> str:
+    """``[1, inf]`` style bounds: ``high`` None is ``inf``; a lower bound of 0 (or none) is 1."""
+    return f"[{max(low or 0, 1)}, {'inf' if high is None else high}]"
+
+
 def outcome_text(outcome: Any) -> str:
     """The one-line result of a :class:`~exporter.shapes.DimOutcome`: ``dynamic batch [2, inf]``,
     ``static 4`` or ``failed``."""
     if outcome.obtained == "dynamic":
-        top = "inf" if outcome.max is None else outcome.max
-        return f"dynamic {outcome.dim or outcome.symbol} [{outcome.min or 0}, {top}]"
+        return f"dynamic {outcome.dim or outcome.symbol} {range_text(outcome.min, outcome.max)}"
     if outcome.obtained == "static":
         return f"static {outcome.min}"
     return "failed"
@@ -64,24 +96,36 @@ class AxisRow:
         self._shown_policy: Any = None  # the session's policy for this axis, as last shown
         css = css_name(path, axis)
         self.label = widgets.HTML(f"<code>{esc(path)}.{axis}</code> <span style='color:#666'>size {example}</span>",
-                                  layout=widgets.Layout(width="160px"))
-        self.policy = widgets.Dropdown(options=POLICY_CHOICES, value="STATIC", layout=widgets.Layout(width="110px"))
+                                  layout=widgets.Layout(width="130px"))
+        self.policy = widgets.Dropdown(options=POLICY_CHOICES, value="STATIC", layout=widgets.Layout(width="175px"),
+                                       tooltip=POLICY_HELP["STATIC"])
         self.policy.add_class(f"wb-axis-{css}")
-        self.name = widgets.Text(placeholder="name", continuous_update=False, layout=widgets.Layout(width="110px"))
-        self.min = widgets.Text(placeholder="min", continuous_update=False, layout=widgets.Layout(width="60px"))
-        self.max = widgets.Text(placeholder="max", continuous_update=False, layout=widgets.Layout(width="60px"))
+        self.name = widgets.Text(placeholder="name", continuous_update=False, layout=widgets.Layout(width="100px"))
+        self.min = widgets.Text(placeholder="min", continuous_update=False, layout=widgets.Layout(width="55px"))
+        self.max = widgets.Text(placeholder="max", continuous_update=False, layout=widgets.Layout(width="55px"))
         self.dim_box = widgets.HBox([self.name, self.min, self.max], layout=widgets.Layout(display="none"))
-        self.result = widgets.HTML(layout=widgets.Layout(flex="1"))
+        self.result = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.result.add_class(f"wb-dim-result-{css}")
-        self.widget = widgets.HBox([self.label, self.policy, self.dim_box, self.result])
+        self.result.add_class("wb-dim-result")
+        self.widget = widgets.VBox(
+            [widgets.HBox([self.label, self.policy, self.dim_box], layout=widgets.Layout(flex_flow="row wrap")),
+             self.result],
+            layout=widgets.Layout(border_bottom="1px solid #e5e7eb", padding="2px 0"))
         self.policy.observe(self._policy_changed, names="value")
         for box in (self.name, self.min, self.max):
             box.observe(self._dim_changed, names="value")
 
+    def _show_fields(self) -> None:
+        choice = self.policy.value
+        self.dim_box.layout.display = "" if choice in ("name", "Dim") else "none"
+        bounds = "" if choice == "Dim" else "none"
+        self.min.layout.display = self.max.layout.display = bounds
+        self.policy.tooltip = POLICY_HELP.get(choice, "")
+
     # -- control → workbench ---------------------------------------------------------------
     def _policy_changed(self, change: Any) -> None:
-        self.dim_box.layout.display = "" if change["new"] == "Dim" else "none"
-        if change["new"] == "Dim" and not self.name.value:
+        self._show_fields()
+        if change["new"] in ("name", "Dim") and not self.name.value:
             from exporter.dims.model import default_dim_name
 
             with self.syncing():
@@ -90,20 +134,24 @@ class AxisRow:
             self._on_change(self)
 
     def _dim_changed(self, change: Any) -> None:
-        if not self._syncing and self.policy.value == "Dim":
+        if not self._syncing and self.policy.value in ("name", "Dim"):
             self._on_change(self)
 
     def requested_policy(self) -> Any:
         """The policy the controls ask for (raises ``SpecError``/``ValueError`` for a bad name or bound)."""
-        from exporter.dims import AUTO, DYNAMIC, STATIC, Dim
+        from exporter.dims import AUTO, DYNAMIC, STATIC, Dim, Name
 
         choice = self.policy.value
-        if choice != "Dim":
+        if choice in ("AUTO", "STATIC", "DYNAMIC"):
             return {"AUTO": AUTO, "STATIC": STATIC, "DYNAMIC": DYNAMIC}[choice]
-        name, low, high = self.name.value.strip(), _parse_bound(self.min.value, "min"), _parse_bound(self.max.value, "max")
+        name = self.name.value.strip()
+        if choice == "name":
+            shown = self._shown_policy
+            return shown if isinstance(shown, Name) and shown.name == name else name
+        low, high = _parse_bound(self.min.value, "min"), _parse_bound(self.max.value, "max")
         shown = self._shown_policy
-        if isinstance(shown, Dim) and (shown.name, shown.min, shown.max) == (name, low, high):
-            return shown  # unchanged: keeps a torch.onnx-style dim name (exporter.dims.Name) as it is
+        if isinstance(shown, Dim) and not isinstance(shown, Name) and (shown.name, shown.min, shown.max) == (name, low, high):
+            return shown  # unchanged
         return Dim(name, min=low, max=high)
 
     # -- session → control ------------------------------------------------------------------
@@ -121,30 +169,48 @@ class AxisRow:
 
     def show_policy(self, policy: Any) -> None:
         """Set the controls to ``policy`` without triggering a re-capture."""
-        from exporter.dims import Dim
+        from exporter.dims import Dim, Name
 
         self._shown_policy = policy
         with self.syncing():
-            if isinstance(policy, Dim):
+            if isinstance(policy, Name):
+                self.name.value = policy.name
+                self.policy.value = "name"
+            elif isinstance(policy, Dim):
                 self.name.value, self.min.value, self.max.value = policy.name, _bound_text(policy.min), _bound_text(policy.max)
                 self.policy.value = "Dim"
-            else:
+            elif getattr(policy, "name", None) in ("AUTO", "STATIC", "DYNAMIC"):
                 self.policy.value = policy.name  # Policy enum: AUTO / STATIC / DYNAMIC
-        self.dim_box.layout.display = "" if self.policy.value == "Dim" else "none"
+        self._show_fields()
 
     def show_outcome(self, outcome: Any, last_good: Any = None) -> None:
         """The obtained result, its reason, note and source line; beside a failure, the last
         good result of this axis."""
-        parts = [f"<b>{esc(outcome_text(outcome))}</b>"]
+        text = outcome_text(outcome)
+        hover = f' title="{esc(ZERO_MIN_NOTE)}"' if outcome.obtained == "dynamic" and not outcome.min else ""
+        parts = [f"<b{hover}>{esc(text)}</b>"]
         if outcome.reason:
             parts.append(f" — {esc(outcome.reason)}")
         if outcome.note:
-            parts.append(f"<br>{note(outcome.note)}")
+            parts.append(f"<br><span style='color:#4b5563'>{esc(outcome.note)}</span>")
         if outcome.source:
             parts.append(f"<br><code style='font-size: 85%'>{esc(outcome.source)}</code>")
         if outcome.obtained == "failed" and last_good is not None:
-            parts.append(f"<br>{note('last good: ' + outcome_text(last_good))}")
-        self.result.value = "".join(parts)
+            parts.append(f"<br><span style='color:#4b5563'>{esc('last good: ' + outcome_text(last_good))}</span>")
+        self.result.value = f"<div class='wb-pane' style='overflow-wrap:anywhere'>{''.join(parts)}</div>"
+
+
+_COPY_BUTTON = """<button class="wb-copy-code jupyter-button" title="copy the code to the clipboard"
+ data-code="{code}" {disabled}
+ onclick="const b=this; navigator.clipboard.writeText(b.dataset.code).then(
+   () => {{ b.textContent='copied'; setTimeout(() => b.textContent='Copy', 1500); }},
+   () => {{ b.textContent='copy refused by the browser'; }});">Copy</button>"""
+
+
+def copy_button_html(code: str, enabled: bool = True) -> str:
+    """A Copy button that puts ``code`` on the clipboard (``navigator.clipboard`` in the page);
+    the code travels in a data attribute, escaped."""
+    return _COPY_BUTTON.format(code=esc(code).replace("\n", "&#10;"), disabled="" if enabled else "disabled")
 
 
 class DimsView:
@@ -166,12 +232,32 @@ class DimsView:
         self.fixes = widgets.HTML()
         self.code = widgets.Textarea(description="", layout=widgets.Layout(width="100%", height="110px"))
         self.code.add_class("wb-dims-code")
+        self.code_title = widgets.HTML()
+        self.copy = widgets.HTML(copy_button_html(""))
+        self.copy.add_class("wb-copy")
+        self._code_title("")
         header = widgets.HTML("<b>input axis</b> · <b>policy</b> · <b>obtained</b> (reason, source line)")
         self.widget = widgets.VBox(
-            [header, *(row.widget for row in self.rows.values()), self.message,
+            [self.message, header, *(row.widget for row in self.rows.values()),
              widgets.HBox([self.fixes_button]), self.fixes,
-             widgets.HTML("<b>Copy as code</b> (the <code>dynamic_shapes=</code> of these controls)"), self.code]
+             widgets.HBox([self.code_title, self.copy], layout=widgets.Layout(align_items="center")), self.code]
         )
+
+    def _code_title(self, state: str) -> None:
+        self.code_title.value = ("<b>Copy as code</b> (the <code>dynamic_shapes=</code> of these controls)"
+                                 + (f" <i style='color:#92400e'>{esc(state)}</i>" if state else ""))
+
+    def updating(self) -> None:
+        """A re-capture has started: the code box says so until the new spec is shown."""
+        self._code_title("updating…")
+        self.code.value = "# updating… (the spec below is replaced when the capture ends)\n" + self.code.value.split(
+            "\n", 1)[-1] if not self.code.value.startswith("# updating") else self.code.value
+        self.copy.value = copy_button_html("", enabled=False)
+
+    def show_code(self, code: str) -> None:
+        self._code_title("")
+        self.code.value = code
+        self.copy.value = copy_button_html(code)
 
     def row(self, path: str, axis: int) -> AxisRow:
         try:
@@ -185,7 +271,8 @@ class DimsView:
             row.show_policy(spec.policy(path, axis))
 
     def show_error(self, text: str) -> None:
-        self.message.value = failure_html(text, "the controls ask for a spec that is not valid") if text else ""
+        self.message.value = (pane(verdict("not valid", f"the controls ask for a spec that is not valid: {text}",
+                                           tone="fail")) if text else "")
 
     def show(self, session: Any, last_good: Any = None) -> None:
         """The rows, fixes and code of ``session`` (its capture has run); ``last_good`` is the
@@ -204,13 +291,28 @@ class DimsView:
                     previous = None
             row.show_outcome(outcome, previous)
         capture = session.result("capture")
-        self.message.value = failure_html(capture.failure, "capture failed") if capture.failure else ""
+        self.message.value = self._capture_message(session, capture)
         fixes = session.suggested_fixes
         self.fixes_button.disabled = not bool(fixes)
         if fixes:
-            self.fixes.value = "<b>torch suggests</b>" + pre(fixes.summary())
+            self.fixes.value = pane(verdict("fix", "Apply suggested fixes re-exports with these dims:", tone="info"),
+                                    Pre("\n".join(f.text for f in fixes)),
+                                    folded("the whole spec, as a diff", Pre(fixes.summary())))
         elif fixes.unapplied or fixes.error:
-            self.fixes.value = pre(fixes.summary())
+            self.fixes.value = pane(Pre(fixes.summary()))
         else:
             self.fixes.value = ""
-        self.code.value = session.spec.to_code(session.inputs)
+        self.show_code(session.spec.to_code(session.inputs))
+
+    @staticmethod
+    def _capture_message(session: Any, capture: Any) -> str:
+        """A failed capture, once: when an axis row carries the reason, only a pointer to it
+        (the rows say why); else the failure itself."""
+        failure = capture.failure
+        if failure is None:
+            return ""
+        failing = [f"{o.input}.{o.axis}" for o in session.dims if o.obtained == "failed" and o.reason]
+        if failing:
+            return pane(verdict("capture failed", f"the spec of {', '.join(failing)} cannot hold; "
+                                                  "the row says why, and the fix is below", tone="fail"))
+        return failure_html(failure, "capture failed")

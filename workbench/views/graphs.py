@@ -9,7 +9,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import esc, failure_html, note
+from .blocks import esc, failure_html, pane, verdict
 
 __all__ = ["GraphsView", "graph_renderer"]
 
@@ -34,13 +34,14 @@ class GraphsView:
         self.button.add_class("wb-draw-graphs")
         self.button.on_click(lambda _: on_draw())
         self.expand = widgets.Text(placeholder="modules to open, e.g. encoder.layer.0", continuous_update=False,
-                                   description="expand", layout=widgets.Layout(width="360px"))
+                                   description="expand", layout=widgets.Layout(width="260px"))
         self.select = widgets.Text(placeholder="an FX or ONNX node name", continuous_update=False,
-                                   description="select", layout=widgets.Layout(width="300px"))
-        self.view = widgets.HTML(note(PLACEHOLDER) if not self.available else
-                                 note("Click 'Draw graphs' to lay out the FX and ONNX graphs (needs an export)."))
+                                   description="select", layout=widgets.Layout(width="260px"))
+        self.view = widgets.HTML(pane(verdict("not drawn", PLACEHOLDER if not self.available else
+                                              "Click 'Draw graphs' to lay out the FX and ONNX graphs.")))
         self.view.add_class("wb-graphs")
-        self.widget = widgets.VBox([widgets.HBox([self.button, self.expand, self.select]), self.view])
+        self.widget = widgets.VBox([widgets.HBox([self.button, self.expand, self.select],
+                                                 layout=widgets.Layout(flex_flow="row wrap")), self.view])
 
     def options(self) -> dict[str, Any]:
         """``side_by_side`` keywords from the fields: ``expand`` (comma-separated) and ``select``."""
@@ -54,6 +55,6 @@ class GraphsView:
 
             self.view.value = failure_html(Failure.from_exception(result, "graphs"), "drawing the graphs failed")
         elif getattr(result, "svg", None):
-            self.view.value = f'<div style="overflow: auto; max-height: 80vh">{result.svg}</div>'
+            self.view.value = f'<div style="overflow: auto; max-height: 80vh; max-width: 100%">{result.svg}</div>'
         else:
             self.view.value = result._repr_html_() if hasattr(result, "_repr_html_") else esc(repr(result))

@@ -1,7 +1,6 @@
-"""The Guards tab: every shape guard and runtime assert torch added while capturing, with the
-user's file, line and code (``session.guards.to_frame()``), and the dim-range and
-guards-per-axis charts of :mod:`workbench.render.dim_charts`. Charts are drawn when the tab is
-shown, so a dim toggle only pays for the rows."""
+"""The Guards tab: every shape guard torch added while capturing, with the user's line that
+added it (the core's guards table), and the charts of :mod:`workbench.render.dim_charts`.
+Charts are drawn when the tab is shown, so a dim toggle only pays for the rows."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import figure_svg, frame_html, note, pre
+from .blocks import figure_html, folded, pane, verdict
 
 __all__ = ["GuardsView"]
 
@@ -37,11 +36,25 @@ class GuardsView:
         session = self._session
         if session is None or session is self._drawn:
             return
-        guards = session.guards
-        self.summary.value = pre(guards.summary().splitlines()[0]) if len(guards) else note(guards.summary())
-        self.table.value = frame_html(guards.to_frame()[["kind", "expression", "axes", "file", "line", "code"]])
+        from exporter.display import render
+
         from workbench.render.dim_charts import dim_ranges_chart, guards_chart
 
-        dims = session.dims
-        self.charts.value = figure_svg(dim_ranges_chart(dims)) + figure_svg(guards_chart(guards, dims))
+        guards, dims = session.guards, session.dims
+        records = tuple(guards)
+        ranges = figure_html(dim_ranges_chart(dims))
+        if not records:
+            self.summary.value = pane(verdict("none", f"no shape guards: torch added none while capturing "
+                                                      f"({guards.strategy or 'not captured'})", tone="muted"))
+            self.table.value = ""
+            self.charts.value = pane(folded("dim ranges chart", ranges))
+            self._drawn = session
+            return
+        axes = {a.dotted for g in records for a in g.axes}
+        self.summary.value = pane(verdict(f"{len(records)} guard{'s' if len(records) != 1 else ''}",
+                                          f"on {len(axes)} input ax{'es' if len(axes) != 1 else 'is'}; "
+                                          "each row names the line that added it", tone="info"))
+        self.table.value = pane(*render(guards).body)
+        self.charts.value = pane(folded("charts: guards per axis, dim ranges",
+                                        figure_html(guards_chart(guards, dims)), ranges))
         self._drawn = session

@@ -1,7 +1,8 @@
 """The Stages tab: capture → decompose → translate → optimize → verify → benchmark, each with
-its status, seconds and whether it came from the cache; every capture attempt; the error of a
-failed stage with its hint and the user's source line; the ONNX inputs and outputs; buttons to
-run the next step or everything. A failed run keeps the last good export's summary beside it.
+its status, seconds, whether it came from the cache and its one-line result; the error of a
+failed stage shown once (message, the user's source line, the fix; torch's own text folded);
+every capture attempt, folded; the ONNX inputs and outputs; buttons to run the next step or
+everything (stages and verify; a benchmark only from its own button).
 """
 
 from __future__ import annotations
@@ -11,17 +12,18 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import badge, esc, failure_html, note, pre
+from .blocks import failure_html, folded, pane
 
 __all__ = ["STEPS", "StagesView"]
 
 STEPS = ("capture", "decompose", "translate", "optimize", "verify", "benchmark")
 
 
-def _ports_html(title: str, ports: list[Any]) -> str:
-    rows = "".join(f"<tr><td>{esc(p.kind)}</td><td><code>{esc(p.name)}</code></td><td>{esc(p.dtype)}</td>"
-                   f"<td><code>{esc(p.shape_text)}</code></td></tr>" for p in ports)
-    return f"<b>{esc(title)}</b><table class='wb-table'>{rows}</table>"
+def _ports_table(ports: list[Any], caption: str = "") -> Any:
+    from exporter.display import Table
+
+    return Table.from_rows(("", "name", "dtype", "shape"),
+                           [(p.kind, p.name, p.dtype, p.shape_text) for p in ports], caption=caption)
 
 
 class StagesView:
@@ -36,25 +38,29 @@ class StagesView:
         self.table = widgets.HTML()
         self.table.add_class("wb-stages-table")
         self.attempts = widgets.HTML()
+        self.attempts.add_class("wb-attempts")
         self.error = widgets.HTML()
         self.error.add_class("wb-stages-error")
         self.ports = widgets.HTML()
         self.ports.add_class("wb-onnx-ports")
         self.last_good = widgets.HTML()
-        self.next_button = widgets.Button(description="Run next step", icon="step-forward")
-        self.all_button = widgets.Button(description="Run all", icon="play")
+        self.next_button = widgets.Button(description="Run next step", icon="step-forward",
+                                          layout=widgets.Layout(width="auto"))
+        self.all_button = widgets.Button(description="Run all", icon="play", layout=widgets.Layout(width="auto"),
+                                         tooltip="every stage, then verify (the benchmark has its own tab)")
         self.next_button.add_class("wb-run-next")
         self.all_button.add_class("wb-run-all")
         self.next_button.on_click(lambda _: on_run("next"))
-        self.all_button.on_click(lambda _: on_run("benchmark"))
-        self.widget = widgets.VBox([widgets.HBox([self.next_button, self.all_button]), self.table,
-                                    self.attempts, self.error, self.ports, self.last_good])
+        self.all_button.on_click(lambda _: on_run("verify"))
+        self.widget = widgets.VBox([self.error, widgets.HBox([self.next_button, self.all_button]), self.table,
+                                    self.attempts, self.ports, self.last_good])
         self.reset()
 
     # -- live events ---------------------------------------------------------------------------
     def reset(self) -> None:
         self._rows = {step: ("not run", "", "", "") for step in STEPS}
         self._attempts = []
+        self.attempts.value = ""
         self._draw()
 
     def started(self, stage: str) -> None:
@@ -65,8 +71,10 @@ class StagesView:
         self._draw()
 
     def ended(self, result: Any) -> None:
-        detail = result.detail or (result.failure.first_line if result.failure else "")
-        self._rows[result.name] = (str(result.status), f"{result.seconds:.3f}", "yes" if result.cached else "no", detail)
+        # A failed stage's message is in the box above the table, once: the row only says failed.
+        detail = "" if result.failure is not None else (result.detail or "")
+        self._rows[result.name] = (str(result.status), f"{result.seconds:.3f}", "yes" if result.cached else "no",
+                                   detail)
         if result.name == "capture" and result.attempts:
             self._attempts = list(result.attempts)
             self._draw_attempts()
@@ -77,7 +85,7 @@ class StagesView:
         self._draw_attempts()
 
     def analysis(self, name: str, status: str, seconds: float | None, detail: str) -> None:
-        """The row of ``verify`` or ``benchmark``."""
+        """The row of ``verify`` or ``benchmark``: its status and one-line result."""
         self._rows[name] = (status, "" if seconds is None else f"{seconds:.3f}", "", detail)
         self._draw()
 
@@ -92,31 +100,32 @@ class StagesView:
             self.ended(result)
         failed = session.failed_stage
         self.error.value = failure_html(failed.failure, f"{failed.name} failed") if failed is not None else ""
-        self.ports.value = _ports_html("ONNX model", ports) if ports else ""
+        self.ports.value = pane(folded("ONNX model inputs and outputs", _ports_table(ports), open=True)) if ports else ""
         if failed is not None and last_good is not None and last_good is not session:
-            self.last_good.value = ("<b>last good export</b>" + pre(last_good.summary())
-                                    + (_ports_html("its ONNX model", last_good_ports) if last_good_ports else ""))
+            from exporter.display import render
+
+            self.last_good.value = pane(folded(
+                f"last good export: {last_good.spec.describe()}", render(last_good),
+                _ports_table(last_good_ports, "its ONNX model") if last_good_ports else None))
         else:
             self.last_good.value = ""
 
     def _draw(self) -> None:
-        rows = "".join(
-            f"<tr><td>{esc(stage)}</td><td>{badge(status)}</td><td>{esc(seconds)}</td><td>{esc(cached)}</td>"
-            f"<td>{esc(detail)}</td></tr>"
-            for stage, (status, seconds, cached, detail) in self._rows.items()
-        )
-        self.table.value = ("<table class='wb-table'><tr><th>stage</th><th>status</th><th>seconds</th>"
-                            f"<th>cached</th><th>detail</th></tr>{rows}</table>")
+        from exporter.display import Table
+
+        rows = [(stage, status, seconds, cached, detail)
+                for stage, (status, seconds, cached, detail) in self._rows.items()]
+        self.table.value = pane(Table.from_rows(("stage", "status", "s", "cached", "result"), rows,
+                                                badges=("status",)))
 
     def _draw_attempts(self) -> None:
         if not self._attempts:
             self.attempts.value = ""
             return
-        rows = "".join(
-            f"<tr><td>{esc(a.strategy)}</td><td>{badge(a.outcome)}</td><td>{a.seconds:.3f}</td>"
-            f"<td>{esc(a.first_error_line or '')}</td></tr>"
-            for a in self._attempts
-        )
-        self.attempts.value = (f"<b>capture attempts</b> {note('(each strategy tried, in order)')}"
-                               f"<table class='wb-table'><tr><th>strategy</th><th>outcome</th><th>seconds</th>"
-                               f"<th>error</th></tr>{rows}</table>")
+        from exporter.display import Table
+
+        outline = ", ".join(f"{a.strategy} {a.outcome}" for a in self._attempts)
+        rows = [(a.strategy, a.outcome, f"{a.seconds:.3f}", a.first_error_line or "") for a in self._attempts]
+        self.attempts.value = pane(folded(
+            f"capture attempts: {outline}",
+            Table.from_rows(("strategy", "outcome", "s", "torch said"), rows, badges=("outcome",))))

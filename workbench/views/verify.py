@@ -1,6 +1,7 @@
 """The Verify tab: run the ONNX model in onnxruntime against PyTorch at the example and over a
-sweep of sizes (``session.verify()``), with the result's summary, per-case table and chart.
-The last result stays on screen (marked as from an earlier spec when the dims changed)."""
+sweep of sizes (``session.verify()``): the verdict on one line, the chart of differences, and
+the core's verification section (findings, cases) folded below. The last result stays on
+screen (marked as from an earlier spec when the dims changed)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import badge, failure_html, figure_svg, frame_html, note, pre
+from .blocks import failure_html, figure_html, folded, pane, verdict
 
 __all__ = ["VerifyView"]
 
@@ -21,22 +22,30 @@ class VerifyView:
         self.button = widgets.Button(description="Run verify", icon="check")
         self.button.add_class("wb-run-verify")
         self.button.on_click(lambda _: on_run())
-        self.status = widgets.HTML(note("not run"))
+        self.status = widgets.HTML(verdict("not run"))
         self.status.add_class("wb-verify-status")
         self.summary = widgets.HTML()
         self.table = widgets.HTML()
         self.chart = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HBox([self.button, self.status]), self.summary, self.table, self.chart])
+        self.widget = widgets.VBox([self.status, widgets.HBox([self.button]), self.summary, self.chart, self.table])
+
+    def not_run(self) -> None:
+        self.status.value = verdict("not run")
+        self.summary.value = self.table.value = self.chart.value = ""
 
     def show(self, result: Any, current: bool = True) -> None:
-        stale = "" if current else " " + note("(for an earlier dim spec)")
-        self.status.value = badge(result.status) + f" in {result.seconds:.2f} s" + stale
-        self.summary.value = pre(result.summary())
+        from exporter.display import render
+
+        stale = "" if current else " (for an earlier dim spec)"
         if result.status == "error":
-            self.summary.value += failure_html(result.failure, "verify could not run")
+            self.status.value = verdict(result.status, f"verify could not run{stale}")
+            self.summary.value = failure_html(result.failure or result.error)
             self.table.value = self.chart.value = ""
             return
-        self.table.value = frame_html(result.to_frame())
+        self.status.value = verdict(result.status, result.verdict + stale)
+        self.summary.value = ""
+        self.table.value = pane(folded(f"details: {len(result.cases)} case(s), findings, contract",
+                                       render(result), open=not result.ok))
         from workbench.render.bench_charts import verify_chart
 
-        self.chart.value = figure_svg(verify_chart(result))
+        self.chart.value = figure_html(verify_chart(result))

@@ -1,0 +1,112 @@
+"""How the tabs put the core's display blocks (:mod:`exporter.display`) on screen.
+
+Every table, key/value list, note and status badge in the widget is a block of the core's
+presentation model rendered with ``.to_html()``; this module only adds what a ~570 px pane
+needs around them: one stylesheet scoped to the widget (tables scroll inside the pane, cells
+do not wrap into tall rows), a verdict line, folded details, a failure shown once, and
+matplotlib charts scaled to the pane's width.
+
+Missing from the core's model at the time of writing, so kept here, small: :func:`verdict`
+(one line: badge and sentence) and :func:`folded` (an HTML ``<details>``).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from typing import Any
+
+from exporter.display import Badge, Note, Pre
+
+__all__ = ["STYLE", "esc", "failure_html", "figure_html", "folded", "pane", "verdict"]
+
+# Scoped to the widget; !important because the core's blocks carry inline styles meant for
+# wide pages (reports), and a pane is narrow.
+STYLE = """<style>
+.wb-workbench .wb-pane { max-width: 100%; overflow-x: auto; font-size: 13px; line-height: 1.4; }
+.wb-workbench .wb-pane table { display: block; max-width: 100%; overflow-x: auto; border-collapse: collapse; }
+.wb-workbench .wb-pane td, .wb-workbench .wb-pane th {
+  white-space: nowrap !important; max-width: 22em; overflow: hidden; text-overflow: ellipsis; }
+.wb-workbench .wb-pane thead th { position: sticky; top: 0; background: var(--jp-layout-color0, #fff); }
+.wb-workbench .wb-pane pre { white-space: pre-wrap !important; overflow-wrap: anywhere; max-width: 100%; }
+.wb-workbench .wb-pane p { overflow-wrap: anywhere; }
+.wb-workbench .wb-pane details > summary { cursor: pointer; color: #374151; margin: 4px 0; }
+.wb-workbench .wb-pane svg { max-width: 100%; height: auto; }
+.wb-workbench .wb-verdict { margin: 2px 0 6px 0; overflow-wrap: anywhere; }
+.wb-workbench .widget-button:disabled, .wb-workbench .jupyter-button:disabled {
+  background: var(--jp-layout-color3, #bdbdbd) !important; color: var(--jp-ui-font-color2, #616161) !important;
+  cursor: default !important; opacity: 0.6; box-shadow: none !important; }
+</style>"""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _html_of(part: Any) -> str:
+    if part is None:
+        return ""
+    if isinstance(part, str):
+        return part
+    return part.to_html()
+
+
+def pane(*parts: Any) -> str:
+    """Blocks (or HTML strings) as one fragment that never grows wider than its pane."""
+    return f'<div class="wb-pane">{"".join(_html_of(p) for p in parts)}</div>'
+
+
+def verdict(status: Any, text: str = "", tone: str | None = None) -> str:
+    """The one line a tab starts with: a status badge and a sentence with the number that matters."""
+    badge = Badge(str(status), tone) if tone else Badge.status(status)
+    return (f'<div class="wb-verdict">{badge.to_html()}'
+            + (f" {esc(text)}" if text else "") + "</div>")
+
+
+def folded(summary: str, *parts: Any, open: bool = False) -> str:
+    """Details folded under a one-line summary (click to open)."""
+    body = "".join(_html_of(p) for p in parts)
+    if not body:
+        return ""
+    return f'<details{" open" if open else ""}><summary>{esc(summary)}</summary>{body}</details>'
+
+
+def failure_html(failure: Any, what: str = "") -> str:
+    """A failure shown once: its message as the verdict line, where it happened and the fix;
+    the full text and traceback folded ("details")."""
+    if failure is None:
+        return ""
+    if isinstance(failure, str):
+        return pane(verdict("failed", failure))
+    message = getattr(failure, "message", None) or str(failure)
+    lines = message.strip().splitlines() or [""]
+    parts: list[Any] = [verdict("failed", f"{what + ': ' if what else ''}{lines[0]}")]
+    source = getattr(failure, "source", None)
+    if source:
+        parts.append(Note(f"at {source}"))
+    hint = getattr(failure, "hint", None)
+    if hint:
+        parts.append(Pre(f"fix: {hint}"))
+    rest = "\n".join(lines[1:]).strip()
+    parts.append(folded("details", Pre(rest) if rest else None,
+                        Pre(failure.traceback) if getattr(failure, "traceback", "") else None))
+    return pane(*parts)
+
+
+_SIZE = re.compile(r'\s(width|height)="[^"]*"')
+
+
+def figure_html(figure: Any) -> str:
+    """A matplotlib figure as inline SVG scaled to the pane's width (the figure is closed)."""
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    text = buffer.getvalue()
+    start = text.find("<svg")
+    if start < 0:
+        return ""
+    text = text[start:]
+    head_end = text.find(">")
+    head = _SIZE.sub("", text[:head_end])
+    return ('<div class="wb-chart" style="max-width:100%">'
+            + head + ' style="width:100%;height:auto;display:block"' + text[head_end:] + "</div>")
