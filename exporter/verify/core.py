@@ -35,7 +35,7 @@ def _run_case(
     import torch
 
     from .._torch_compat import tree_flatten_with_path
-    from ..eager import preserved_buffers
+    from ..model_state import preserved
 
     start = time.perf_counter()
     feeds: dict[str, Any] | None = None
@@ -46,21 +46,27 @@ def _run_case(
         feeds = ort_feeds(session, session.stage_output("optimize"), args, dict(kwargs))
     except Exception as exc:  # noqa: BLE001
         feeds_error = exc
+    where = ", ".join(f"{label}={size}" for label, size in sizes)
+    report = None
     try:
         eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
-        with preserved_buffers(session.model), torch.inference_mode():
+        # Never change the user's model: a forward that rebinds its own attributes (Swin at 1x1
+        # sets window_size=1) or updates buffers is put back after every run, and reported.
+        with preserved(session.model, what=f"when called at {where}" if where else "when called") as report, \
+                torch.inference_mode():
             eager = session.model(*eager_args, **eager_kwargs)
         expected = _expected_outputs(tree_flatten_with_path(eager))
     except Exception as exc:  # noqa: BLE001
         return CaseResult(name, sizes, "eager_error", error=f"eager PyTorch raised {first_line(exc)}",
-                          seconds=time.perf_counter() - start), None
+                          seconds=time.perf_counter() - start, state_changes=_state_changes(report)), None
+    changes = _state_changes(report)
     try:
         if feeds_error is not None:
             raise feeds_error
         actual = ort_session.run(None, feeds)
     except Exception as exc:  # noqa: BLE001
         return CaseResult(name, sizes, "ort_error", error=_ort_error_text(exc, session),
-                          seconds=time.perf_counter() - start), expected
+                          seconds=time.perf_counter() - start, state_changes=changes), expected
     checks: list[OutputCheck] = []
     for i in range(max(len(expected), len(actual))):
         label = output_names[i] if i < len(output_names) else f"#{i}"
@@ -69,7 +75,15 @@ def _run_case(
             continue
         checks.append(compare(name, label, actual[i], expected[i], tolerances))
     status = "pass" if all(c.ok for c in checks) else "fail"
-    return CaseResult(name, sizes, status, tuple(checks), seconds=time.perf_counter() - start), expected
+    return CaseResult(name, sizes, status, tuple(checks), seconds=time.perf_counter() - start,
+                      state_changes=changes), expected
+
+
+def _state_changes(report: Any) -> tuple[str, ...]:
+    """What an eager run changed on the module (each put back), as text."""
+    if report is None or not getattr(report, "changed", False):
+        return ()
+    return tuple(str(change) for change in report.changes)
 
 
 def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
@@ -131,12 +145,22 @@ def _causes_text(causes: Sequence[str], limit: int = 2) -> str:
     return "; ".join(causes[:limit]) + (f"; and {more} more guard(s) (session.guards)" if more > 0 else "")
 
 
+_BREAKS_GUARD = "breaks guard"
+
+
 def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
     parts: list[str] = []
     for group in groups:
         if group.label not in case.changed:
             continue
         size = dict(case.sizes)[group.label]
+        broken = next((text for kind, n, text in group.guard_sizes if kind == "breaks guard" and n == size), None)
+        if broken is not None and case.name == f"{group.label}={size} {_BREAKS_GUARD}":
+            parts.append(
+                f"{group.label}={size} breaks the guard {broken}, which held at the example {group.example}: "
+                "the program (and the ONNX model) keeps only the branch the example took"
+            )
+            continue
         guards = f" ({_causes_text(group.causes)})" if group.causes else ""
         if group.specialized:
             onnx = ", ".join(map(repr, group.onnx_dims))
@@ -176,9 +200,19 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
                 f"{group.derived_text}: every case sizes {group.label} from {sources} instead of sweeping it "
                 f"on its own (independent=True sweeps it alone)",
             ))
+    for group in groups:
+        if group.auto_static:
+            guards = _causes_text(group.causes) if group.causes else None
+            findings.append(Finding(
+                "auto_static",
+                f"{group.axes_text}: AUTO let torch decide, and torch made it static at {group.example}; the ONNX "
+                f"model accepts only that size (onnxruntime refuses others), as AUTO permits: not swept",
+                cause=guards,
+                fix="mark it STATIC to say so, or request it dynamic (a name or a Dim) to learn which code pins it",
+            ))
     static = [
         (g, d) for g in groups for (axis, d) in zip(g.axes, g.onnx_dims)
-        if isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
+        if not g.auto_static and (isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit()))
     ]
     if static:
         listed = ", ".join(sorted({f"{g.axes_text} (requested {g.requested}, ONNX dim {d!r})" for g, d in static}))
@@ -201,12 +235,66 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
             f"{'these sizes' if len(group_cases) > 1 else 'this size'})",
             group_cases[0].name, group_cases[0].sizes,
         ))
+    findings.extend(_not_verified(cases, groups))
+    findings.extend(_state_findings(cases))
     findings.extend(_edge_findings([c for c in cases if c.is_edge_value], session, divergence))
     if contract is not None:
         for check in contract.errors:
             if check.check != "dynamic is symbolic":
                 findings.append(Finding("contract", f"{check.subject}: {check.message}"))
     return findings
+
+
+def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup]) -> list[Finding]:
+    """A dim group that no case compared at a size other than its example: the verdict must not
+    say PASSED for it. Eager PyTorch raised at every other size tried, or none was tried."""
+    example = next((c for c in cases if c.is_example), None)
+    if example is not None and example.status == "eager_error":
+        return [Finding("not_verified", f"eager PyTorch could not run the example inputs: {example.error}", example.name,
+                        example.sizes, fix="check that the module runs on the example inputs")]
+    findings = []
+    others = [c for c in cases if not c.is_example and not c.is_edge_value]
+    for group in groups:
+        if group.auto_static or group.derived is not None:
+            continue
+        tried = [c for c in others if group.label in c.changed]
+        if any(c.compared for c in tried):
+            continue
+        refused = [c for c in tried if c.status == "eager_error"]
+        if refused:
+            sizes = ", ".join(str(dict(c.sizes)[group.label]) for c in refused)
+            message = (f"{group.label} not verified at other sizes: eager PyTorch raised at every other size tried "
+                       f"({group.label} = {sizes}): {refused[0].error}")
+            fix = (f"give sizes the module supports: verify(sizes={{{group.label!r}: [...]}}), or build valid "
+                   "inputs with make_inputs=")
+        elif tried:
+            continue  # inputs could not be built: a failed case already says so
+        else:
+            lo, hi = group.requested_range
+            why = (f"its range {group.describe_range('requested')} holds no other size" if hi is not None and hi <= lo
+                   else "no other size was tried (sizes= named other groups, or every size was past max_size)")
+            message = f"{group.label} not varied: {why}"
+            fix = f"verify(sizes={{{group.label!r}: [...]}}) with sizes to compare"
+        findings.append(Finding("not_verified", message, refused[0].name if refused else None,
+                                refused[0].sizes if refused else (), fix=fix))
+    return findings
+
+
+def _state_findings(cases: Sequence[CaseResult]) -> list[Finding]:
+    """The module changed its own state when run (each change was put back after the run)."""
+    changed = [c for c in cases if c.state_changes]
+    if not changed:
+        return []
+    first = changed[0]
+    shown = "; ".join(first.state_changes[:3]) + (f" (and {len(first.state_changes) - 3} more)" if len(first.state_changes) > 3 else "")
+    more = f"; {len(changed) - 1} other case(s) changed it too" if len(changed) > 1 else ""
+    return [Finding(
+        "model_changes_itself",
+        f"this model changes itself when called at {first.sizes_text}: {shown}{more}; verify put it back after every "
+        "run, so every case ran the model as you gave it",
+        first.name, first.sizes,
+        fix="outside verify the change sticks: a call at such a size changes later calls at other sizes",
+    )]
 
 
 def _edge_findings(cases: Sequence[CaseResult], session: Any, divergence: Divergence | None) -> list[Finding]:
@@ -409,11 +497,12 @@ def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: An
             "from call to call; call model.eval() before exporting",
         ))
     failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok
+    unverified = any(f.kind == "not_verified" for f in findings)
     reporter.progress("verify", total, total, "done")
     overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})
     merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}
     return VerifyResult(
-        "failed" if failed else "passed",
+        "failed" if failed else "not_verified" if unverified else "passed",
         tuple(cases),
         groups,
         contract,

@@ -40,6 +40,9 @@ class DimGroup:
     symbols: tuple[str, ...] = ()  # every torch symbol of the axes (moved together: one size)
     derived_guards: tuple[str, ...] = ()
     derived_expr: Any = None  # sympy, over symbols named by the group labels
+    # Sizes near the example chosen from the remainder/divisibility guards torch recorded
+    # (``Mod(h, 4) == 0``): ``(kind, size, guard text)``, see :func:`guard_sizes`.
+    guard_sizes: tuple[tuple[str, int, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))
@@ -82,6 +85,13 @@ class DimGroup:
     def specialized(self) -> bool:
         """The program fixed this dim to the example size."""
         return self.symbol is None
+
+    @property
+    def auto_static(self) -> bool:
+        """AUTO asked torch to decide, and torch made the dim static: the ONNX model declares the
+        example size (onnxruntime refuses any other), which is what AUTO permits, not an error."""
+        return (self.specialized and self.requested == "AUTO"
+                and all(isinstance(d, int) for d in self.onnx_dims) and bool(self.onnx_dims))
 
     @property
     def onnx_accepts_any_size(self) -> bool:
@@ -309,11 +319,116 @@ def dim_groups(
                 cap=cap,
             )
         )
-    if independent:
-        return tuple(out)
-    from .derived import derive_groups
+    if not independent:
+        from .derived import derive_groups
 
-    return derive_groups(out, tuple(session.guards), session.inputs)
+        out = list(derive_groups(out, tuple(session.guards), session.inputs))
+    return tuple(_with_guard_sizes(out, tuple(session.guards)))
+
+
+_MODULAR = frozenset({"Mod", "PythonMod", "FloorDiv", "CleanDiv", "floor", "ceiling"})
+
+
+def _modular_divisors(expr: Any) -> set[int]:
+    """The integer divisors of the remainder / floor-division terms of a guard (``Mod(s, 4)``,
+    ``s//4``), empty when it has none."""
+    import sympy
+
+    found: set[int] = set()
+    for node in sympy.preorder_traversal(expr):
+        if getattr(getattr(node, "func", None), "__name__", "") in _MODULAR:
+            for arg in getattr(node, "args", ())[1:]:
+                if getattr(arg, "is_Integer", False) and 1 < int(arg) <= 1024:
+                    found.add(int(arg))
+            if not found and getattr(node, "func", None) is not None:
+                found.add(2)  # floor(s/2): a rounding term; try both parities
+    return found
+
+
+def _holds(expr: Any, values: Mapping[str, int]) -> bool | None:
+    """Whether a guard holds with its symbols at ``values`` (by symbol name); None when unknown."""
+    import sympy
+
+    try:
+        if any(sym.name not in values for sym in expr.free_symbols):
+            return None
+        result = expr.subs({sym: values[sym.name] for sym in expr.free_symbols})
+    except Exception:  # noqa: BLE001 - a guard that does not evaluate says nothing
+        return None
+    if result is sympy.true or result is True:
+        return True
+    if result is sympy.false or result is False:
+        return False
+    return None
+
+
+def _guard_text(guard: Any) -> str:
+    expression = guard.expression if len(guard.expression) <= 70 else guard.expression[:67] + "..."
+    return f"{expression}" + (f" at {guard.location}" if getattr(guard, "location", None) else "")
+
+
+def guard_sizes(group: DimGroup, groups: Sequence[DimGroup], guards: Sequence[Any], limit: int = 3) -> tuple[tuple[str, int, str], ...]:
+    """Sizes near the example that keep and that break the remainder/divisibility guards torch
+    recorded for ``group`` (Swin's window partition: ``Mod(h, 4) == 0``, no padding when
+    ``(h//4) % 4 == 0``). torch checked the program only where those guards hold: the ONNX
+    model keeps the branch the example took, so a size in range that breaks one (height 40 with
+    a window of 4 patches of 4) is where it is wrong while eager pads and runs. Returns
+    ``(kind, size, guard)``: ``guards hold`` (the nearest size other than the example where
+    every guard of the group holds) and up to ``limit`` ``breaks guard`` sizes, one per guard,
+    each inside the requested and obtained ranges. Other groups stay at their example."""
+    if group.specialized or group.derived is not None or not group.symbols:
+        return ()
+    mine = set(group.symbols)
+    relevant = [g for g in guards if getattr(g, "expr", None) is not None
+                and mine & {s.name for s in g.expr.free_symbols}]
+    modular = [(g, _modular_divisors(g.expr)) for g in relevant]
+    modular = [(g, d) for g, d in modular if d]
+    if not modular:
+        return ()
+    divisors = sorted({d for _, ds in modular for d in ds})
+    product = 1
+    for d in divisors:
+        product = min(product * d, 256)
+    deltas = sorted({1, 2, 3, *(j * d for d in {*divisors, product} for j in (1, 2, 3))})
+    pool = sorted({group.example + sign * d for d in deltas for sign in (1, -1)},
+                  key=lambda n: (abs(n - group.example), -n))
+    lo = max(group.requested_range[0], group.obtained_range[0], 1)
+    his = [h for h in (group.requested_range[1], group.obtained_range[1]) if h is not None]
+    pool = [n for n in pool if n >= lo and (not his or n <= min(his)) and n != group.example][:16]
+    base = {sym: g.example for g in groups for sym in g.symbols}
+
+    def at(size: int) -> dict[str, int]:
+        return {**base, **{sym: size for sym in group.symbols}}
+
+    out: list[tuple[str, int, str]] = []
+    for size in pool:
+        if all(_holds(g.expr, at(size)) is not False for g in relevant):
+            out.append(("guards hold", size, "every guard of the group"))
+            break
+    used = {size for _, size, _ in out}
+    for guard, _ in modular:
+        if len(out) >= limit + 1:
+            break
+        if _holds(guard.expr, base) is not True:
+            continue
+        size = next((n for n in pool if _holds(guard.expr, at(n)) is False), None)
+        if size is not None and size not in used:
+            used.add(size)
+            out.append(("breaks guard", size, _guard_text(guard)))
+    return tuple(out)
+
+
+def _with_guard_sizes(groups: Sequence[DimGroup], guards: Sequence[Any]) -> list[DimGroup]:
+    from dataclasses import replace
+
+    out = []
+    for group in groups:
+        try:
+            found = guard_sizes(group, groups, guards)
+        except Exception:  # noqa: BLE001 - guard sizes are extra cases, never a failure
+            found = ()
+        out.append(replace(group, guard_sizes=found) if found else group)
+    return out
 
 
 def resolve_group(groups: Sequence[DimGroup], key: Any, what: str = "dim") -> DimGroup:
@@ -333,7 +448,7 @@ def sizes_by_label(groups: Sequence[DimGroup], sizes: Mapping[Any, Any], what: s
     return {resolve_group(groups, key, what).label: value for key, value in sizes.items()}
 
 
-_KINDS = ("min", "1", "2", "odd", "larger", "max", "past cap")
+_KINDS = ("min", "1", "2", "odd", "near", "larger", "scaled", "max", "past cap")
 
 
 def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
@@ -367,6 +482,24 @@ def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
     }
     if past_cap is not None and past_cap <= max_size:
         out["past cap"] = past_cap
+    # Scaled to the example: a size of the other parity and a larger one inside the range torch
+    # obtained, even past max_size (the example shows the model runs at that scale). A raw-audio
+    # length of 2640 swept at 1, 2, 3 (below the obtained minimum: eager refuses them) and
+    # nothing else would never show an export that fixed the parity of the frame count.
+    obtained_hi = group.obtained_range[1]
+    limits = [h for h in (hi, obtained_hi) if h is not None]
+    limit = min(limits) if limits else None
+    floor = max(lo, group.obtained_range[0], 1)
+    inside = [n for n in out.values() if n != example and group.in_obtained_range(n)]
+    if not group.specialized and not any((n - example) % 2 for n in inside):
+        near = next((n for n in (example + 1, example - 1) if n >= floor and (limit is None or n <= limit)), None)
+        if near is not None:
+            out["near"] = near
+    if not group.specialized and not any(n > example for n in inside):
+        scaled = 2 * example + (1 if "near" not in out else 0)
+        scaled = scaled if limit is None else min(scaled, limit)
+        if scaled > example + 1 and scaled not in out.values():
+            out["scaled"] = scaled
     return out
 
 
@@ -433,7 +566,7 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
     # Dynamic groups change together, kind by kind; then each alone to a larger size. A group
     # capture specialized changes alone (the module often only works at its example size, and
     # moving it with the others would leave them unchecked). A derived group follows.
-    candidates = [_candidates(g, max_size) for g in groups]
+    candidates = [{} if g.auto_static else _candidates(g, max_size) for g in groups]
     dynamic = [i for i, g in enumerate(groups) if not g.specialized and g.derived is None]
     for kind in _KINDS:
         if dynamic:
@@ -444,10 +577,16 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
             if "larger" in candidates[i]:
                 label = groups[i].label
                 add(f"{label} larger", tuple((h.label, candidates[i]["larger"] if j == i else h.example) for j, h in enumerate(groups)))
+    for i, g in enumerate(groups):
+        for kind, size, _ in g.guard_sizes:
+            add(f"{g.label}={size} {kind}", tuple((h.label, size if j == i else h.example) for j, h in enumerate(groups)))
     for i, (g, c) in enumerate(zip(groups, candidates)):
         if g.specialized:
             prefix = "" if len(groups) == 1 else f"{g.label} "
             for kind in _KINDS:
                 if kind in c:
                     add(prefix + kind, tuple((h.label, c[kind] if j == i else h.example) for j, h in enumerate(groups)))
-    return plans
+    # Sizes torch verified the program for come first: a size below the obtained minimum can
+    # make the module change itself (Swin at 1x1 rebinds its window size) or refuse to run.
+    by_label = {g.label: g for g in groups}
+    return sorted(plans, key=lambda p: not all(by_label[label].in_obtained_range(size) for label, size in p.sizes))

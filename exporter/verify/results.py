@@ -14,6 +14,14 @@ from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance
 from .values import EdgeValue
 
 
+_FAILING = ("wrong_at_example", "wrong_at_size", "wrong_at_value", "contract", "static_in_onnx", "example_only")
+
+
+def _cut(text: str, limit: int = 140) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 @dataclass(frozen=True)
 class CaseResult:
     """One set of inputs: the sizes of the dim groups, and how each output compared.
@@ -34,10 +42,16 @@ class CaseResult:
     changed: tuple[str, ...] = ()  # labels of groups not at the example size
     seconds: float = 0.0
     edge: EdgeValue | None = None
+    state_changes: tuple[str, ...] = ()  # what the eager run changed on the module (put back)
 
     @property
     def ok(self) -> bool:
         return self.status == "pass"
+
+    @property
+    def compared(self) -> bool:
+        """Both engines ran and their outputs were compared (passing or not)."""
+        return self.status in ("pass", "fail", "ort_error")
 
     @property
     def is_example(self) -> bool:
@@ -74,8 +88,13 @@ class CaseResult:
 class Finding:
     """One plain-language conclusion: ``kind`` is ``wrong_at_example``, ``example_only``,
     ``wrong_at_size``, ``wrong_at_value`` (an edge-value case), ``static_in_onnx``,
-    ``contract``, ``eager_error``, ``not_swept``; and, not a problem, ``derived_dim`` (a dim
-    group sized from others, as the model's guards say: ``total = past_seq + seq``).
+    ``contract``, ``eager_error``, ``not_swept``, ``not_verified`` (a dim group never compared
+    at another size: eager PyTorch raised at every other size, or none was tried; the result is
+    ``not_verified``, not ``passed``); and, not a problem: ``derived_dim`` (a dim group sized
+    from others, as the model's guards say: ``total = past_seq + seq``), ``auto_static`` (AUTO
+    let torch decide and torch made the dim static: not swept), ``model_changes_itself`` (an
+    eager run changed the module's own state; verify put it back), ``tolerance`` (elements
+    within the output-scaled tolerance only: which, and why they pass).
 
     ``fix``: what to do, when verify knows (``session.with_options(...)``); ``options``: the
     export options that fix, as pairs (see :attr:`VerifyResult.suggested_options`)."""
@@ -95,9 +114,12 @@ class Finding:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """The outcome of :func:`verify`: ``status`` is ``passed``, ``failed``, ``error``
-    (nothing could be checked, e.g. the export failed: see ``error`` and ``failure``) or
-    ``cancelled`` (stopped by its cancel token: ``cases`` holds those run before)."""
+    """The outcome of :func:`verify`: ``status`` is ``passed`` (the ONNX model matched eager
+    PyTorch at the example and at another size of every dim group swept), ``failed``,
+    ``not_verified`` (nothing was wrong, but some dim group was never compared at another size:
+    eager PyTorch raised there, or no size was tried; see the ``not_verified`` findings),
+    ``error`` (nothing could be checked, e.g. the export failed: see ``error`` and ``failure``)
+    or ``cancelled`` (stopped by its cancel token: ``cases`` holds those run before)."""
 
     status: str
     cases: tuple[CaseResult, ...] = ()
@@ -171,32 +193,70 @@ class VerifyResult:
                      "causes"],
         )
 
+    def compared_sizes(self) -> dict[str, tuple[int, ...]]:
+        """Per dim group, the sizes at which both engines ran and matched (the example's too)."""
+        checked: dict[str, set[int]] = {g.label: set() for g in self.groups}
+        for case in self.cases:
+            if case.ok and not case.is_edge_value:
+                for label, size in case.sizes:
+                    checked.setdefault(label, set()).add(size)
+        return {label: tuple(sorted(sizes)) for label, sizes in checked.items()}
+
     @property
     def verdict(self) -> str:
-        """One line: the verdict and what it rests on (the first line of :meth:`summary`)."""
-        return self.summary().splitlines()[0]
-
-    def summary(self) -> str:
+        """One line: the verdict and only what it rests on, what was actually compared (the
+        first line of :meth:`summary`)."""
         if self.status == "error":
             return f"Verification could not run: {self.error}"
         if self.status == "cancelled":
             return f"Verification cancelled after {len(self.cases)} case(s), {self.seconds:.2f} s"
+        sizes = [c for c in self.cases if not c.is_edge_value]
+        example = next((c for c in sizes if c.is_example), None)
+        at = f" ({example.sizes_text})" if example is not None and self.groups else ""
+        others = [c for c in sizes if not c.is_example and c.compared]
+        edges = [c for c in self.cases if c.is_edge_value and c.compared]
+        edge_text = f" and {len(edges)} edge value(s)" if edges else ""
+        if self.status == "failed":
+            wrong = [c for c in self.cases if c.compared and not c.ok] + [c for c in self.cases if c.status == "error"]
+            failing = [f for f in self.findings if f.kind in _FAILING]
+            first = min(failing, key=lambda f: _FAILING.index(f.kind), default=None)
+            compared = sum(1 for c in self.cases if c.compared)
+            head = (f"Verification FAILED: {len(wrong)} of {compared} compared case(s) wrong or failing"
+                    if wrong else "Verification FAILED")
+            return head + (f"; {_cut(first.message)}" if first is not None else "")
+        if self.status == "not_verified":
+            missing = [f for f in self.findings if f.kind == "not_verified"]
+            compared = (f"the example{at}" + (f" and {len(others)} other size(s)" if others else " only")
+                        if example is not None and example.compared else "nothing")
+            return (f"Verification NOT VERIFIED at other sizes: compared {compared}{edge_text}; "
+                    + "; ".join(_cut(f.message, 160) for f in missing[:2]))
+        if not self.groups:
+            return f"Verification PASSED at the example size (no dim requested dynamic){edge_text}"
+        checked = self.compared_sizes()
+        swept = "; ".join(f"{g.label} in {{{', '.join(map(str, checked.get(g.label, ())))}}}"
+                          for g in self.groups if not g.auto_static)
+        static = [g.axes_text for g in self.groups if g.auto_static]
+        tail = f"; made static by AUTO, not swept: {', '.join(static)}" if static else ""
+        return (f"Verification PASSED: ONNX matches eager PyTorch at the example and {len(others)} other size(s)"
+                f"{edge_text}: {swept or 'no dim swept'}{tail}")
+
+    def summary(self) -> str:
+        if self.status in ("error", "cancelled"):
+            return self.verdict
         n_edge = sum(1 for c in self.cases if c.is_edge_value)
         n_other = sum(1 for c in self.cases if not c.is_example) - n_edge
-        head = "PASSED" if self.ok else "FAILED"
         edges = f", {n_edge} edge value(s)" if n_edge else ""
         lines = [
-            f"Verification {head}: {len(self.cases)} case(s) ({n_other} at other sizes{edges}), "
-            f"{len(self.groups)} dim group(s), {self.seconds:.2f} s"
+            self.verdict,
+            f"  {len(self.cases)} case(s) ({n_other} at other sizes{edges}), "
+            f"{len(self.groups)} dim group(s), {self.seconds:.2f} s",
         ]
         if self.ok and self.groups:
-            checked: dict[str, set[int]] = {g.label: set() for g in self.groups}
-            for case in self.cases:
-                if case.ok:  # a size eager refused was not checked: not listed as correct
-                    for label, size in case.sizes:
-                        checked.setdefault(label, set()).add(size)
-            swept = "; ".join(f"{g.label} in {{{', '.join(map(str, sorted(checked[g.label] or g.sizes)))}}}" for g in self.groups)
-            lines.append(f"  - correct at every swept size: {swept}")
+            checked = self.compared_sizes()  # a size eager refused was not checked: not listed as correct
+            swept = "; ".join(f"{g.label} in {{{', '.join(map(str, checked[g.label] or g.sizes))}}}"
+                              for g in self.groups if not g.auto_static)
+            if swept:
+                lines.append(f"  - correct at every swept size: {swept}")
         checked_edges = [c.edge.name for c in self.cases if c.ok and c.edge is not None]
         if self.ok and checked_edges:
             lines.append(f"  - correct with edge values: {'; '.join(checked_edges)}")
