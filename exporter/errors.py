@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .axis import Axis
+from .presentation import Presentable
 
 __all__ = [
     "ExportError",
@@ -31,16 +32,43 @@ __all__ = [
 
 
 class Status(str, enum.Enum):
-    """How a stage, a verification, a case or a benchmark ended. A ``str`` (``status == "ok"``
-    works, and tables show the plain word)."""
+    """The one status vocabulary: how a stage, an analysis or a check ended (or where it is).
+    A ``str`` (``status == "ok"`` works, and tables show the plain word).
+
+    ``ok`` / ``failed`` / ``skipped`` / ``cancelled`` end a piece of work; ``running`` and
+    ``not run`` say where it is; ``pass`` / ``fail`` / ``warning`` are a check's verdict (a
+    verified case, a contract check). :meth:`of` reads any status word a result produces."""
 
     OK = "ok"
     FAILED = "failed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    RUNNING = "running"
+    NOT_RUN = "not run"
+    PASS = "pass"
+    FAIL = "fail"
+    WARNING = "warning"
 
     def __str__(self) -> str:
         return self.value
+
+    @classmethod
+    def of(cls, word: Any) -> Status | None:
+        """The member a status word means (``"passed"`` → ``PASS``, ``"ort_error"`` → ``FAIL``:
+        onnxruntime failed the check; ``"eager_error"`` → ``SKIPPED``: PyTorch refused the
+        input, nothing was checked); None for a word that is not a status."""
+        text = str(getattr(word, "value", word)).strip().lower()
+        try:
+            return cls(text)
+        except ValueError:
+            return _STATUS_WORDS.get(text)
+
+
+# Words results wrote before this vocabulary (verify's checks): read, never produced anew.
+_STATUS_WORDS = {
+    "passed": Status.PASS, "error": Status.FAILED, "ort_error": Status.FAIL,
+    "dtype_mismatch": Status.FAIL, "eager_error": Status.SKIPPED,
+}
 
 
 class ExportError(Exception):
@@ -163,8 +191,8 @@ def user_source_line(exc: BaseException) -> str | None:
     return f"{source_label(frame.filename, frame.lineno)} in {frame.name}: {(frame.line or '').strip()}"
 
 
-@dataclass(frozen=True)
-class Failure:
+@dataclass(frozen=True, repr=False)
+class Failure(Presentable):
     """Why something failed, as data: the one record every result uses (stages, verify and its
     cases, benchmark, profile).
 
@@ -175,6 +203,9 @@ class Failure:
         hint: what to do next, when known.
         source: the user's ``file:line in func: code`` that caused it, when known.
         traceback: the formatted traceback, cause chain included ("" when not kept).
+        library_text: the library's own words when ``message`` restates them in the user's
+            terms (torch's "Not all values of seq = L['x'].size()[1] ..." for a rejected
+            spec): what "torch said", shown folded; "" when ``message`` is the library's.
     """
 
     stage: str
@@ -183,6 +214,7 @@ class Failure:
     hint: str | None = None
     source: str | None = None
     traceback: str = ""
+    library_text: str = ""
 
     @classmethod
     def from_exception(cls, exc: BaseException, stage: str | None = None, *, hint: str | None = None) -> Failure:
@@ -191,7 +223,7 @@ class Failure:
         if isinstance(exc, ExportError):
             return cls(
                 exc.stage, type(exc).__name__, exc.reason, hint or exc.hint, exc.source,
-                "".join(traceback.format_exception(exc)),
+                "".join(traceback.format_exception(exc)), getattr(exc, "library_text", ""),
             )
         return cls(
             stage or "export", type(exc).__name__, str(exc).strip(), hint, user_source_line(exc),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import _torch_formats as formats
 from .axis import Axis
 from .frames import source_label
+from .presentation import Presentable
 
 if TYPE_CHECKING:
     from .capture import CaptureAttempt
@@ -113,8 +114,8 @@ class Guard:
         return f"[{self.kind}] {self.expression}{where}"
 
 
-@dataclass(frozen=True)
-class Guards:
+@dataclass(frozen=True, repr=False)
+class Guards(Presentable):
     """The guards of one capture attempt (the one that succeeded, else the one that failed)."""
 
     records: tuple[Guard, ...] = ()
@@ -146,24 +147,6 @@ class Guards:
         import pandas as pd
 
         return pd.DataFrame([g.to_dict() for g in self.records], columns=FRAME_COLUMNS)
-
-    def summary(self) -> str:
-        if not self.records:
-            return f"no shape guards ({self.strategy or 'not captured'})"
-        lines = [f"{len(self.records)} shape guard(s) ({self.strategy}):"]
-        lines.extend(f"  {g}" for g in self.records)
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def _repr_html_(self) -> str:
-        from .display import repr_html
-
-        return repr_html(self)
 
 
 # -- sources --------------------------------------------------------------------------------

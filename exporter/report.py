@@ -9,7 +9,8 @@
 
 The report holds the stages, the capture attempts, the dims, the guards, the FX and ONNX
 graphs side by side as inline SVG (when Graphviz and the workbench's graph view are
-installed), the verification and the benchmark. Everything is rendered through
+installed), the verification and the benchmark (by default those the session keeps:
+``session.analyses``, including the runs made in the widget). Everything is rendered through
 :mod:`exporter.display`: inline CSS, no script, no external resource, and every string from
 the user or torch escaped. A failed export gives a report that shows the failure.
 
@@ -28,19 +29,17 @@ from .display import (
     Document,
     KeyValues,
     Note,
-    Pre,
     Section,
     Svg,
     Table,
     _error_section,
     attempts_table,
-    benchmark_section,
     dims_section,
+    failure_blocks,
     guards_section,
+    render,
     session_section,
     stages_table,
-    sweep_section,
-    verify_section,
 )
 
 if TYPE_CHECKING:
@@ -55,16 +54,13 @@ def _guarded(title: str, anchor: str, build: Any) -> Section:
         section = build()
     except Exception as exc:  # noqa: BLE001 - a report shows what went wrong, it does not stop
         section = _error_section(title, exc)
-    return Section(title, section.badge, section.body, anchor)
+    return Section(title, section.badge, section.body, anchor, section.verdict)
 
 
 def _summary(session: Session) -> Section:
     base = session_section(session, details=False)
     keep = [b for b in base.body if isinstance(b, KeyValues)]
-    failed = session.failed_stage
-    if failed is not None:
-        keep.append(Note(f"the export failed at {failed.name}", "fail"))
-    return Section("Summary", base.badge, tuple(keep))
+    return Section("Summary", base.badge, tuple(keep), verdict=base.verdict)
 
 
 def _stages(session: Session) -> Section:
@@ -72,7 +68,7 @@ def _stages(session: Session) -> Section:
     body: list[Any] = [stages_table(stages)]
     failed = session.failed_stage
     if failed is not None and failed.failure is not None:
-        body.append(Pre(str(failed.failure)))
+        body.extend(failure_blocks(failed.failure))
     capture = next((r for r in stages if r.name == "capture"), None)
     if capture is not None and capture.attempts:
         body.append(Section("Capture attempts", None, (attempts_table(capture.attempts),)))
@@ -103,30 +99,43 @@ def _graphs(session: Session) -> Section:
 
 
 def _analysis(result: Any, title: str, hint: str) -> Section:
-    if result is None:
-        return Section(title, Badge("not run", "muted"), (Note(hint),))
-    from .bench.latency import SweepResult
-
+    if result is None or (isinstance(result, (list, tuple)) and not result):
+        return Section(title, Badge.status("not run"), (Note(hint),))
     if isinstance(result, (list, tuple)):
-        parts = [_analysis(r, title, hint) for r in result]
-        return Section(title, parts[0].badge if parts else None, tuple(parts))
-    if isinstance(result, SweepResult):
-        return sweep_section(result)
-    if title == "Verification":
-        return verify_section(result)
-    return benchmark_section(result)
+        parts = [render(r) for r in result]
+        return Section(title, parts[0].badge, tuple(parts), verdict=parts[0].verdict)
+    section = render(result)
+    return Section(title, section.badge, section.body, verdict=section.verdict) if title == "Verification" else section
+
+
+# The analyses a session keeps (session.analyses) that the report's Benchmark section shows.
+_TIMINGS = ("benchmark", "benchmark_sweep", "compare", "profile")
+
+
+def _kept(session: Session) -> dict[str, Any]:
+    try:
+        return dict(session.analyses)
+    except Exception:  # noqa: BLE001 - a report shows what it can
+        return {}
 
 
 def report_document(session: Session, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Document:
     """The report's :class:`~exporter.display.Document`. Runs the session's stages (a failure
     is shown, not raised). ``verify``: a :class:`~exporter.verify.VerifyResult`, or True to run
-    ``session.verify()``; ``benchmark``: a BenchmarkResult / SweepResult (or a list of them),
-    or True to run ``session.benchmark()``. ``graphs=False`` leaves the drawing out."""
+    ``session.verify()``; ``benchmark``: a BenchmarkResult / SweepResult / Comparison /
+    ProfileResult (or a list of them), or True to run ``session.benchmark()``. Left out, they
+    are the latest the session keeps (:attr:`~exporter.Session.analyses`: the widget's runs
+    too). ``graphs=False`` leaves the drawing out."""
     session.run()
     if verify is True:
         verify = session.verify()
     if benchmark is True:
         benchmark = session.benchmark()
+    kept = _kept(session)
+    if verify is None:
+        verify = kept.get("verify")
+    if benchmark is None:
+        benchmark = [kept[name] for name in _TIMINGS if name in kept]
     sections = [
         _guarded("Summary", "summary", lambda: _summary(session)),
         _guarded("Stages", "stages", lambda: _stages(session)),

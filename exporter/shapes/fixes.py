@@ -11,6 +11,7 @@ from .. import _torch_formats as formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name
 from ..errors import SpecError
+from ..presentation import Presentable
 from ..guards import EQUALITY, Guards, axis_of_source, reported_attempt
 from .common import spec_from
 
@@ -52,8 +53,8 @@ class DimFix:
         }
 
 
-@dataclass(frozen=True)
-class SuggestedFixes:
+@dataclass(frozen=True, repr=False)
+class SuggestedFixes(Presentable):
     """torch's suggested fixes for a rejected spec, mapped onto the spec.
 
     ``before`` is the user's spec, ``after`` the spec with the fixes applied, ``diff`` a
@@ -102,24 +103,6 @@ class SuggestedFixes:
 
     def to_code(self) -> str:
         return self.after_code
-
-    def summary(self) -> str:
-        if not self.fixes and not self.unapplied:
-            return "no suggested fixes"
-        lines = ["suggested fixes:"]
-        lines.extend(f"  {f.text}" for f in self.fixes)
-        lines.extend(f"  {u}  (not applied: names no dim of this spec)" for u in self.unapplied)
-        if self.error:
-            lines.append(f"  could not apply: {self.error}")
-        if self.diff:
-            lines.extend(["", self.diff])
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
 
 
 def parse_fix_line(line: str) -> tuple[str, str, Any]:

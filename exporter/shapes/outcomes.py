@@ -11,6 +11,7 @@ from .. import _torch_formats as formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import first_line
+from ..presentation import Presentable
 from ..guards import (
     EQUALITY,
     GUARD,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 
 DYNAMIC_RESULT, STATIC_RESULT, FAILED_RESULT = "dynamic", "static", "failed"
+NOT_RUN_RESULT = "not run"  # capture failed for another reason than this axis: nothing is known of it
 FRAME_COLUMNS = [
     "input", "axis", "example", "requested", "obtained", "min", "max", "symbol", "dim",
     "equal_to", "reason", "source", "note", "differs",
@@ -55,8 +57,10 @@ class DimOutcome:
 
     ``obtained`` is ``"dynamic"`` (with ``symbol``, the range ``[min, max]``, ``max`` None
     when unbounded, and ``dim``, the name shared by every axis torch found equal to it, also
-    the ONNX ``dim_param``), ``"static"`` (``min == max ==`` the size) or ``"failed"``
-    (capture failed). ``reason`` says why the result differs from ``requested`` (``differs``),
+    the ONNX ``dim_param``), ``"static"`` (``min == max ==`` the size; also a STATIC axis of a
+    failed capture: static is what was asked and what any capture gives), ``"failed"`` (capture
+    failed because of this axis: ``reason`` says how) or ``"not run"`` (capture failed for
+    another reason: nothing is known of this axis). ``reason`` says why the result differs from ``requested`` (``differs``),
     citing guards; ``source`` is the user line of the first guard cited; ``note`` holds what
     is worth knowing even when nothing differs (size-oblivious capture of a 0/1 example, the
     equality that merged this dim with others).
@@ -115,8 +119,8 @@ class DimOutcome:
         }
 
 
-@dataclass(frozen=True)
-class DimOutcomes:
+@dataclass(frozen=True, repr=False)
+class DimOutcomes(Presentable):
     """Every input axis's :class:`DimOutcome`, in input then axis order."""
 
     outcomes: tuple[DimOutcome, ...]
@@ -124,6 +128,9 @@ class DimOutcomes:
     bound: Any = field(default=None, compare=False, hash=False)  # BoundInputs (for code generation)
     strategy: str | None = None
     error: str | None = None  # the capture error's first line, when capture failed
+    # A rejected spec's ranges in the user's terms (shapes.violations.RejectedRange), each with
+    # its sentence and the fix apply_suggested_fixes() applies.
+    rejected: tuple[Any, ...] = ()
 
     def __iter__(self) -> Iterator[DimOutcome]:
         return iter(self.outcomes)
@@ -187,33 +194,6 @@ class DimOutcomes:
             head = f"# capture failed ({self.error}); this is the requested spec, not an obtained one\n"
             return head + (self.spec.to_code(self.bound) if self.bound is not None else "")
         return spec.to_code(self.bound)
-
-    def summary(self) -> str:
-        lines = []
-        for o in self.outcomes:
-            if o.obtained == DYNAMIC_RESULT:
-                got = f"dynamic {o.dim or o.symbol} {_range_text(o.min, o.max)}"
-            elif o.obtained == STATIC_RESULT:
-                got = f"static {o.min}"
-            else:
-                got = "failed"
-            why = f"  <- {o.reason}" if o.reason else ""
-            lines.append(f"  {o.name:<24} {o.requested:<28} {got}{why}")
-            if o.note:
-                lines.append(f"  {'':<24} {'':<28} note: {o.note}")
-        head = "dims" + (f" (capture failed: {self.error})" if self.error else f" ({self.strategy})")
-        return "\n".join([head, *lines])
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def _repr_html_(self) -> str:
-        from ..display import repr_html
-
-        return repr_html(self)
 
 
 def _cite(guard: Guard) -> str:
@@ -407,14 +387,18 @@ def _axes_named_in(
 
 
 def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutcomes:
-    from .violations import plain_violation
+    from .violations import plain_violation, rejected_ranges
 
     bound, spec = session.inputs, session.spec
     attempt = reported_attempt(capture.attempts)
     error = attempt.error if attempt is not None else capture.error
     text = str(error) if error is not None else ""
-    details = formats.violation_lines(text)
     fixes = suggested_fixes_of(session)
+    rejected = rejected_ranges(fixes, guards, bound) if formats.is_constraint_violation(text) else ()
+    by_name = {r.name: r for r in rejected}
+    # torch's sentence about a range said in the user's terms is not repeated per axis.
+    details = [d for d in formats.violation_lines(text)
+               if not any(name in by_name for name, _ in formats.range_violations(d))]
     fix_by_axis = {(row[0], row[1]): row for row in fixes.changes()}
     broadcast = is_size_one_broadcast(text)
     sources = input_sources(bound)
@@ -430,16 +414,28 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
                     f"a size-{example} example kept dynamic cannot broadcast against another size "
                     f"({first_line(error)}); make this axis STATIC or pass an example with size >= 2"
                 )
-            if key in fix_by_axis:
+            said = by_name.get(policy.name) if isinstance(policy, Dim) else None
+            if said is not None:
+                reasons.insert(0, said.row_reason)  # it carries the fix
+            elif key in fix_by_axis:
                 reasons.append(f"fix: {fix_by_axis[key][3]}")
             source = next((g.source for g in relevant if g.source), None)
-            outcomes.append(
-                DimOutcome(
+            if said is not None and said.guard is not None and said.guard.source:
+                source = said.guard.source
+            if reasons:
+                outcomes.append(DimOutcome(
                     leaf.path, axis, example, policy, FAILED_RESULT,
-                    reason="; ".join(reasons), source=source, differs=bool(reasons), guards=relevant,
-                )
-            )
-    return DimOutcomes(
-        tuple(outcomes), spec, bound, attempt.strategy if attempt else None,
-        error=first_line(error) if error is not None else "capture failed",
-    )
+                    reason="; ".join(reasons), source=source, differs=True, guards=relevant,
+                ))
+            elif policy is STATIC:  # what was asked, and what any capture keeps
+                outcomes.append(DimOutcome(leaf.path, axis, example, policy, STATIC_RESULT, example, example,
+                                           guards=relevant))
+            else:
+                outcomes.append(DimOutcome(leaf.path, axis, example, policy, NOT_RUN_RESULT, source=source,
+                                           guards=relevant))
+    if formats.is_constraint_violation(text):
+        head = "the dim spec was rejected"  # the failing rows and the capture error say how
+    else:
+        head = first_line(error) if error is not None else "capture failed"
+    return DimOutcomes(tuple(outcomes), spec, bound, attempt.strategy if attempt else None, error=head,
+                       rejected=rejected)

@@ -40,7 +40,7 @@ def test_section_renders_as_exact_text():
         "  model:       M\n"
         "  captured by: nonstrict\n"
         "  stage     status   seconds\n"
-        "  capture   ok       0.01235\n"
+        "  capture   ok        0.0123\n"
         "  optimize  skipped\n"
         "  not run: verify\n"
         "  Guards [1 guard]\n"
@@ -75,14 +75,14 @@ def test_every_string_is_escaped_in_html():
 
 def test_table_cells_format_none_nan_floats_bools_and_sequences():
     table = Table.from_rows(("a", "b", "c", "d", "e"), [(None, float("nan"), 1 / 3, True, (1, 2))])
-    assert table.rows == (("", "", "0.3333", "yes", "1, 2"),)
+    assert table.rows == (("", "", "0.333", "yes", "1, 2"),)
 
 
 def test_table_from_frame_keeps_the_chosen_columns():
     import pandas as pd
     frame = pd.DataFrame({"input": ["x", "y"], "axis": [0, 1], "hidden": ["a", "b"]})
     table = Table.from_frame(frame, ["input", "axis"])
-    assert table.text_lines() == ["input  axis", "x      0", "y      1"]
+    assert table.text_lines() == ["input  axis", "x         0", "y         1"]  # numbers right-aligned
 
 
 def test_svg_is_inlined_without_prolog_and_refused_with_active_content():
@@ -106,9 +106,10 @@ def test_dims_table_text_is_exact():
     ), spec=None, strategy="nonstrict")
     assert render(dims).to_text() == (
         "Dims [nonstrict]\n"
+        "  1 dynamic axis(es) of 2; 1 not as requested\n"
         "  axis  example  requested     obtained  range     dim    why                                                           source\n"
-        "  x.0   3        Dim('batch')  dynamic   [3, inf]  batch  narrowed from [0, inf] to [3, inf]: x.shape[0] > 2 at m.py:3  m.py:3: if x.shape[0] > 2:\n"
-        "  x.1   4        STATIC        static    4"
+        "  x.0         3  Dim('batch')  dynamic   [3, inf]  batch  narrowed from [0, inf] to [3, inf]: x.shape[0] > 2 at m.py:3  m.py:3: if x.shape[0] > 2:\n"
+        "  x.1         4  STATIC        static    4"
     )
     page = Page(dims._repr_html_())
     assert [row[:4] for row in page.tables[0]] == [
@@ -116,7 +117,7 @@ def test_dims_table_text_is_exact():
         ["x.0", "3", "Dim('batch')", "dynamic"],
         ["x.1", "4", "STATIC", "static"],
     ]
-    assert repr(dims).startswith("dims (nonstrict)")  # the text repr is unchanged
+    assert repr(dims) == dims.summary() == render(dims).to_text()  # one text, from the section
 
 
 def _guards(code: str = "if x.shape[0] > 2:"):
@@ -169,14 +170,18 @@ def test_verify_result_html_shows_status_findings_and_cases():
     result = _verify_result()
     section = render(result)
     assert section.badge == Badge("failed", "fail")
+    assert section.verdict.text == result.verdict
     page = Page(result._repr_html_())
     cases = page.tables[-1]
     assert cases[0][:3] == ["case", "sizes", "status"]
     assert cases[1][:3] == ["example", "batch=3", "pass"]
-    assert cases[2][:3] == ["larger", "batch=7", "ort_error"]
-    assert "onnxruntime error: Got invalid dimensions for input: x" in cases[2]
+    assert cases[2][:3] == ["larger", "batch=7", "fail"]  # onnxruntime's error fails the check
+    detail = "onnxruntime error: Got invalid dimensions for input: x"
+    assert cases[2][-1] == detail[:47] + "…"  # a long cell is cut: rows stay one line high
+    assert ("td", "title", detail) in page.attrs  # the full text on hover
+    assert "details" in page.tags and detail in page.all_text  # and folded below the table
     assert ["wrong_at_size", "wrong at batch=7", "a branch on x.shape[0]"] in page.tables[-2]
-    assert result.__repr__().startswith("Verification FAILED")
+    assert page.all_text.count(result.verdict) == 1
 
 
 def test_verify_error_shows_the_failure_record():
@@ -186,10 +191,10 @@ def test_verify_error_shows_the_failure_record():
     failure = Failure("capture", "CaptureError", f"could not capture {EVIL}", hint="make x static")
     text = render(VerifyResult("error", error="export failed", failure=failure)).to_text()
     assert text == (
-        "Verification [error]\n"
-        "  verification could not run\n"
-        f"  [capture] could not capture {EVIL}\n"
-        "    fix: make x static"
+        "Verification [failed]\n"
+        "  Verification could not run: export failed\n"
+        f"  could not capture {EVIL}\n"
+        "  fix: make x static"
     )
 
 
@@ -202,15 +207,13 @@ def _benchmark():
     return BenchmarkResult(ort, eager, None, sizes=(("batch", 3),))
 
 
-def test_benchmark_text_is_exact():
-    assert render(_benchmark()).to_text() == (
-        "Benchmark [ok]\n"
-        "  sizes:                   batch=3\n"
-        "  onnxruntime / eager p50: 0.500 (onnxruntime 2.00x faster)\n"
-        "  engine       runs  p50 ms  p90 ms  p99 ms  mean ± sd ms  error\n"
-        "  onnxruntime  3     2       2.8     2.98    2 ± 1\n"
-        "  eager        3     4       5.6     5.96    4 ± 2"
-    )
+def test_benchmark_text_starts_with_its_headline_then_one_row_per_engine():
+    result = _benchmark()
+    lines = render(result).to_text().splitlines()
+    assert lines[:2] == ["Benchmark [ok]", f"  {result.headline}"]
+    header = next(line for line in lines if line.lstrip().startswith("engine"))
+    rows = lines[lines.index(header) + 1:]
+    assert [row.split()[0] for row in rows] == ["onnxruntime", "eager"]
 
 
 def test_failed_benchmark_engine_shows_its_error():
@@ -230,7 +233,8 @@ def test_sweep_has_one_row_per_size():
     sweep = SweepResult("batch", (1, 8), (point, point))
     page = Page(sweep._repr_html_())
     assert [row[0] for row in page.tables[-1]] == ["size", "1", "8"]
-    assert page.tables[-1][1][4] == "2.00x"
+    speedup = page.tables[-1][0].index("speedup")
+    assert [row[speedup] for row in page.tables[-1][1:]] == ["2.00x", "2.00x"]
     assert render(sweep).title == "Latency vs batch"
 
 
@@ -315,7 +319,7 @@ def test_session_text_shows_dims_and_guards_once_computed(exported):
     exported.dims, exported.guards  # noqa: B018 - computed, then shown
     text = render(exported).to_text()
     assert "\n  Dims [nonstrict]\n" in text
-    assert "\n    x.0   3        Dim('batch')  dynamic   [0, inf]  batch" in text
+    assert "\n    x.0         3  Dim('batch')  dynamic   [0, inf]  batch" in text
     assert text.endswith("  Guards [0 guards]\n    no shape guards (nonstrict)")
 
 
@@ -332,6 +336,7 @@ def test_failed_session_shows_the_failure_with_user_strings_escaped(failed):
 
 def test_failed_session_dims_and_guards_render(failed):
     text = render(failed.dims).to_text()
-    assert text.startswith("Dims [capture failed]\n  capture failed: ")
+    assert text.startswith(f"Dims [failed]\n  capture failed: RuntimeError: bad {EVIL}\n")
+    assert "not run" in text and "failed" not in text.split("\n", 2)[2]  # no axis is named: none is "failed"
     assert f"{EVIL}.0" in text
     assert "script" not in Page(failed.dims._repr_html_()).tags

@@ -1,0 +1,92 @@
+"""The seam between results and their presentation: results inherit :class:`Presentable`,
+the renderer (:mod:`exporter.display`) registers how each result type lowers to blocks.
+
+A result never imports the renderer (that would point an arrow up); the renderer knows the
+result types by their qualified names (``exporter.guards.Guards``), as treescope registers
+formatters by type, so neither side imports the other to wire them::
+
+    # exporter/display.py
+    @presents("exporter.guards.Guards")
+    def guards_section(guards): ...
+
+    # exporter/guards.py
+    @dataclass(frozen=True, repr=False)      # repr=False: the mixin's __repr__ stays
+    class Guards(Presentable): ...
+
+``summary()``, ``__repr__``, ``_repr_pretty_`` (IPython's text) and ``_repr_html_`` then all
+come from the one section. This module imports nothing from the project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Presentable", "builder_for", "lower", "presents", "registered", "set_html_renderer"]
+
+_BUILDERS: dict[str, Callable[[Any], Any]] = {}
+_HTML: list[Callable[[Any], str]] = []
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def presents(*type_names: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+    """Register the decorated function as the builder (result → Section) of the types named."""
+
+    def register(builder: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        for name in type_names:
+            _BUILDERS[name] = builder
+        return builder
+
+    return register
+
+
+def registered() -> tuple[str, ...]:
+    """The qualified names of every type with a registered builder."""
+    return tuple(_BUILDERS)
+
+
+def builder_for(obj: Any) -> Callable[[Any], Any] | None:
+    """The builder registered for ``obj``'s type or its nearest base; None if there is none."""
+    for cls in type(obj).__mro__:
+        builder = _BUILDERS.get(_name(cls))
+        if builder is not None:
+            return builder
+    return None
+
+
+def lower(obj: Any) -> Any:
+    """``obj`` as its Section. Raises ``TypeError`` when no builder is registered for it."""
+    builder = builder_for(obj)
+    if builder is None:
+        raise TypeError(f"no display for {type(obj).__name__}")
+    return builder(obj)
+
+
+def set_html_renderer(render: Callable[[Any], str]) -> None:
+    """The renderer's ``obj → HTML`` that never raises (``exporter.display.repr_html``)."""
+    _HTML[:] = [render]
+
+
+class Presentable:
+    """Text and HTML representations of a result, all from the section its builder makes."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """The result as plain text (the text renderer of its section)."""
+        return lower(self).to_text()
+
+    def __repr__(self) -> str:
+        try:
+            return self.summary()
+        except Exception as exc:  # noqa: BLE001 - a repr never raises
+            return f"<{type(self).__name__}: could not be shown ({type(exc).__name__}: {exc})>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    def _repr_html_(self) -> str | None:
+        return _HTML[0](self) if _HTML else None
