@@ -372,6 +372,7 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
 
     composite, python = _split_onnx_decompositions(opset_version)
     rnn = bool(getattr(program, "range_constraints", None)) and program_has_rnn(program)
+    drop_leftover_unbacked_symbols(program)
     with size_oblivious_capture(), (rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()):
         decomposed = exported_program._decompose_exported_program(
             program,
@@ -382,11 +383,53 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
         )
         graph_module = decomposed.graph_module
         views_as_reshapes(graph_module)
-        _fx_passes.insert_type_promotion_nodes(graph_module)
+        with unbacked_symbols_discarded(decomposed):
+            _fx_passes.insert_type_promotion_nodes(graph_module)
         graph_module = _fx_passes.remove_assertion_nodes(graph_module)
         use_translated_equivalents(graph_module)  # last: no fake kernel runs on the swapped targets
         decomposed._graph_module = graph_module
     return decomposed
+
+
+# -- unbacked symbols left pending between traces (decompose_for_onnx) -----------------------
+#
+# A program whose graph calls ``.item()`` inside a higher-order op's body (``scan`` over rows,
+# each slicing ``row[:p.item()]``) gets a fresh unbacked symbol (``u6``) every time its graph is
+# re-run on fake tensors. torch.onnx's type-promotion pass re-runs it outside any trace, so the
+# symbol stays in the ShapeEnv's ``pending_fresh_unbacked_symbols`` list, which the program
+# shares with everything decomposed from it. The next retrace of the same program (a second
+# decomposition, by us or by torch.onnx.export) then fails on the first node it binds:
+# ``PendingUnbackedSymbolNotFound: Pending unbacked symbols {u6} not in returned outputs``.
+
+
+def program_shape_env(program: Any) -> Any:
+    """The ShapeEnv of a program's fake tensors (placeholders' ``meta["val"]``), or None."""
+    from torch._guards import detect_fake_mode
+
+    values = [node.meta.get("val") for node in program.graph.nodes if node.op == "placeholder"]
+    fake_mode = detect_fake_mode(values)
+    return getattr(fake_mode, "shape_env", None)
+
+
+def drop_leftover_unbacked_symbols(program: Any) -> int:
+    """Clear the unbacked symbols an earlier, finished re-run of ``program``'s graph left
+    pending (see above; no trace is running, so nothing can claim them any more): a retrace
+    would fail on them. Returns how many."""
+    env = program_shape_env(program)
+    pending = getattr(env, "pending_fresh_unbacked_symbols", None)
+    if not pending:
+        return 0
+    count = len(pending)
+    pending.clear()
+    return count
+
+
+def unbacked_symbols_discarded(program: Any) -> contextlib.AbstractContextManager[None]:
+    """While the block runs, unbacked symbols created in this thread are not left pending
+    in ``program``'s ShapeEnv (``ShapeEnv.ignore_fresh_unbacked_symbols``): for passes that
+    re-run a graph's nodes on fake tensors only to read their types."""
+    env = program_shape_env(program)
+    return env.ignore_fresh_unbacked_symbols() if env is not None else contextlib.nullcontext()
 
 
 def views_as_reshapes(graph_module: Any) -> int:
