@@ -213,41 +213,11 @@ class BenchmarkResult:
         return frame
 
     def summary(self) -> str:
-        if self.cancelled:
-            return "Benchmark cancelled"
-        if self.error:
-            return f"Benchmark could not run: {self.error}"
-        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes)
-        lines = [f"Benchmark{' at ' + sizes if sizes else ''}" + (f" ({self.config.describe()})" if self.config else "")]
-        lines.append(f"  {self.headline}")
-        lines.append(f"  {'engine':<12} {f'p{LOW_QUANTILE} ms':>10} {'p50 ms':>10} {'calls':>7}")
-        for timing in (self.ort, self.eager):
-            if timing is None:
-                continue
-            if timing.stats is None:
-                lines.append(f"  {timing.engine:<12} failed: {timing.error}")
-            else:
-                lines.append(f"  {timing.engine:<12} {timing.low * 1e3:>10.4g} {timing.p50 * 1e3:>10.4g} "
-                             f"{timing.stats.runs:>7}")
-        lines.append(f"  ({self.statistic})")
-        speedup_p50 = self.speedup_p50
-        if speedup_p50 is not None:
-            interval = ""
-            if self.speedup_p50_ci is not None:
-                interval = f", 95% interval {times(self.speedup_p50_ci[0])}–{times(self.speedup_p50_ci[1])}"
-            lines.append(f"  median call (p50 ratio): {speed_text(speedup_p50)}{interval}")
-        tails = [f"{t.engine} p90 {t.stats.p90 * 1e3:.4g} ms, p99 {t.stats.p99 * 1e3:.4g} ms"
-                 for t in (self.ort, self.eager) if t is not None and t.stats is not None]
-        lines.append(f"  tail over all calls: {'; '.join(tails)}")
-        if self.threads_note:
-            lines.append(f"  threads: {self.threads_note}")
-        if self.comparison is not None:
-            lines.extend("  " + line for line in self.comparison.summary().splitlines() if "WARNING" not in line)
-        if self.warning:
-            lines.append(f"  WARNING: {self.warning}")
-            if self.config is not None and self.config.threads > 1:
-                lines.append("  (several threads suffer most from a busy machine: threads=1 gives steadier figures)")
-        return "\n".join(lines)
+        """The text of the result's section (:func:`exporter.display.benchmark_section`): the
+        headline first, then the figures it is made of."""
+        from ..display import render
+
+        return render(self).to_text()
 
     def __repr__(self) -> str:
         return self.summary()
@@ -342,32 +312,11 @@ class SweepResult:
         return f"at {self.dim}={names}: {busy[0][1]}"
 
     def summary(self) -> str:
-        if self.cancelled:
-            return f"Sweep over {self.dim} cancelled after {len(self.points)} size(s)"
-        if self.error:
-            return f"Sweep over {self.dim} could not run: {self.error}"
-        lines = [f"Latency vs {self.dim}" + (f" ({self.config.describe()})" if self.config else "")]
-        lines.append(f"  {self.headline}")
-        low = f"p{LOW_QUANTILE}"
-        lines.append(f"  {'size':>6} {'ort ' + low + ' ms':>11} {'eager ' + low + ' ms':>13} {'speedup':>14} "
-                     f"{'95% interval':>13}")
-        for size, point in zip(self.sizes, self.points):
-            ort_ms = f"{point.ort.low * 1e3:.4g}" if point.ort.stats else "error"
-            eager_ms = f"{point.eager.low * 1e3:.4g}" if point.eager and point.eager.stats else "-"
-            speed = "-"
-            if point.spread is not None:
-                speed = f"{times(point.spread.low)}–{times(point.spread.high)}"
-            elif point.speedup:
-                speed = times(point.speedup)
-            interval = f"{point.speedup_ci[0]:.2f}–{point.speedup_ci[1]:.2f}x" if point.speedup_ci else "-"
-            lines.append(f"  {size:>6} {ort_ms:>11} {eager_ms:>13} {speed:>14} {interval:>13}"
-                         f"{'  busy' if point.warning else ''}")
-        lines.append(f"  ({statistic(None)})")
-        if self.threads_note:
-            lines.append(f"  threads: {self.threads_note}")
-        if self.warning:
-            lines.append(f"  WARNING: {self.warning}")
-        return "\n".join(lines)
+        """The text of the sweep's section (:func:`exporter.display.sweep_section`): the
+        headline first, then a row per size."""
+        from ..display import render
+
+        return render(self).to_text()
 
     def __repr__(self) -> str:
         return self.summary()

@@ -100,7 +100,7 @@ def test_benchmark_times_both_engines_under_the_same_thread_count_and_records_it
     frame = result.to_frame()
     assert list(frame["engine"]) == ["onnxruntime", "eager"]
     assert {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "stdev_ms", "mean_ci_low_ms", "mean_ci_high_ms"} <= set(frame.columns)
-    assert "onnxruntime / eager p50" in result.summary() and "1 thread(s)" in result.summary()
+    assert result.headline in result.summary() and "1 thread(s)" in result.summary()
 
 
 def test_benchmark_reports_progress_for_each_engine(session):

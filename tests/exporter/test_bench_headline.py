@@ -91,8 +91,11 @@ def test_the_headline_and_the_figures_printed_beside_it_are_one_statistic(sessio
     assert result.speedup_p50 == pytest.approx(eager.p50 / ort.p50)
     assert ort.rounds.rounds == eager.rounds.rounds == len(result.speedup_rounds)
     summary = result.summary()
-    rows = {line.split()[0]: line.split() for line in summary.splitlines()[3:5]}
-    printed = float(rows["eager"][1]) / float(rows["onnxruntime"][1])
+    lines = [line.split() for line in summary.splitlines()]
+    header = next(i for i, words in enumerate(lines) if words[:1] == ["engine"])
+    column = lines[header].index("p10")  # "p10 ms": the figure the headline divides
+    rows = {words[0]: words for words in lines[header + 1:header + 3]}
+    printed = float(rows["eager"][column]) / float(rows["onnxruntime"][column])
     assert printed == pytest.approx(result.speedup, rel=2e-3)  # the figures as printed (4 digits)
     assert result.headline in summary and result.statistic in summary
     assert "p10 and p50 of each round's calls, median over" in result.statistic
