@@ -45,6 +45,8 @@ class CaptureAttempt:
     # On failure: (model, args, kwargs, dynamic_shapes) as given, so the error can name the
     # exact fix (the solved Dim ranges, the keys torch expected) without the session.
     context: Any = field(default=None, compare=False, repr=False)
+    # model_state.StateReport: what the trace changed on the model (put back when it ended).
+    model_state: Any = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:
@@ -98,27 +100,36 @@ class CaptureStrategy(abc.ABC):
 
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
         from ._torch_compat import clear_dim_marks, onnx_capture_patches, record_shape_guards, size_oblivious_capture
+        from .model_state import preserved
 
         start = time.perf_counter()
         given = getattr(model, "program", None) if type(model).__name__ == "ProgramModel" else None
         if given is not None:  # an ExportedProgram given as the model: it is the capture
             return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
         with record_shape_guards() as guards:
-            try:
-                # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
-                # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
-                with size_oblivious_capture(), onnx_capture_patches(
-                    dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
-                ):
-                    program = self._capture(model, args, kwargs, dynamic_shapes)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes data
-                return CaptureAttempt(
-                    self.name, time.perf_counter() - start, error=exc, guards=tuple(guards),
-                    context=(model, args, kwargs, dynamic_shapes),
-                )
-            finally:
-                clear_dim_marks(args, kwargs)  # a failed export leaves them on the inputs
-        return CaptureAttempt(self.name, time.perf_counter() - start, program=program, guards=tuple(guards))
+            # A trace can leave state on the module (transformers' longrope stores a FakeTensor
+            # ``long_inv_freq``, which breaks the next export and eager run): put it back.
+            with preserved(model, what=f"during capture ({self.name})") as state:
+                try:
+                    # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
+                    # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
+                    with size_oblivious_capture(), onnx_capture_patches(
+                        dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
+                    ):
+                        program = self._capture(model, args, kwargs, dynamic_shapes)
+                except Exception as exc:  # noqa: BLE001 - every failure becomes data
+                    program, error = None, exc
+                else:
+                    error = None
+                finally:
+                    clear_dim_marks(args, kwargs)  # a failed export leaves them on the inputs
+        if error is not None:
+            return CaptureAttempt(
+                self.name, time.perf_counter() - start, error=error, guards=tuple(guards),
+                context=(model, args, kwargs, dynamic_shapes), model_state=state,
+            )
+        return CaptureAttempt(self.name, time.perf_counter() - start, program=program, guards=tuple(guards),
+                              model_state=state)
 
     @abc.abstractmethod
     def _capture(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> Any:

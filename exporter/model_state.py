@@ -195,15 +195,14 @@ class _TensorState:
     def __init__(self, tensor: Any, copy: bool) -> None:
         self.tensor = tensor
         self.version = tensor._version
-        self.storage = (tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device)
+        self.storage = _storage(tensor)
         self.requires_grad = tensor.requires_grad
         # An alias of the storage costs nothing: it puts back a replaced ``.data``.
         self.alias = tensor.detach()
-        self.value = tensor.detach().clone() if copy and _trace_kind(tensor) is None else None
+        self.value = tensor.detach().clone() if copy and self.storage is not None else None
 
-    def _storage_now(self) -> tuple:
-        t = self.tensor
-        return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+    def _storage_now(self) -> tuple | None:
+        return _storage(self.tensor)
 
     def restore(self) -> tuple[bool, bool, str] | None:
         """Put the tensor back in place; None when untouched, else (restored, ..., text after)."""
@@ -230,6 +229,16 @@ class _TensorState:
         if flag:
             t.requires_grad_(self.requires_grad)
         return restored, written, after
+
+
+def _storage(tensor: Any) -> tuple | None:
+    """Where a real tensor's values live; None for a FakeTensor or meta tensor (no data)."""
+    if _trace_kind(tensor) is not None:
+        return None
+    try:
+        return (tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device)
+    except RuntimeError:  # a subclass without storage
+        return None
 
 
 def _tensor_equal(a: Any, b: Any) -> bool:

@@ -77,13 +77,16 @@ class StageResult:
     # What torch / onnxscript printed or logged while the stage ran (a failed capture's partial
     # FX graph, draft export's banner): kept here instead of filling the notebook cell.
     library_output: str = ""
+    # What the user should know about a stage that gave its output: the trace changed the
+    # model (put back), the optimizer failed and the unoptimized model is used.
+    warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
 
     @property
     def ok(self) -> bool:
-        return self.status in (Status.OK, Status.SKIPPED)
+        return self.status in (Status.OK, Status.SKIPPED, Status.WARNING)
 
     @functools.cached_property
     def failure(self) -> Failure | None:
@@ -406,9 +409,12 @@ class Session:
             attempts.append(attempt)
             observer.on_attempt(attempt)
             if attempt.success:
+                changed = attempt.model_state.message if attempt.model_state is not None else ""
                 return StageResult(
                     "capture", Status.OK, time.perf_counter() - start, attempt.program,
-                    attempts=tuple(attempts), detail=f"strategy {attempt.strategy}", strategy=attempt.strategy,
+                    attempts=tuple(attempts), strategy=attempt.strategy,
+                    detail=f"strategy {attempt.strategy}" + (f"; {changed}" if changed else ""),
+                    warnings=(changed,) if changed else (),
                 )
             if is_constraint_violation(attempt.error):
                 reason = "skipped: the dim spec was rejected, another strategy would only hide it"
@@ -474,17 +480,34 @@ class Session:
         )
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from .translate import optimize
+        from .translate import optimize, trace_leftover_initializers
 
         model = self._previous_output("optimize")
         if not self._options.optimize:
             return StageResult("optimize", Status.SKIPPED, 0.0, model, detail="optimize=False")
-        return self._run_guarded(
+        result = self._run_guarded(
             "optimize",
             OptimizeError,
             "export with ExportOptions(optimize=False) to get the unoptimized model",
             lambda: optimize(model),
         )
+        if result.status != Status.FAILED:
+            return result
+        reason = result.error.reason if isinstance(result.error, ExportError) else str(result.error)
+        leftovers = trace_leftover_initializers(model)
+        if leftovers:  # the translated model is broken too: no fallback
+            names = ", ".join(f"{name!r} ({kind})" for name, kind in list(leftovers.items())[:4])
+            error = OptimizeError(
+                f"the model holds tracing leftovers instead of constants: {names}; {reason}",
+                hint="an earlier trace of this module object (torch.onnx.export, torch.export) stored them as "
+                f"module attributes: delete them (del model.{next(iter(leftovers))}) or build the model again, then export",
+            )
+            error.__cause__ = result.error
+            return dataclasses.replace(result, error=error)
+        # Only the optimizer failed: the translated model is whole, hand it out as
+        # optimize=False would, and say so (a warning, not a failure).
+        warning = f"the unoptimized model is used (as with optimize=False): {reason}"
+        return StageResult("optimize", Status.WARNING, result.seconds, model, detail=warning, warnings=(warning,))
 
     # -- results ----------------------------------------------------------------------------
     @property

@@ -174,3 +174,27 @@ def test_trace_tensor_kind_names_fake_and_meta_tensors_and_passes_real_ones():
     assert trace_tensor_kind(fake) == "FakeTensor"
     assert trace_tensor_kind(torch.ones(2, device="meta")) == "meta tensor"
     assert trace_tensor_kind(torch.ones(2)) is None and trace_tensor_kind(3) is None
+
+
+def test_export_leaves_no_trace_on_the_module_and_says_what_the_capture_changed():
+    from exporter import export
+
+    model = CachesTensor()
+    first = export(model, torch.ones(2, 3))
+    assert not hasattr(model, "cached")  # torch.export alone leaves a FakeTensor here
+    capture = first.stages[0]
+    (warning,) = capture.warnings
+    assert warning.startswith("this model changes itself during capture (nonstrict): `cached` (absent) → FakeTensor(")
+    assert warning in capture.detail
+    second = export(model, torch.ones(2, 3))  # the same module object again
+    assert second.stages[0].warnings == capture.warnings
+    (out,) = second.run_onnx(torch.ones(2, 3))
+    assert (out == [[1.0, 2.0, 3.0]] * 2).all()
+
+
+def test_capture_of_an_unchanging_model_records_no_warning():
+    from exporter import export
+
+    session = export(torch.nn.Linear(3, 2), torch.ones(2, 3))
+    assert all(stage.warnings == () for stage in session.stages)
+    assert session.attempts[0].model_state is not None and not session.attempts[0].model_state.changed

@@ -1,0 +1,72 @@
+"""When only the ONNX optimizer fails, the session hands out the unoptimized model with a
+warning naming the pass; when the translated model is broken too, it fails naming both."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from exporter import ExportOptions, export
+from exporter.errors import OptimizeError, Status
+from exporter.examples import demo_block
+
+
+def test_optimizer_failure_at_opset_17_falls_back_to_the_unoptimized_model_which_verifies():
+    # The optimizer leaves Split(num_outputs), which opset 17 lacks: before, optimize failed.
+    model, args, kwargs, _ = demo_block()
+    session = export(model, *args, options=ExportOptions(opset_version=17), **kwargs)
+    optimize = session.stages[-1]
+    assert optimize.name == "optimize" and optimize.status == Status.WARNING and optimize.ok
+    assert session.succeeded and session.failed_stage is None
+    (warning,) = optimize.warnings
+    assert warning.startswith("the unoptimized model is used (as with optimize=False): ")
+    assert "Split(num_outputs)" in warning and warning in optimize.detail
+    assert session.stage_output("optimize") is session.stage_output("translate")
+    assert session.onnx_model.opset_imports[""] == 17
+    assert "warning" in session.summary() and "unoptimized model is used" in session.summary()
+    assert session.verify().ok
+
+
+class CachesTable(torch.nn.Module):
+    """Stores a tensor attribute on first call, as transformers' longrope rotary code does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if getattr(self, "table", None) is None:
+            self.table = torch.arange(4.0)
+        return self.linear(x) + self.table
+
+
+def test_a_failing_pass_is_named_by_class_and_purpose_and_a_broken_model_is_not_handed_out():
+    model = CachesTable()
+    torch.export.export(model, (torch.ones(2, 4),), strict=False)  # leaves a FakeTensor `table`
+    with pytest.raises(OptimizeError) as info:
+        export(model, torch.ones(2, 4))
+    message = str(info.value)
+    assert "the ONNX optimizer's FoldConstantsPass (constant folding:" in message
+    assert "RuntimeError: .numpy() is not supported for tensor subclasses" in message
+    assert "object at 0x" not in message and "PassManager" not in message
+    assert "tracing leftovers instead of constants: 'table' (FakeTensor)" in message
+    assert "del model.table" in info.value.hint
+    assert info.value.session.stages[-1].status == Status.FAILED
+
+
+def test_optimizer_failure_names_the_innermost_pass_and_the_passes_before_it():
+    import onnx_ir as ir
+
+    from exporter.translate import optimizer_failure
+
+    model = CachesTable()
+    torch.export.export(model, (torch.ones(2, 4),), strict=False)
+    session = export(model, torch.ones(2, 4), options=ExportOptions(optimize=False))
+    translated = session.stage_output("translate").clone()
+    from exporter import _torch_compat as compat
+
+    with pytest.raises(ir.passes.PassError) as info:
+        compat.optimize_onnx_ir(translated)
+    failure = optimizer_failure(info.value)
+    assert failure.pass_name == "FoldConstantsPass" and failure.after == ()
+    assert failure.cause.startswith("RuntimeError: .numpy() is not supported")
