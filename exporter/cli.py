@@ -27,7 +27,6 @@ import importlib.metadata
 import importlib.util
 import inspect
 import logging
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -42,6 +41,7 @@ from .errors import ExportError, SpecError, first_line, user_source_line
 from .serialize import check_destination
 
 if TYPE_CHECKING:
+    from .display import Section
     from .session import Session
 
 __all__ = ["main"]
@@ -395,63 +395,36 @@ def default_opset(model_proto: Any) -> int | None:
     return next((o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    def line(cells: list[Any]) -> str:
-        return "| " + " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in cells) + " |"
+def ports_section(model_proto: Any, title: str = "Inputs and outputs") -> Section:
+    """The graph's inputs and outputs (kind, name, element type, ONNX shape) as a section."""
+    from .display import Section, Table
 
-    return "\n".join([line(header), "|" + "|".join(" --- " for _ in header) + "|"] + [line(row) for row in rows])
+    rows = [(p.kind, p.name, p.dtype, p.shape_text) for p in onnx_ports(model_proto)]
+    table = Table.from_rows(("kind", "name", "dtype", "ONNX shape"), rows, code=("name", "ONNX shape"))
+    return Section(title, None, (table,))
+
+
+def _body_text(section: Section) -> str:
+    """A section's body as indented text, without its title line."""
+    return "\n".join(section.text_lines()[1:])
 
 
 def print_ports(path: Path, model_proto: Any) -> None:
     size_kb = path.stat().st_size / 1024
     print(f"wrote {path} (opset {default_opset(model_proto)}, {size_kb:.1f} KB)")
-    for p in onnx_ports(model_proto):
-        print(f"  {p.kind:<6} {p.name:<20} {p.dtype:<8} {p.shape_text}")
+    print(_body_text(ports_section(model_proto)))
 
 
 # -- demo ----------------------------------------------------------------------------------
 
 
-def stage_table(session: Session) -> str:
-    rows = [
-        [r.name, r.status, f"{r.seconds:.3f}", "yes" if r.cached else "no", r.to_dict()["detail"]]
-        for r in session.stages
-    ]
-    return markdown_table(["stage", "status", "seconds", "cached", "detail"], rows)
-
-
-def attempt_table(session: Session) -> str:
-    rows = [[a.strategy, a.outcome, f"{a.seconds:.3f}", a.first_error_line or ""] for a in session.attempts]
-    return markdown_table(["strategy", "outcome", "seconds", "error"], rows)
-
-
-def port_table(model_proto: Any) -> str:
-    rows = [[p.kind, f"`{p.name}`", p.dtype, f"`{p.shape_text}`"] for p in onnx_ports(model_proto)]
-    return markdown_table(["kind", "name", "dtype", "ONNX shape"], rows)
-
-
-def dims_table(session: Session) -> str:
-    columns = ["input", "axis", "example", "requested", "obtained", "min", "max", "dim"]
-    frame = session.dims.to_frame()
-    rows = [[_cell(v) for v in row] for row in frame[columns].itertuples(index=False)]
-    return markdown_table(columns, rows)
-
-
-def guards_table(session: Session) -> str:
-    rows = [[g.kind, f"`{g.expression}`", f"`{g.source}`" if g.source else "(torch)"] for g in session.guards]
-    return markdown_table(["kind", "guard", "source"], rows) if rows else "No shape guards."
-
-
-def _cell(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 def demo_summary(session: Session, model_path: Path, verification: Any, latency: Any) -> str:
-    """The Markdown summary ``onnx-workbench demo`` writes and prints."""
+    """The Markdown summary ``onnx-workbench demo`` writes and prints: the sections of
+    :mod:`exporter.display`, rendered as Markdown."""
+    from dataclasses import replace
+
+    from .display import Code, Section, attempts_table, dims_section, guards_section, render, stages_table
+
     proto = session.stage_output("optimize")
     total = sum(r.seconds for r in session.stages)
     overview = (
@@ -459,17 +432,17 @@ def demo_summary(session: Session, model_path: Path, verification: Any, latency:
         f"(opset {default_opset(proto)}, {model_path.stat().st_size / 1024:.1f} KB) in {total:.2f} s "
         f"with the `{session.strategy}` capture strategy."
     )
-    sections = {
-        "Stages": stage_table(session),
-        "Capture attempts": attempt_table(session),
-        "Inputs and outputs": port_table(proto),
-        "Dim spec": f"```python\n{session.spec.to_code(session.inputs)}\n```",
-        "Dims: requested and obtained": dims_table(session),
-        "Shape guards": guards_table(session),
-        "onnxruntime vs PyTorch over a sweep of sizes": f"```text\n{verification.summary()}\n```",
-        "Latency": f"```text\n{latency.summary()}\n```",
-    }
-    parts = ["# onnx-workbench demo", overview] + [f"## {title}\n\n{body}" for title, body in sections.items()]
+    sections = (
+        Section("Stages", None, (stages_table(session.stages),)),
+        Section("Capture attempts", None, (attempts_table(session.attempts),)),
+        ports_section(proto),
+        Section("Dim spec", None, (Code(session.spec.to_code(session.inputs)),)),
+        dims_section(session.dims, "Dims: requested and obtained"),
+        guards_section(session.guards, "Shape guards"),
+        replace(render(verification), title="onnxruntime vs PyTorch over a sweep of sizes"),
+        replace(render(latency), title="Latency"),
+    )
+    parts = ["# onnx-workbench demo", overview] + [s.to_markdown(2) for s in sections]
     return "\n\n".join(parts) + "\n"
 
 
@@ -502,14 +475,16 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
 
 def print_program_inputs(path: Path, session: Session) -> None:
     """What ``-o model.pt2`` wrote: the program, and each input's shape (dim names or sizes)."""
+    from .display import Section, Table
+
     print(f"wrote {path} ({OUTPUT_FORMATS['.pt2']}, not ONNX; {path.stat().st_size / 1024:.1f} KB; "
           "load it with torch.export.load)")
     shapes: dict[str, list[Any]] = {}
     for outcome in session.dims:
         shapes.setdefault(outcome.input, []).append(outcome.dim if outcome.obtained == "dynamic" else outcome.example)
-    for leaf in session.inputs.leaves:
-        shape = shapes.get(leaf.path, list(leaf.shape))
-        print(f"  {'input':<6} {leaf.path:<20} {leaf.dtype:<8} [{', '.join(str(d) for d in shape)}]")
+    rows = [("input", leaf.path, leaf.dtype, f"[{', '.join(str(d) for d in shapes.get(leaf.path, list(leaf.shape)))}]")
+            for leaf in session.inputs.leaves]
+    print(_body_text(Section("", None, (Table.from_rows(("kind", "name", "dtype", "shape"), rows),))))
 
 
 def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:

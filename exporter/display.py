@@ -280,7 +280,7 @@ class Table:
         def md(value: Cell, i: int) -> str:
             text = _cell_text(value).replace("\n", " ")
             if i in code and text:
-                return f"`{text}`"
+                return "`" + text.replace("|", "\\|") + "`"  # GitHub tables need \| inside code too
             return _cell_markdown(value).replace("|", "\\|").replace("\n", " ")
 
         head = "| " + " | ".join(_md_text(c).replace("|", "\\|") for c in self.columns) + " |"

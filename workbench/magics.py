@@ -142,45 +142,47 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
     """Export, save, verify and benchmark ``session`` in the foreground and print what happened
     (``--no-widget`` and terminal IPython). A failure is printed as its message, source line and
     fix, never a traceback; Ctrl-C cancels at the next step. Returns whether the export worked."""
-    from exporter.cli import onnx_ports
+    from exporter.cli import ports_section
+    from exporter.display import render
     from exporter.errors import Failure
     from exporter.events import CancelToken, ProgressBarObserver
 
     def say(text: str) -> None:
         print(text, file=stream)
 
+    def show(result: Any) -> None:
+        say(render(result).to_text())
+
     token = CancelToken()
     try:
         result = session.submit("optimize", observer=ProgressBarObserver(), cancel=token).result()
-        say(session.summary())
+        show(session)  # the stages; a failure as its sentence, source line and fix
         if result.status == "cancelled":
             return False
         failed = session.failed_stage
         if failed is not None:
-            say(str(failed.failure))
             if failed.name == "capture":
-                say(session.dims.summary())
+                show(session.dims)
                 if session.suggested_fixes:
-                    say(session.suggested_fixes.summary())
+                    show(session.suggested_fixes)
                     say("(session.apply_suggested_fixes() re-exports with them)")
             return False
-        for port in onnx_ports(session.stage_output("optimize")):
-            say(f"  {port.kind:<6} {port.name:<20} {port.dtype:<8} {port.shape_text}")
+        show(ports_section(session.stage_output("optimize")))
         if session.dims.differing:
-            say(session.dims.summary())
+            show(session.dims)
         if save is not None:
             say(f"saved {session.save(save)}")
         if verify:
-            say(session.submit("verify", cancel=token).result().summary())
+            show(session.submit("verify", cancel=token).result())
         if benchmark:
-            say(session.submit("benchmark", cancel=token).result().summary())
+            show(session.submit("benchmark", cancel=token).result())
         return True
     except KeyboardInterrupt:
         token.cancel()
         say("cancelled: the export stops at its next step")
         return False
     except Exception as exc:  # noqa: BLE001 - shown as text; the kernel stays alive
-        say(str(Failure.from_exception(exc, "export")))
+        show(Failure.from_exception(exc, "export"))
         return False
 
 
