@@ -83,13 +83,15 @@ class TokenEmbedding(torch.nn.Module):
 
 
 class RecordsShapes(torch.nn.Module):
-    def __init__(self):
+    """Records the shapes it is called with in a list outside the module (verify puts the
+    module's own attributes back after every eager run)."""
+
+    def __init__(self, seen):
         super().__init__()
-        self.seen = []
+        self.register_forward_pre_hook(lambda module, args: seen.append(tuple(args[0].shape))
+                                       if not isinstance(args[0], torch._subclasses.FakeTensor) else None)
 
     def forward(self, x):
-        if not isinstance(x, torch._subclasses.FakeTensor):
-            self.seen.append(tuple(x.shape))
         return x * 2
 
 
@@ -109,7 +111,20 @@ def branch_three_session():
 
 @pytest.fixture(scope="module")
 def branch_three(branch_three_session):
-    return branch_three_session.verify()
+    # AUTO made the dim static, so the default sweep leaves it alone (see the next test); sizes=
+    # still compares it where asked.
+    return branch_three_session.verify(sizes={"x.shape[0]": [1, 2, 5, 7]})
+
+
+def test_auto_made_static_is_info_not_a_failure_and_is_not_swept(branch_three_session):
+    result = branch_three_session.verify()
+    assert result.status == "passed", result.summary()
+    assert [c.name for c in result.cases] == ["example"]
+    (info,) = [f for f in result.findings if f.kind == "auto_static"]
+    assert "AUTO let torch decide, and torch made it static at 3" in info.message
+    assert re.search(r"guard (x\.shape\[0\]|L\['x'\]\.size\(\)\[0\]) == 3", info.cause)
+    assert not any(f.kind in ("static_in_onnx", "wrong_at_size", "not_verified") for f in result.findings)
+    assert "made static by AUTO, not swept: x.shape[0]" in result.verdict
 
 
 def test_branch_specialized_at_the_example_size_is_flagged_at_other_sizes_with_the_guard(branch_three):
@@ -117,15 +132,16 @@ def test_branch_specialized_at_the_example_size_is_flagged_at_other_sizes_with_t
     assert result.status == "failed"
     assert result.case("example").ok
     wrong = {dict(f.sizes)["x.shape[0]"]: f for f in result.findings if f.kind == "wrong_at_size"}
-    assert set(wrong) == {1, 2, 5, 7}  # the bounds, 1 and 2, an odd size, larger than 3
+    assert set(wrong) == {1, 2, 5, 7}  # the sizes asked for
     assert "specialized to 3" in wrong[5].cause
     assert re.search(r"guard (x\.shape\[0\]|L\['x'\]\.size\(\)\[0\]) == 3", wrong[5].cause)
-    assert {f.kind for f in result.findings} >= {"example_only", "static_in_onnx", "wrong_at_size"}
+    assert {f.kind for f in result.findings} >= {"example_only", "auto_static", "wrong_at_size"}
     assert result.divergence is None  # nothing computed wrong: onnxruntime refuses the sizes
     text = result.summary()
     assert "correct at the example size only" in text
     assert "onnxruntime fails at size x.shape[0]=5" in text
-    assert "dims declared dynamic but static in the ONNX model: x.shape[0]" in text
+    assert "AUTO let torch decide, and torch made it static at 3" in text
+    assert result.verdict.startswith("Verification FAILED: 4 of 5 compared case(s) wrong or failing")
 
 
 def test_specialized_dim_is_a_static_onnx_dim_not_a_numeric_name(branch_three_session, branch_three):
@@ -136,7 +152,7 @@ def test_specialized_dim_is_a_static_onnx_dim_not_a_numeric_name(branch_three_se
 
 def test_results_tabulate_one_row_per_case_and_output(branch_three):
     frame = branch_three.to_frame()
-    assert list(frame["case"]) == ["example", "min", "2", "odd", "larger"]
+    assert list(frame["case"]) == ["example", "x.shape[0]=1", "x.shape[0]=2", "x.shape[0]=5", "x.shape[0]=7"]
     assert list(frame["status"]) == ["pass", "ort_error", "ort_error", "ort_error", "ort_error"]
     groups = branch_three.groups_frame()
     assert groups.loc[0, "obtained"] == "specialized" and groups.loc[0, "sizes"] == [3, 1, 2, 5, 7]
@@ -176,16 +192,18 @@ def test_correct_dynamic_model_passes_at_every_swept_size():
     assert any(c.check == "output names" and c.subject == "output" and c.ok for c in result.contract.checks)
 
 
-def test_auto_everywhere_sweeps_the_batch_while_the_pinned_feature_dim_is_tried_alone():
+def test_auto_everywhere_sweeps_the_batch_while_the_pinned_feature_dim_is_reported_not_swept():
+    # The feature dim AUTO made static (Linear(4, 8) needs 4 features) is what the user asked
+    # torch to decide: info, not swept (it was tried alone and filed as eager errors before).
     result = session(TwoLayer(), torch.randn(3, 4), dims={"x": AUTO}).verify()
+    assert result.ok, result.summary()
     batch, feature = result.groups
     assert not batch.specialized and feature.specialized and feature.onnx_dims == (4,)
     batch_cases = [c for c in result.cases if c.changed == ("x.shape[0]",)]
     assert {dict(c.sizes)["x.shape[0]"] for c in batch_cases} == {1, 2, 5, 7} and all(c.ok for c in batch_cases)
-    alone = [c for c in result.cases if c.changed == ("x.shape[1]",)]
-    assert alone and {c.status for c in alone} == {"eager_error"}  # Linear(4, 8) needs 4 features
-    (skipped,) = [f for f in result.findings if f.kind == "eager_error"]
-    assert skipped.message.startswith("not checked at x.shape[1] = 1, 2, 3, 8")
+    assert not [c for c in result.cases if "x.shape[1]" in c.changed]
+    (info,) = [f for f in result.findings if f.kind == "auto_static"]
+    assert info.message.startswith("x.shape[1]: AUTO let torch decide, and torch made it static at 4")
     assert result.contract.errors == ()  # the pinned feature dim is the static 4 in ONNX
 
 
@@ -225,7 +243,8 @@ def test_integer_inputs_are_generated_in_the_valid_range():
 
 
 def test_user_hook_replaces_generated_inputs():
-    model = RecordsShapes()
+    seen = []
+    model = RecordsShapes(seen)
     calls = []
 
     def hook(case: InputCase):
@@ -238,7 +257,7 @@ def test_user_hook_replaces_generated_inputs():
     assert result.ok
     assert [c.sizes["batch"] for c in calls] == [1, 2, 5, 7]
     assert calls[0].shapes == {"x": (1, 2)}
-    assert (11, 2) in model.seen and (5, 2) not in model.seen
+    assert (11, 2) in seen and (5, 2) not in seen
 
 
 def test_a_failing_hook_is_a_failed_case_not_an_exception():
