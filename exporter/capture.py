@@ -62,6 +62,10 @@ class CaptureAttempt:
     def first_error_line(self) -> str | None:
         if self.skipped_reason:
             return self.skipped_reason
+        if self.error is not None and formats.is_constraint_violation(self.error):
+            # torch's first line is "Constraints violated (seq)! For more information, run with
+            # TORCH_LOGS=...": the capture error says what is violated, in the user's terms.
+            return f"{type(self.error).__name__}: the dim spec was rejected (the capture error says why)"
         return first_line(self.error) if self.error is not None else None
 
     @property
@@ -280,17 +284,24 @@ def _hint_for(exc: BaseException, bound: Any = None) -> str:
     return "check the line above; strategy='auto' tries every capture strategy in turn"
 
 
-def _solved_hint(attempt: CaptureAttempt, spec: Any, bound: Any) -> str | None:
-    """The exact new spec for a rejected one, solved from the guards (``exporter.shapes``)."""
+def _diagnosis(attempt: CaptureAttempt, spec: Any, bound: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The suggested fixes of a rejected spec, solved from the guards (``exporter.shapes``),
+    and its rejected ranges in the user's terms; ``(None, ())`` when they cannot be built."""
     from .guards import guards_from_events
     from .shapes.fixes import build_fixes
+    from .shapes.violations import rejected_ranges
 
     try:
         guards = guards_from_events(attempt.guards, bound, attempt.strategy)
         fixes = build_fixes(attempt.error, spec, bound, guards)
-    except Exception:  # noqa: BLE001 - the generic hint is still right
-        return None
-    changes = fixes.changes()
+        return fixes, rejected_ranges(fixes, guards, bound)
+    except Exception:  # noqa: BLE001 - the generic hint and torch's lines are still right
+        return None, ()
+
+
+def _solved_hint(fixes: Any) -> str | None:
+    """The exact new spec for a rejected one: every axis the fixes change."""
+    changes = fixes.changes() if fixes is not None else []
     if not changes or fixes.error:
         return None
     from .axis import Axis
@@ -359,28 +370,39 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
     first = failed[0]
     if (spec is None or bound is None) and first.context is not None:
         spec, bound = _spec_of_attempt(first)
-    tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
     from .shapes.violations import plain_violation
 
-    violations = [plain_violation(line, bound, spec) for line in formats.violation_lines(first.error)]
     rejected = formats.is_constraint_violation(first.error)
+    fixes, ranges = _diagnosis(first, spec, bound) if rejected and spec is not None and bound is not None else (None, ())
+    # A range said in the user's terms replaces torch's sentence about it ("Not all values of
+    # seq ... satisfy the generated guard ..."); torch's text stays, whole, in library_text.
+    said = {r.name for r in ranges}
+    violations = [
+        plain_violation(line, bound, spec) for line in formats.violation_lines(first.error)
+        if not any(name in said for name, _ in formats.range_violations(line))
+    ]
+    problems = [r.problem for r in ranges] + violations
     # torch's first line of a rejected spec is generic ("Constraints violated (seq)! For more
-    # information..."): the headline names the first violation instead.
-    headline = f"the dim spec does not hold: {violations[0]}" if rejected and violations else first.first_error_line
-    details = ["- " + line for line in violations if not (rejected and line == violations[0])][:6]
-    hint = (
-        _solved_hint(first, spec, bound)
-        if spec is not None and bound is not None and formats.is_constraint_violation(first.error)
-        else None
-    ) or _hint_for(first.error, bound)
+    # information..."): the headline names the first problem instead.
+    if rejected and problems:
+        headline = problems[0] if ranges else f"the dim spec does not hold: {problems[0]}"
+    else:
+        headline = first.first_error_line
+    details = ["- " + line for line in (problems[1:] if rejected and problems else violations)][:6]
+    # Other strategies skipped because the spec was rejected add nothing to say.
+    tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
+    show_tried = len(attempts) > 1 and not (rejected and all(a.skipped_reason for a in attempts if a is not first))
+    hint = (_solved_hint(fixes) if rejected else None) or _hint_for(first.error, bound)
     rnn = _rnn_reason(first)
     error = CaptureError(
-        f"could not capture the model ({first.strategy}): {headline}"
+        (headline if ranges else f"could not capture the model ({first.strategy}): {headline}")
         + "".join(f"\n  {line}" for line in details)
-        + (f"\n  tried: {tried}" if len(attempts) > 1 else ""),
+        + (f"\n  tried: {tried}" if show_tried else ""),
         source=user_source_line(first.error) or (_last_guard_line(first) if rejected else None),
         hint=f"{rnn};\n{hint}" if rnn else hint,
     )
+    error.library_text = str(first.error).strip()  # torch's own words ("torch said"), kept whole
+    error.rejected_ranges = ranges
     error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
     error.__cause__ = first.error
     return error

@@ -203,9 +203,10 @@ class Failure(Presentable):
         hint: what to do next, when known.
         source: the user's ``file:line in func: code`` that caused it, when known.
         traceback: the formatted traceback, cause chain included ("" when not kept).
-        library_text: the library's own words when ``message`` restates them in the user's
-            terms (torch's "Not all values of seq = L['x'].size()[1] ..." for a rejected
-            spec): what "torch said", shown folded; "" when ``message`` is the library's.
+        library_text: the library's own error text, whole, when ``message`` is written by the
+            exporter (a capture error: torch's "Not all values of seq = L['x'].size()[1] ..."
+            said as "x.shape[1] (seq): sizes 1–4 take another branch ..."): what "torch
+            said", to show folded; "" when there is none.
     """
 
     stage: str

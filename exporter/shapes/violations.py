@@ -5,15 +5,157 @@ constant (4). If you're using mark_dynamic, either remove it or use maybe_mark_d
 it names a torch source, and advice about ``mark_dynamic`` the user never called. The same
 violation reads here "x.shape[0] was asked to be dynamic, but the model's code makes it the
 constant 4", plus the likely cause when another input has a STATIC axis of that size.
+
+torch writes "Not all values of seq = L['x'].size()[1] in the specified range seq <= 512
+satisfy the generated guard 5 <= L['x'].size()[1] and L['x'].size()[1] <= 512". The same
+rejected range reads here (:class:`RejectedRange`) "x.shape[1] (seq): sizes 0–4 take another
+branch at `if x.shape[1] > 4` (model.py:7); the range [0, 512] cannot hold. Fix: seq in
+[5, 512]", the fix being the one :func:`~exporter.shapes.apply_suggested_fixes` applies.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .. import _torch_formats as formats
+from ..axis import Axis
 
-__all__ = ["plain_violation"]
+if TYPE_CHECKING:
+    from ..guards import Guard, Guards
+    from .fixes import SuggestedFixes
+
+__all__ = ["RejectedRange", "plain_violation", "rejected_ranges"]
+
+_BRANCH = re.compile(r"^(if|elif|while)\b|\bif\b.*\belse\b")
+_CODE_WIDTH = 60
+
+
+def _range(lo: int, hi: int | None) -> str:
+    return f"[{lo}, {'inf' if hi is None else hi}]"
+
+
+def _sizes(parts: list[tuple[int, int | None]]) -> tuple[str, bool]:
+    """``[(1, 4)]`` → ``("sizes 1–4", True)``; ``[(1, 1)]`` → ``("size 1", False)``;
+    ``[(0, 4), (129, None)]`` → ``("sizes 0–4 and above 128", True)``. The flag: plural."""
+    words = []
+    for lo, hi in parts:
+        words.append(f"above {lo - 1}" if hi is None else str(lo) if lo == hi else f"{lo}–{hi}")
+    plural = len(parts) > 1 or parts[0][1] != parts[0][0]
+    return ("sizes " if plural else "size ") + " and ".join(words), plural
+
+
+@dataclass(frozen=True)
+class RejectedRange:
+    """A strict Dim's range that the model's guards narrow, in the user's terms.
+
+    ``axis`` is the axis whose guard is cited (the Dim may name others too), ``requested``
+    the Dim's range, ``allowed`` the range the guards allow (one size: the axis must be
+    static), ``fix`` the policy the suggested fixes give it (what ``apply_suggested_fixes()``
+    applies), ``guard`` the guard that excludes the sizes (None when torch recorded none)."""
+
+    axis: Axis
+    name: str
+    requested: tuple[int, int | None]
+    allowed: tuple[int, int | None]
+    fix: Any
+    guard: Guard | None = None
+
+    @property
+    def excluded(self) -> str:
+        """``sizes 0–4``, ``size 1``, ``sizes above 128``: what the requested range holds and the
+        allowed one does not."""
+        return self._excluded()[0]
+
+    def _excluded(self) -> tuple[str, bool]:
+        (rlo, rhi), (alo, ahi) = self.requested, self.allowed
+        parts: list[tuple[int, int | None]] = []
+        if alo > rlo:
+            parts.append((rlo, alo - 1 if rhi is None else min(alo - 1, rhi)))
+        if ahi is not None and (rhi is None or ahi < rhi):
+            parts.append((ahi + 1, rhi))
+        return _sizes(parts) if parts else ("no size", False)
+
+    def _cause(self, located: bool) -> str:
+        sizes, plural = self._excluded()
+        guard = self.guard
+        if guard is None:
+            return f"{sizes} {'are' if plural else 'is'} excluded by the model's guards"
+        where = f" ({guard.location})" if located and guard.location else ""
+        code = (guard.code or "").strip().rstrip(":").strip()
+        if len(code) > _CODE_WIDTH:
+            code = code[: _CODE_WIDTH - 1] + "…"
+        if code and _BRANCH.search(code):
+            return f"{sizes} {'take' if plural else 'takes'} another branch at `{code}`{where}"
+        at = f" at `{code}`" if code else ""
+        return f"{sizes} {'fail' if plural else 'fails'} `{guard.expression}`{at}{where}"
+
+    @property
+    def problem(self) -> str:
+        """``x.shape[1] (seq): sizes 0–4 take another branch at `if x.shape[1] > 4`
+        (model.py:7); the range [0, 512] cannot hold``."""
+        return f"{self.axis.label} ({self.name}): {self._cause(located=True)}; the range {_range(*self.requested)} cannot hold"
+
+    @property
+    def fix_text(self) -> str:
+        """``seq in [5, 512]``, or ``x.shape[1] static (8)`` when one size is left."""
+        from ..dims import Dim
+
+        if isinstance(self.fix, Dim):
+            return f"{self.name} in {_range(self.fix.min or 0, self.fix.max)}"
+        return f"{self.axis.label} static ({self.allowed[0]})"
+
+    @property
+    def sentence(self) -> str:
+        """:attr:`problem` and the fix, in one line."""
+        return f"{self.problem}. Fix: {self.fix_text}"
+
+    @property
+    def row_reason(self) -> str:
+        """What the axis's row says: the cause and the fix as code, without repeating the
+        axis (the row is the axis) or the location (the row has its own source column)."""
+        return f"{self._cause(located=False)}; fix: {self.fix!r}"
+
+
+def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) -> tuple[RejectedRange, ...]:
+    """One :class:`RejectedRange` per strict Dim whose range ``fixes`` narrow (or make static),
+    citing the guard that excludes the sizes. Dims the fixes leave alone (a pin torch fixes
+    otherwise, an equality) are not range rejections and are left out."""
+    from ..dims import STATIC, Derived, Dim, Name
+    from ..guards import GUARD, RUNTIME_ASSERT
+    from .solve import axis_ranges
+
+    ranges = axis_ranges(guards, bound) if guards is not None else {}
+    out: list[RejectedRange] = []
+    seen: set[str] = set()
+    for path, index, _, _ in fixes.changes():
+        axis = Axis(path, index)
+        before, after = fixes.before.policy(*axis), fixes.after.policy(*axis)
+        if not isinstance(before, Dim) or isinstance(before, (Name, Derived)) or before.name in seen:
+            continue
+        example = int(bound.leaf(path).shape[index])
+        if isinstance(after, Dim) and after.name == before.name:
+            allowed = (after.min or 0, after.max)
+        elif after is STATIC and (found := ranges.get(axis)) is not None and found.is_static:
+            allowed = (found.min, found.max)
+        else:
+            continue
+        if allowed == (before.min or 0, before.max) or not (allowed[0] <= example and (allowed[1] is None or example <= allowed[1])):
+            continue
+        seen.add(before.name)
+        members = [Axis(e.path, e.axis) for e in fixes.before if e.policy == before] or [axis]
+        cited = _cited_guard(members, ranges, guards, (GUARD, RUNTIME_ASSERT))
+        shown = next((m for m in members if cited is not None and cited.involves(m)), axis)
+        out.append(RejectedRange(shown, before.name, (before.min or 0, before.max), allowed, after, cited))
+    return tuple(out)
+
+
+def _cited_guard(members: list[Axis], ranges: dict, guards: Guards | None, kinds: tuple[str, ...]) -> Guard | None:
+    """The guard to cite for a narrowed range: one that solved it, from the user's code first."""
+    solved = [g for m in members if (found := ranges.get(m)) is not None for g in found.guards]
+    candidates = solved or [g for g in (guards.for_axes(members) if guards is not None else ()) if g.kind in kinds]
+    return next((g for g in candidates if g.file and g.code), candidates[0] if candidates else None)
 
 
 def plain_violation(line: str, bound: Any = None, spec: Any = None) -> str:

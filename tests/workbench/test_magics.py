@@ -256,6 +256,27 @@ def test_a_rejected_spec_prints_why_per_axis_and_the_suggested_fixes(ip, capsys)
     assert "dx = Dim('dx', min=5, max=6)" in printed and "apply_suggested_fixes()" in printed
 
 
+def test_a_rejected_range_is_said_once_with_the_cells_line_and_healthy_rows_stay_static(ip, capsys):
+    import re
+
+    ip.run_cell_magic("onnx_export", "-o narrowed --no-verify --dynamic x.1=seq:1:512", (
+        "class Narrow(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if x.shape[1] > 4:\n"
+        "            return x * 2\n"
+        "        return x + 1\n"
+        "Narrow()(torch.randn(2, 8, 3))\n"
+    ))
+    session = ip.user_ns["narrowed"]
+    assert re.fullmatch(r"x\.shape\[1\] \(seq\): sizes 1–4 take another branch at `if x\.shape\[1\] > 4` "
+                        r"\(Cell In\[\d+\], line 3\); the range \[1, 512\] cannot hold", session.failed_stage.failure.message)
+    assert [o.obtained for o in session.dims] == ["static", "failed", "static"]
+    printed = capsys.readouterr().out
+    assert printed.count("take another branch") == 2  # the failure, and the x.1 row without the location
+    assert "Not all values" not in printed and "L['x']" not in printed
+    assert session.apply_suggested_fixes().run("capture").status == "ok"
+
+
 def test_a_usage_error_in_a_notebook_cell_is_one_line_not_a_traceback(ip, capsys):
     result = ip.run_cell("%onnx_export --opset 99 model(x)")
     printed = capsys.readouterr()
