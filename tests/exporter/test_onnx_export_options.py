@@ -231,7 +231,7 @@ def test_a_string_name_on_an_axis_the_code_makes_a_sum_names_the_onnx_dim_and_ve
     assert result.status == "passed", result.summary()  # was a contract error: "the ONNX dim is the expression 'm + n'"
 
 
-def test_opset_17_gives_a_model_onnxruntime_loads_or_fails_naming_the_node_forms_it_lacks():
+def test_opset_17_gives_a_model_onnxruntime_loads_and_the_optimizer_left_forms_it_lacks_fall_back_named():
     from exporter import ExportOptions, Session
     from exporter.examples import demo_block
 
@@ -240,6 +240,7 @@ def test_opset_17_gives_a_model_onnxruntime_loads_or_fails_naming_the_node_forms
     assert plain.run().status == "skipped" and plain.succeeded and plain.model_proto.opset_import[0].version == 17
     assert plain.verify().ok  # loads: ReduceMax's noop_with_empty_axes=0 (its opset-18 default) was dropped
     optimized = plain.with_options(optimize=True)
-    failed = optimized.run()
-    assert (failed.name, failed.status) == ("optimize", "failed")  # torch.onnx.export hands out this model
-    assert "Split(num_outputs)" in str(failed.error) and "optimize=False" in failed.error.hint
+    fallback = optimized.run()  # torch.onnx.export hands out a model onnxruntime refuses here
+    assert (fallback.name, fallback.status) == ("optimize", "warning") and optimized.succeeded
+    assert "Split(num_outputs)" in fallback.detail and "unoptimized model is used" in fallback.warnings[0]
+    assert optimized.model_proto.opset_import[0].version == 17 and optimized.verify().ok
