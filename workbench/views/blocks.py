@@ -24,11 +24,10 @@ __all__ = ["STYLE", "esc", "failure_html", "figure_html", "folded", "pane", "ver
 # Scoped to the widget; !important because the core's blocks carry inline styles meant for
 # wide pages (reports), and a pane is narrow.
 STYLE = """<style>
+.wb-workbench .widget-html, .wb-workbench .widget-html-content { min-width: 0; max-width: 100%; }
+.wb-workbench .widget-html-content { overflow-x: auto; }
 .wb-workbench .wb-pane { max-width: 100%; overflow-x: auto; font-size: 13px; line-height: 1.4; }
-.wb-workbench .wb-pane table { display: block; max-width: 100%; overflow-x: auto; border-collapse: collapse; }
-.wb-workbench .wb-pane td, .wb-workbench .wb-pane th {
-  white-space: nowrap !important; max-width: 22em; overflow: hidden; text-overflow: ellipsis; }
-.wb-workbench .wb-pane thead th { position: sticky; top: 0; background: var(--jp-layout-color0, #fff); }
+.wb-workbench .wb-pane td, .wb-workbench .wb-pane th { white-space: nowrap; }
 .wb-workbench .wb-pane pre { white-space: pre-wrap !important; overflow-wrap: anywhere; max-width: 100%; }
 .wb-workbench .wb-pane p { overflow-wrap: anywhere; }
 .wb-workbench .wb-pane details > summary { cursor: pointer; color: #374151; margin: 4px 0; }

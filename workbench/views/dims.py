@@ -31,7 +31,7 @@ __all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name", "outcome_text", 
 # (label, value): the value is what tests and the front end set.
 POLICY_CHOICES = (
     ("AUTO", "AUTO"), ("STATIC", "STATIC"), ("DYNAMIC", "DYNAMIC"),
-    ("named dim (torch.onnx)", "name"), ("Dim with bounds", "Dim"),
+    ("name (torch.onnx)", "name"), ("Dim(min, max)", "Dim"),
 )
 POLICY_HELP = {
     "AUTO": "torch decides: dynamic if the model allows it, else static",
@@ -230,7 +230,7 @@ class DimsView:
         self.fixes_button.add_class("wb-apply-fixes")
         self.fixes_button.on_click(lambda _: on_apply_fixes())
         self.fixes = widgets.HTML()
-        self.code = widgets.Textarea(description="", layout=widgets.Layout(width="100%", height="110px"))
+        self.code = widgets.Textarea(description="", layout=widgets.Layout(width="auto", height="110px"))
         self.code.add_class("wb-dims-code")
         self.code_title = widgets.HTML()
         self.copy = widgets.HTML(copy_button_html(""))
