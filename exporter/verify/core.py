@@ -14,7 +14,7 @@ from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
-from .groups import DimGroup, dim_groups, plan_cases
+from .groups import DimGroup, dim_groups, plan_cases, sizes_by_label
 from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
@@ -180,7 +180,8 @@ def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
 
 
 def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract: ContractReport | None,
-              session: Any = None, divergence: Divergence | None = None) -> list[Finding]:
+              session: Any = None, divergence: Divergence | None = None,
+              named: frozenset[str] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     example = next((c for c in cases if c.is_example), None)
     others = [c for c in cases if not c.is_example and not c.is_edge_value]
@@ -235,7 +236,7 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
             f"{'these sizes' if len(group_cases) > 1 else 'this size'})",
             group_cases[0].name, group_cases[0].sizes,
         ))
-    findings.extend(_not_verified(cases, groups))
+    findings.extend(_not_verified(cases, groups, named))
     findings.extend(_state_findings(cases))
     findings.extend(_edge_findings([c for c in cases if c.is_edge_value], session, divergence))
     if contract is not None:
@@ -245,9 +246,12 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
     return findings
 
 
-def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup]) -> list[Finding]:
+def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup],
+                  named: frozenset[str] | None = None) -> list[Finding]:
     """A dim group that no case compared at a size other than its example: the verdict must not
-    say PASSED for it. Eager PyTorch raised at every other size tried, or none was tried."""
+    say PASSED for it. Eager PyTorch raised at every other size tried, or none was tried. With
+    ``sizes=`` (``named``: the groups it names), a group it leaves out is ``not_varied``: said
+    plainly, not a failure (the caller chose the sizes)."""
     example = next((c for c in cases if c.is_example), None)
     if example is not None and example.status == "eager_error":
         return [Finding("not_verified", f"eager PyTorch could not run the example inputs: {example.error}", example.name,
@@ -256,6 +260,9 @@ def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup]) -> li
     others = [c for c in cases if not c.is_example and not c.is_edge_value]
     for group in groups:
         if group.auto_static or group.derived is not None:
+            continue
+        if named is not None and group.label not in named:
+            findings.append(Finding("not_varied", f"{group.label} not varied: sizes= did not name it (kept at {group.example})"))
             continue
         tried = [c for c in others if group.label in c.changed]
         if any(c.compared for c in tried):
@@ -396,6 +403,7 @@ def verify(
         return _error_result(exc, start)
     groups = dim_groups(session, program, model, independent=independent)
     plans = plan_cases(groups, max_size, sizes)  # a caller's typo raises here, before any broad except
+    named = frozenset(sizes_by_label(groups, sizes, "sizes= dim group")) if sizes else None
     try:
         contract = check_contract(session, model, program)
         ort_session = session.output_ort_session
@@ -413,7 +421,7 @@ def verify(
     try:
         edge_cases = _edge_cases(session, program) if edge_values else ()
         return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
-                             make_inputs, locate, seed, reporter, start, cases, edge_cases)
+                             make_inputs, locate, seed, reporter, start, cases, edge_cases, named)
     except Cancelled:
         return VerifyResult("cancelled", tuple(cases), groups, contract, seconds=time.perf_counter() - start)
 
@@ -434,7 +442,7 @@ def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: 
 def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: Any, contract: ContractReport,
                   ort_session: Any, tolerances: Any, make_inputs: Any, locate: bool, seed: int,
                   reporter: Reporter, start: float, cases: list[CaseResult],
-                  edge_cases: Sequence[EdgeValue] = ()) -> VerifyResult:
+                  edge_cases: Sequence[EdgeValue] = (), named: frozenset[str] | None = None) -> VerifyResult:
     output_names = [v.name for v in model.graph.outputs]
     example_sizes = tuple((g.label, g.example) for g in groups)
     total = len(plans) + len(edge_cases) + 1
@@ -488,7 +496,7 @@ def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: An
                 divergence = first_divergence(session, wrong.name, args, kwargs, expected or [], tolerances=tolerances)
             except Exception as exc:  # noqa: BLE001
                 divergence = Divergence(wrong.name, "unknown", f"could not locate: {first_line(exc)}")
-    findings = _findings(cases, groups, contract, session, divergence)
+    findings = _findings(cases, groups, contract, session, divergence, named)
     training = _training_modules(session.model)
     if training:
         findings.insert(0, Finding(

@@ -88,7 +88,7 @@ class CaseResult:
 class Finding:
     """One plain-language conclusion: ``kind`` is ``wrong_at_example``, ``example_only``,
     ``wrong_at_size``, ``wrong_at_value`` (an edge-value case), ``static_in_onnx``,
-    ``contract``, ``eager_error``, ``not_swept``, ``not_verified`` (a dim group never compared
+    ``contract``, ``eager_error``, ``not_swept``, ``not_varied`` (``sizes=`` left a group out: said, not a failure), ``not_verified`` (a dim group never compared
     at another size: eager PyTorch raised at every other size, or none was tried; the result is
     ``not_verified``, not ``passed``); and, not a problem: ``derived_dim`` (a dim group sized
     from others, as the model's guards say: ``total = past_seq + seq``), ``auto_static`` (AUTO
@@ -237,6 +237,8 @@ class VerifyResult:
                           for g in self.groups if not g.auto_static)
         static = [g.axes_text for g in self.groups if g.auto_static]
         tail = f"; made static by AUTO, not swept: {', '.join(static)}" if static else ""
+        unvaried = [f.message for f in self.findings if f.kind == "not_varied"]
+        tail += f"; {'; '.join(unvaried)}" if unvaried else ""
         return (f"Verification PASSED: ONNX matches eager PyTorch at the example and {len(others)} other size(s)"
                 f"{edge_text}: {swept or 'no dim swept'}{tail}")
 
