@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .headline import bootstrap_ratio_ci, ratio_of
+from ..presentation import Presentable
 from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds
 from .stats import LatencyStats
 
@@ -181,8 +182,8 @@ class VariantTiming:
         return self.stats.p50 if self.stats is not None else None
 
 
-@dataclass(frozen=True)
-class Comparison:
+@dataclass(frozen=True, repr=False)
+class Comparison(Presentable):
     """Variants timed in the same interleaved rounds, each against ``baseline``."""
 
     baseline: str
@@ -225,42 +226,6 @@ class Comparison:
         frame = pd.DataFrame(records)
         frame.attrs["warning"] = self.warning
         return frame
-
-    def _repr_html_(self) -> str:
-        from ..display import repr_html
-
-        return repr_html(self)
-
-    def summary(self) -> str:
-        if self.cancelled or self.error:
-            return "Comparison cancelled" if self.cancelled else f"Comparison could not run: {self.error}"
-        lines = [f"Variants against {self.baseline} ({self.rounds} interleaved rounds; ratio = variant p{LOW_QUANTILE} / "
-                 f"{self.baseline} p{LOW_QUANTILE}, each round's p{LOW_QUANTILE} call, median over rounds; 95% interval)"]
-        for row in self.rows:
-            if row.stats is None:
-                lines.append(f"  {row.name:<18} failed: {row.error}")
-                continue
-            ratio = "baseline" if row.name == self.baseline else _ratio_text(row.ratio, row.ratio_ci)
-            size = f"  model {row.model_mb:.3g} MB" if row.model_mb is not None else ""
-            memory = f"  rss +{row.rss_growth_mb:.3g} MB" if row.rss_growth_mb is not None else ""
-            low = f"p{LOW_QUANTILE} {row.low * 1e3:.4g} ms  " if row.low is not None else ""
-            lines.append(f"  {row.name:<18} {low}p50 {row.p50 * 1e3:.4g} ms  {ratio}{size}{memory}")
-        if self.warning:
-            lines.append(f"  WARNING: {self.warning}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-
-def _ratio_text(ratio: float | None, interval: tuple[float, float] | None) -> str:
-    if ratio is None:
-        return "-"
-    text = f"{ratio:.3g}x the time"
-    return text + (f" ({interval[0]:.3g}–{interval[1]:.3g})" if interval else "")
 
 
 def comparison_of(rounds: Rounds, baseline: str, rows: Sequence[VariantTiming], warning: str | None) -> Comparison:

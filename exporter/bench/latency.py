@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ExportError, Failure, first_line
+from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..ort_values import feed_shape
 from ..progress import Progress
@@ -61,8 +62,8 @@ def _pooled(stats: LatencyStats, q: float) -> float:
     return percentile(sorted(stats.samples), q) if stats.samples else stats.p50
 
 
-@dataclass(frozen=True)
-class BenchmarkResult:
+@dataclass(frozen=True, repr=False)
+class BenchmarkResult(Presentable):
     """onnxruntime (and eager PyTorch) latency at one set of inputs.
 
     With eager, both engines were timed in interleaved rounds. One statistic throughout (see
@@ -212,27 +213,9 @@ class BenchmarkResult:
         frame.attrs["warning"] = self.warning
         return frame
 
-    def summary(self) -> str:
-        """The text of the result's section (:func:`exporter.display.benchmark_section`): the
-        headline first, then the figures it is made of."""
-        from ..display import render
 
-        return render(self).to_text()
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def _repr_html_(self) -> str:
-        from ..display import repr_html
-
-        return repr_html(self)
-
-
-@dataclass(frozen=True)
-class SweepResult:
+@dataclass(frozen=True, repr=False)
+class SweepResult(Presentable):
     """Latency against the size of one dynamic dim."""
 
     dim: str
@@ -310,24 +293,6 @@ class SweepResult:
             return None
         names = ", ".join(str(size) for size, _ in busy)
         return f"at {self.dim}={names}: {busy[0][1]}"
-
-    def summary(self) -> str:
-        """The text of the sweep's section (:func:`exporter.display.sweep_section`): the
-        headline first, then a row per size."""
-        from ..display import render
-
-        return render(self).to_text()
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def _repr_html_(self) -> str:
-        from ..display import repr_html
-
-        return repr_html(self)
 
 
 def _threads_clause(note: str | None, config: BenchConfig | None) -> str:

@@ -185,7 +185,7 @@ def test_benchmark_cancelled_mid_way_restores_torch_threads():
 
     result = session.benchmark(budget=0.2, threads=1, observer=CancelDuringEager(), cancel=token)
     assert result.cancelled and result.status == "cancelled" and not result.ok
-    assert result.summary() == "Benchmark cancelled"
+    assert result.summary().startswith("Benchmark [cancelled]\n  benchmark cancelled")  # badge, then the headline
     assert torch.get_num_threads() == threads
     sweep_token = CancelToken()
     sweep_token.cancel()
