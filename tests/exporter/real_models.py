@@ -230,3 +230,81 @@ def flat_tensors(value: Any) -> list[torch.Tensor]:
     from exporter._torch_compat import tree_flatten_with_path
 
     return [leaf for _, leaf in tree_flatten_with_path(value) if isinstance(leaf, torch.Tensor)]
+
+
+# -- models whose guards only bound a named dim: torch.onnx.export's string names export them,
+# a strict Dim of the same name is refused (FIELD-NOTES "Real architectures"). Not in BUILDERS:
+# tests/workbench/test_magic_real_models.py exports them through %onnx_export.
+
+
+def _token_inputs(batch: int, seq: int, seed: int) -> dict:
+    return {"input_ids": _ids(batch, seq, seed), "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
+
+
+def gemma2() -> RealModel:
+    """The SDPA mask adds ``seq != 1``: seq's range starts at 2."""
+    from transformers import Gemma2Config, Gemma2Model
+
+    config = Gemma2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          num_key_value_heads=1, intermediate_size=64, head_dim=16, max_position_embeddings=128,
+                          use_cache=False)
+    return RealModel("gemma2", Gemma2Model(config).eval(), (), _token_inputs(2, 16, 0),
+                     {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                     lambda: ((), _token_inputs(3, 11, 1)))
+
+
+def albert() -> RealModel:
+    """Position ids sliced from a 128 table: ``seq == min(128, seq)``, seq's range ends at 128."""
+    from transformers import AlbertConfig, AlbertModel
+
+    config = AlbertConfig(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    return RealModel("albert", AlbertModel(config).eval(), (), _token_inputs(2, 16, 0),
+                     {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                     lambda: ((), _token_inputs(3, 11, 1)))
+
+
+def wav2vec2() -> RealModel:
+    """Raw audio through strided convolutions: the frame count must stay above 1, so the
+    length has a minimum."""
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    config = Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                            num_conv_pos_embedding_groups=2, do_stable_layer_norm=False, feat_extract_norm="group")
+    return RealModel("wav2vec2", Wav2Vec2Model(config).eval(), (torch.randn(2, 400),), {},
+                     {"input_values": {0: "batch", 1: "length"}}, lambda: ((torch.randn(3, 560),), {}))
+
+
+def convnext() -> RealModel:
+    """The stem's 4×4 patches and a depthwise conv: ``8 <= height``."""
+    from transformers import ConvNextConfig, ConvNextModel
+
+    config = ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, patch_size=4)
+    return RealModel("convnext", ConvNextModel(config).eval(), (torch.randn(2, 3, 32, 32),), {},
+                     {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+                     lambda: ((torch.randn(3, 3, 48, 40),), {}))
+
+
+def detr() -> RealModel:
+    """DETR with a transformers ResNet backbone built from its config (no timm, no pretrained
+    download): the feature map's width guards bound ``width``."""
+    from transformers import DetrConfig, DetrModel
+
+    backbone = {"model_type": "resnet", "embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1],
+                "num_channels": 3, "out_features": ["stage2"]}
+    config = DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False, backbone="resnet",
+                        backbone_config=backbone, d_model=32, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, num_queries=5)
+    return RealModel("detr", DetrModel(config).eval(), (torch.randn(1, 3, 64, 64),), {},
+                     {"pixel_values": {2: "height", 3: "width"}}, lambda: ((torch.randn(1, 3, 48, 80),), {}))
+
+
+NARROWED_BY_GUARDS: dict[str, Callable[[], RealModel]] = {
+    "gemma2": gemma2,
+    "albert": albert,
+    "wav2vec2": wav2vec2,
+    "convnext": convnext,
+    "detr": detr,
+}
