@@ -47,6 +47,7 @@ from .errors import (
 from ._quiet import captured_library_output, quiet_library_warnings
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .inputs import BoundInputs, bind_inputs
+from .presentation import Presentable
 from .worker import submit_work
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ def ort_inference_session(source: Any, options: Any = None, providers: Any = ("C
     return ort.InferenceSession(source, options, providers=list(providers))
 
 
-class Session:
+class Session(Presentable):
     """A lazily-run export of one model with one set of example inputs and options.
 
     ``Session(model, args, kwargs, options)`` validates the inputs and the dim spec at once
@@ -774,33 +775,7 @@ class Session:
         return pd.DataFrame([r.to_dict() for r in self.stages],
                             columns=["stage", "status", "seconds", "cached", "strategy", "detail"])
 
-    def summary(self) -> str:
-        lines = [f"Session({type(self.model).__name__}, {self.spec.describe()}, strategy={self.options.strategy!r})"]
-        for r in self.stages:
-            cached = ", cached" if r.cached else ""
-            detail = r.detail or (r.failure.first_line if r.failure else "")
-            lines.append(f"  {r.name:<10} {r.status.value:<9} {r.seconds:7.3f} s{cached}  {detail}".rstrip())
-        pending = [s for s in STAGES if s not in self._results]
-        if pending:
-            lines.append(f"  not run: {', '.join(pending)}")
-        for name, result in self.analyses.items():
-            line = getattr(result, "verdict", None) or getattr(result, "headline", None)
-            line = line() if callable(line) else line
-            lines.append(f"  {name:<10} {line or (result.summary().splitlines() or [''])[0]}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def _repr_html_(self) -> str:
-        """A compact summary for notebooks (and static renderings): stages, and the dims and
-        guards once captured. Never raises."""
-        from .display import session_html
-
-        return session_html(self)
+    # summary(), repr and _repr_html_: exporter.display.session_section, through Presentable.
 
     def report(self, path: Any, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Any:
         """Write one standalone HTML report of this export (stages, dims, guards, the graphs as
