@@ -10,7 +10,12 @@ sizes are wrong and why.
 Sizes. Input axes that share one torch symbol (or one user ``Dim`` name) form a *dim group* and
 always change together. Each group is swept over its *requested* range (the user's ``Dim``
 min/max; ``[1, inf)`` for AUTO / DYNAMIC): the bounds, 1 and 2, an odd size, a size larger
-than the example. Each case says whether it lies inside the range torch *obtained* for the dim
+than the example; when none of those lies in the obtained range with the other parity or
+above the example, the example + 1 and about twice the example (past ``max_size``: a raw-audio
+length of 2640 is varied at 2641 and 5281); and for every remainder/divisibility guard torch
+recorded (``Mod(h, 4) == 0``), the nearest in-range size that keeps all the group's guards and
+the nearest that breaks each (Swin's window partition), see :func:`groups.guard_sizes`. Cases
+inside the obtained range run first. Each case says whether it lies inside the range torch *obtained* for the dim
 (``ExportedProgram.range_constraints``); the ONNX model does not check that range, so a size
 outside it is exactly where a dropped runtime assert shows up. A group the model's guards tie
 to others is *derived*, not swept: GPT-2 with a KV cache reads its attention mask over
@@ -30,9 +35,20 @@ the embedding's last row. A failing one is reported in plain words with the caus
 program and the fix when one exists (``fully_masked_rows="zero"`` for attention over a fully
 masked row); ``edge_values=False`` skips them.
 
-Tolerances (:data:`DEFAULT_TOLERANCES`, element-wise ``|onnx - eager| <= atol + rtol * |eager|``):
-float64 rtol 1e-6 / atol 1e-7; float32 rtol 1e-4 / atol 1e-5; float16 rtol 1e-2 / atol 1e-3;
-bfloat16 rtol 2e-2 / atol 1e-2; integers and bool exact. NaN equals NaN.
+Tolerances (:data:`DEFAULT_TOLERANCES`, element-wise
+``|onnx - eager| <= atol + rtol * max|eager| + rtol * |eager|``, the middle term scaled to the
+output's magnitude, see :class:`Tolerance`): float64 rtol 1e-6 / atol 1e-7; float32 rtol 1e-4 /
+atol 1e-5; float16 rtol 1e-2 / atol 1e-3; bfloat16 rtol 2e-2 / atol 1e-2; integers and bool
+exact. NaN equals NaN. A failing output names its worst elements (index, expected, got, the
+tolerance applied); elements that pass only thanks to the scaled term are counted in a
+``tolerance`` finding.
+
+Verdict. ``passed`` only when every dim group swept was compared at a size other than the
+example; when eager PyTorch raised at every other size (or none was tried) the result is
+``not_verified``, with the reason. Every eager run is wrapped in
+:func:`exporter.model_state.preserved`: the user's module is the same afterwards, and a module
+that changes itself when called (Swin at 1x1 rebinds ``window_size``) is reported. An AUTO
+axis torch made static is reported (``auto_static``), not swept and not a failure.
 
 Everything returned is a frozen dataclass with ``to_frame()`` and ``summary()``; nothing here
 raises for a wrong model or a failing run: failures are data.

@@ -236,6 +236,7 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
             f"{'these sizes' if len(group_cases) > 1 else 'this size'})",
             group_cases[0].name, group_cases[0].sizes,
         ))
+    findings.extend(_tolerance_notes(cases))
     findings.extend(_not_verified(cases, groups, named))
     findings.extend(_state_findings(cases))
     findings.extend(_edge_findings([c for c in cases if c.is_edge_value], session, divergence))
@@ -285,6 +286,24 @@ def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup],
         findings.append(Finding("not_verified", message, refused[0].name if refused else None,
                                 refused[0].sizes if refused else (), fix=fix))
     return findings
+
+
+def _tolerance_notes(cases: Sequence[CaseResult]) -> list[Finding]:
+    """Elements that pass only thanks to the output-scaled part of the tolerance, said once."""
+    scaled = [(c, o) for c in cases for o in c.outputs if o.ok and o.scaled_only]
+    if not scaled:
+        return []
+    count = sum(o.scaled_only for _, o in scaled)
+    case, check = max(scaled, key=lambda pair: pair[1].max_abs or 0.0)
+    return [Finding(
+        "tolerance",
+        f"{count} element(s) in {len({c.name for c, _ in scaled})} case(s) differ by more than atol + rtol*|expected| "
+        f"but within the output-scaled tolerance ({check.tolerance}): float noise on values near zero "
+        f"(largest: output {check.output!r} at {case.sizes_text or case.name}, |diff| {check.max_abs:.3g} <= "
+        f"{check.atol_applied:.3g})",
+        case.name, case.sizes,
+        fix="tolerances={'float32': Tolerance(rtol, atol, scale=0)} compares element by element without the scale",
+    )]
 
 
 def _state_findings(cases: Sequence[CaseResult]) -> list[Finding]:
@@ -368,7 +387,9 @@ def verify(
             (``ValueError``): size the groups it follows.
         make_inputs: hook called for every generated case with an :class:`InputCase`;
             return ``(args, kwargs)`` to replace its inputs, or None to keep them.
-        max_size: largest size a generated case may use.
+        max_size: largest size a generated case may use, except the sizes scaled to the
+            example (example + 1, about twice the example) and the sizes chosen from the
+            remainder guards, which stay near the example so every dim is varied.
         independent: sweep every torch symbol on its own. By default axes that callers size
             together move together: axes sharing a Dim or a name, axes torch found equal, and
             AUTO/DYNAMIC axes of different inputs at the same index with the same example size
