@@ -197,6 +197,24 @@ class Comparison(Presentable):
     def status(self) -> str:
         return "cancelled" if self.cancelled else "failed" if self.error else "ok"
 
+    @property
+    def headline(self) -> str:
+        """One line: the fastest variant against the baseline, on the rows' statistic (each
+        round's p10 call, median over rounds), with its interval."""
+        if self.cancelled or self.error:
+            return "comparison cancelled" if self.cancelled else f"comparison failed: {self.error}"
+        timed = [r for r in self.rows if r.name != self.baseline and r.ratio is not None and r.ratio > 0]
+        if not timed:
+            return f"nothing timed against {self.baseline}"
+        best = min(timed, key=lambda r: r.ratio)  # type: ignore[arg-type,return-value]
+        interval = f" (95% interval {best.ratio_ci[0]:.3g}–{best.ratio_ci[1]:.3g}x the time)" if best.ratio_ci else ""
+        if best.ratio < 1:  # type: ignore[operator]
+            verdict = f"fastest: {best.name}, {1 / best.ratio:.3g}x faster than {self.baseline}"  # type: ignore[operator]
+            if best.ratio_ci and best.ratio_ci[1] >= 1:
+                verdict += ", not clearly"
+            return verdict + interval
+        return f"{self.baseline} is the fastest; next: {best.name} at {best.ratio:.3g}x its time{interval}"
+
     def row(self, name: str) -> VariantTiming:
         for row in self.rows:
             if row.name == name:

@@ -140,3 +140,17 @@ def test_a_sweep_headline_spans_the_sizes_and_names_a_size_whose_rounds_disagree
     assert "no single figure at batch=8" in sweep.headline
     assert split.headline.startswith("onnxruntime 2.00x to 400x faster") and "not one figure" in split.headline
     assert sweep.headline in render(sweep).to_text() and sweep.headline in sweep.summary()
+
+
+def test_a_comparison_headline_names_the_fastest_variant_on_the_rows_statistic():
+    from exporter.bench import Comparison, Variant, VariantTiming
+
+    def row(name, ratio, interval):
+        return VariantTiming(Variant(name), LatencyStats.from_samples([1e-4, 2e-4]), ratio, interval)
+
+    comparison = Comparison("onnxruntime", (row("onnxruntime", 1.0, None), row("threads=1", 0.5, (0.45, 0.55)),
+                                            row("unoptimized", 1.4, (1.3, 1.5))), rounds=8)
+    assert comparison.headline == "fastest: threads=1, 2x faster than onnxruntime (95% interval 0.45–0.55x the time)"
+    assert comparison.headline in render(comparison).to_text()
+    slower = Comparison("onnxruntime", (row("onnxruntime", 1.0, None), row("unoptimized", 1.4, (1.3, 1.5))), rounds=8)
+    assert slower.headline.startswith("onnxruntime is the fastest; next: unoptimized at 1.4x its time")
