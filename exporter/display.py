@@ -1060,7 +1060,8 @@ def comparison_section(result: Any, title: str = "Variants") -> Section:
     ]
     if result.warning:
         body.append(Note(result.warning, "warn"))
-    return Section(title, badge, tuple(body))
+    verdict = Verdict(result.headline, "warn" if result.warning else "ok") if hasattr(result, "headline") else None
+    return Section(title, badge, tuple(body), verdict=verdict)
 
 
 # The benchmark builders above are registered here, beside their bodies' owners' code.
