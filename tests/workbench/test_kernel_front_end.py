@@ -91,3 +91,39 @@ def test_worker_thread_updates_reach_the_front_end_and_a_front_end_change_recapt
     front.set_state("wb-axis-x-0", index=1)  # the user picks STATIC in the page
     front.pump(lambda: "static 4" in front.value("wb-dim-result-x-0"))
     front.pump(lambda: "[4, 8]" in front.value("wb-onnx-ports"))
+
+
+def _run(kernel, code):
+    """Run ``code`` in the kernel; what it printed."""
+    printed = []
+
+    def hook(msg):
+        if msg["msg_type"] == "stream":
+            printed.append(msg["content"]["text"])
+
+    reply = kernel.execute_interactive(code, timeout=120, output_hook=hook)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return "".join(printed)
+
+
+def test_the_o_variable_follows_the_widget_and_its_report_has_the_widgets_verify(kernel, tmp_path):
+    front = FrontEnd(kernel)
+    kernel.execute("%onnx_export --no-verify --dynamic x.0=batch -o s model(x)")
+    front.pump(lambda: "dynamic batch" in front.value("wb-dim-result-x-0"))
+    front.pump(lambda: "done" in front.value("wb-job-status"))
+
+    front.set_state("wb-axis-x-0", index=1)  # the user picks STATIC in the page
+    front.pump(lambda: "static 4" in front.value("wb-dim-result-x-0"))
+    front.pump(lambda: "done" in front.value("wb-job-status"))
+    # The widget's session, rebound as `s`: the toggled spec, a plain Session.
+    assert _run(kernel, "print(s.spec.describe(), '|', type(s).__name__)").strip() == "all dims static | Session"
+
+    msg = kernel.session.msg("comm_msg", {"comm_id": front.classes["wb-run-verify"],
+                                          "data": {"method": "custom", "content": {"event": "click"}}})
+    kernel.shell_channel.send(msg)  # the user clicks Run verify
+    front.pump(lambda: "PASSED" in front.value("wb-verify-status"))
+    front.pump(lambda: "done" in front.value("wb-job-status"))
+    report = tmp_path / "r.html"
+    printed = _run(kernel, f"print(s.last_verify.verdict); s.report({str(report)!r})")
+    assert "Verification PASSED" in printed
+    assert "Verification PASSED" in report.read_text() and "not run: pass verify=" not in report.read_text()
