@@ -100,31 +100,48 @@ def grouped_mm(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None, out_d
     gathering a weight per token (an ``(M, K, N)`` tensor). What lies beyond ``offs[-1]``
     is a part of its own: rows there come out as 0, as transformers' fallback writes them
     (torch's kernel leaves them uninitialized).
+
+    Half-precision operands (bfloat16, the only type torch's kernel takes, or float16) are
+    multiplied in float32 and the result cast back (or to ``out_dtype``): the kernel also
+    accumulates in float32, and onnxruntime's CPU MatMul has no bfloat16 kernel.
     """
     import onnx_ir as ir
     from onnxscript import opset18 as op
 
-    rank_a, rank_b = len(mat_a.shape), len(mat_b.shape)
-    if out_dtype is not None:  # accumulate in out_dtype, as the kernel does (torch hands it as an ONNX type)
-        mat_a, mat_b = op.Cast(mat_a, to=int(out_dtype)), op.Cast(mat_b, to=int(out_dtype))
+    ranks = len(mat_a.shape), len(mat_b.shape)  # (a Cast's output has no shape yet)
+    narrow = {ir.DataType.BFLOAT16, ir.DataType.FLOAT16}
+    result_type = ir.DataType(int(out_dtype)) if out_dtype is not None else mat_a.dtype
+    if mat_a.dtype in narrow or result_type != mat_a.dtype:
+        compute_type = ir.DataType.FLOAT if mat_a.dtype in narrow or result_type in narrow else result_type
+        mat_a, mat_b = op.Cast(mat_a, to=compute_type), op.Cast(mat_b, to=compute_type)
+        bias = op.Cast(bias, to=compute_type) if bias is not None else None
+        return op.Cast(_grouped_matmuls(mat_a, mat_b, offs, bias, compute_type, ranks), to=result_type)
+    return _grouped_matmuls(mat_a, mat_b, offs, bias, mat_a.dtype, ranks)
+
+
+def _grouped_matmuls(mat_a: Any, mat_b: Any, offs: Any, bias: Any, dtype: Any, ranks: tuple[int, int]) -> Any:
+    """:func:`grouped_mm` on operands of one type ``dtype``, of ranks ``ranks``."""
+    import onnx_ir as ir
+    from onnxscript import opset18 as op
+
+    def refuse(what: str) -> NotImplementedError:
+        return NotImplementedError(
+            f"grouped_mm {what} has no ONNX translation. For a transformers mixture-of-experts model, "
+            'export with its per-token experts instead: model.set_experts_implementation("batched_mm") '
+            "before exporting (weights are gathered per token: more memory, same results)"
+        )
+
+    rank_a, rank_b = ranks
     if offs is None:
         if rank_a != 3 or rank_b != 3:
-            raise NotImplementedError(
-                f"grouped_mm without offs needs 3-D operands (got {rank_a}-D and {rank_b}-D)"
-            )
+            raise refuse(f"without offs on {rank_a}-D by {rank_b}-D operands (only 3-D by 3-D is defined)")
         out = op.MatMul(mat_a, mat_b)
         return out if bias is None else op.Add(out, op.Unsqueeze(bias, op.Constant(value_ints=[1])))
     if bias is not None and not (rank_a == 2 and rank_b == 3):
-        raise NotImplementedError(
-            "grouped_mm with a bias is translated for 2-D x 3-D operands only (the case torch's own "
-            "kernels support)"
-        )
+        raise refuse(f"with a bias on {rank_a}-D by {rank_b}-D operands (translated for 2-D by 3-D)")
     groups = offs.shape[0] if offs.shape is not None else None
     if not isinstance(groups, int):
-        raise NotImplementedError(
-            "grouped_mm with a dynamic number of groups (offs has no static length) has no ONNX "
-            "translation: the number of experts must be a fixed size of the weights"
-        )
+        raise refuse("with a dynamic number of groups (offs has no static length; one MatMul per group needs it)")
     ends = op.Cast(offs, to=ir.DataType.INT64)
     zero = op.Constant(value_ints=[0])
     starts = op.Concat(zero, op.Slice(ends, zero, op.Constant(value_ints=[-1])), axis=0)
@@ -151,7 +168,7 @@ def grouped_mm(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None, out_d
             outs.append(out if bias is None else op.Add(out, group(bias, g)))
         # rows past offs[-1]: zeros of (rest, N)
         rest = op.Concat(op.Shape(pieces[groups], start=0, end=1), op.Shape(mat_b, start=2, end=3), axis=0)
-        outs.append(op.ConstantOfShape(rest, value=ir.tensor([0], dtype=mat_a.dtype)))
+        outs.append(op.ConstantOfShape(rest, value=ir.tensor([0], dtype=dtype)))
         return op.Concat(*outs, axis=0)
     if rank_a == 2 and rank_b == 2:
         lefts, rights = split(mat_a, 1, with_rest=False), split(mat_b, 0, with_rest=False)
@@ -161,9 +178,9 @@ def grouped_mm(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None, out_d
         pieces = split(mat_b, 1, with_rest=True)
         outs = [op.MatMul(group(mat_a, g), pieces[g]) for g in range(groups)]
         rest = op.Concat(op.Shape(mat_a, start=1, end=2), op.Shape(pieces[groups], start=1, end=2), axis=0)
-        outs.append(op.ConstantOfShape(rest, value=ir.tensor([0], dtype=mat_a.dtype)))
+        outs.append(op.ConstantOfShape(rest, value=ir.tensor([0], dtype=dtype)))
         return op.Concat(*outs, axis=1)
-    raise NotImplementedError(f"grouped_mm of {rank_a}-D by {rank_b}-D operands with offs")
+    raise refuse(f"of {rank_a}-D by {rank_b}-D operands")
 
 
 # Custom ops that compute exactly what a translated op computes, by their qualified name: the
