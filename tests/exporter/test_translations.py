@@ -63,6 +63,7 @@ def test_registry_dispatches_map_impl_and_round_to_our_translations_first():
     registry = compat.onnx_registry(18)
     assert registry.get_decomps(torch.ops.higher_order.map_impl)[0].onnx_function is translations.map_impl
     assert registry.get_decomps(builtins.round)[0].onnx_function is translations.symbolic_round
+    assert registry.get_decomps(torch.ops.aten._grouped_mm.default)[0].onnx_function is translations.grouped_mm
 
 
 def test_map_over_a_dynamic_leading_dim_is_one_scan_and_matches_eager_at_1_3_7():
@@ -134,6 +135,73 @@ def test_round_of_half_a_dynamic_dim_rounds_halves_to_even_like_python_at_sizes_
 def test_round_with_ndigits_is_refused_with_the_reason():
     with pytest.raises(NotImplementedError, match="ndigits=1"):
         translations.symbolic_round(object(), 1)
+
+
+# --- scan with item() in its body, decomposed more than once (torch's test_scan_loop_inplace) ----
+
+def _pad_rows_loop(padded, pos):
+    copy = torch.zeros(padded.shape)
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        copy[i, :p] = padded[i, :p]
+    return copy
+
+
+def _pad_rows_scan(padded, pos):
+    def pad_row(padded, p):
+        row = torch.zeros((padded.shape[0],))
+        torch._check(p.item() > 1)
+        torch._check(p.item() < padded.shape[0])
+        row[: p.item()] = padded[: p.item()]
+        return (row,)
+
+    return torch.ops.higher_order.scan(pad_row, [], [padded, pos], [])
+
+
+class PadRows(torch.nn.Module):
+    """torch's ``test_scan_loop_inplace``: eager loops in Python, export scans with an in-place
+    slice assignment whose length is a tensor value."""
+
+    def forward(self, images, position):
+        return (_pad_rows_scan if torch.compiler.is_exporting() else _pad_rows_loop)(images, position)
+
+
+def _pad_rows_program():
+    dyn = torch.export.Dim.DYNAMIC
+    return torch.export.export(PadRows(), (torch.randn(5, 6), torch.arange(5) + 2), strict=False,
+                               dynamic_shapes={"images": {0: dyn, 1: dyn}, "position": {0: dyn}})
+
+
+def test_scan_with_item_in_its_body_exports_again_from_the_same_program_and_matches_eager():
+    """Every re-run of the program's graph (torch.onnx's type-promotion pass in the first
+    decomposition) left an unbacked symbol pending in the ShapeEnv the program keeps; the next
+    decomposition of it failed (PendingUnbackedSymbolNotFound {u6}). torch.onnx.export fails the
+    same way on its second call."""
+    program = _pad_rows_program()
+    for _ in range(2):
+        session = exported(Session(program, (torch.randn(5, 6), torch.arange(5) + 2), None))
+        assert "Scan" in op_types(session)
+        for rows, width in ((5, 6), (3, 8), (7, 9)):
+            images, position = torch.randn(rows, width), torch.randint(2, width, (rows,))
+            (got,) = session.run_onnx(images, position)
+            np.testing.assert_allclose(got, _pad_rows_loop(images, position).numpy(), rtol=0, atol=0)
+
+
+def test_scan_with_item_in_its_body_exports_after_torch_onnx_export_of_the_same_program():
+    program = _pad_rows_program()
+    torch.onnx.export(program, (torch.randn(5, 6), torch.arange(5) + 2), verbose=False)
+    session = exported(Session(program, (torch.randn(5, 6), torch.arange(5) + 2), None))
+    images, position = torch.randn(4, 7), torch.tensor([2, 6, 3, 5])
+    np.testing.assert_array_equal(session.run_onnx(images, position)[0], _pad_rows_loop(images, position).numpy())
+
+
+def test_a_model_with_a_scan_over_item_exports_with_named_dims_and_matches_eager():
+    session = exported(Session(PadRows(), (torch.randn(5, 6), torch.arange(5) + 2), None,
+                               ExportOptions(dynamic_shapes={"images": {0: "rows", 1: "width"},
+                                                             "position": {0: "rows"}})))
+    assert [d.dim_param for d in session.model_proto.graph.input[0].type.tensor_type.shape.dim] == ["rows", "width"]
+    images, position = torch.randn(3, 8), torch.tensor([7, 2, 4])
+    np.testing.assert_array_equal(session.run_onnx(images, position)[0], _pad_rows_loop(images, position).numpy())
 
 
 # --- ExportDB: all 36 ---------------------------------------------------------------------------
