@@ -60,7 +60,7 @@ class RejectedRange:
     requested: tuple[int, int | None]
     allowed: tuple[int, int | None]
     fix: Any
-    guard: Guard | None = None
+    guard: Guard
 
     @property
     def excluded(self) -> str:
@@ -80,8 +80,6 @@ class RejectedRange:
     def _cause(self, located: bool) -> str:
         sizes, plural = self._excluded()
         guard = self.guard
-        if guard is None:
-            return f"{sizes} {'are' if plural else 'is'} excluded by the model's guards"
         where = f" ({guard.location})" if located and guard.location else ""
         code = (guard.code or "").strip().rstrip(":").strip()
         if len(code) > _CODE_WIDTH:
@@ -119,9 +117,9 @@ class RejectedRange:
 
 
 def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) -> tuple[RejectedRange, ...]:
-    """One :class:`RejectedRange` per strict Dim whose range ``fixes`` narrow (or make static),
-    citing the guard that excludes the sizes. Dims the fixes leave alone (a pin torch fixes
-    otherwise, an equality) are not range rejections and are left out."""
+    """One :class:`RejectedRange` per strict Dim whose range ``fixes`` narrow (or make static)
+    because of a guard, citing it. Dims the fixes leave alone, or narrow only because another
+    Dim's range is equated with them (no guard), are left to torch's own words."""
     from ..dims import STATIC, Derived, Dim, Name
     from ..guards import GUARD, RUNTIME_ASSERT
     from .solve import axis_ranges
@@ -143,9 +141,11 @@ def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) ->
             continue
         if allowed == (before.min or 0, before.max) or not (allowed[0] <= example and (allowed[1] is None or example <= allowed[1])):
             continue
-        seen.add(before.name)
         members = [Axis(e.path, e.axis) for e in fixes.before if e.policy == before] or [axis]
         cited = _cited_guard(members, ranges, guards, (GUARD, RUNTIME_ASSERT))
+        if cited is None:  # narrowed by an equality with another Dim, not a guard: torch's words say it
+            continue
+        seen.add(before.name)
         shown = next((m for m in members if cited is not None and cited.involves(m)), axis)
         out.append(RejectedRange(shown, before.name, (before.min or 0, before.max), allowed, after, cited))
     return tuple(out)

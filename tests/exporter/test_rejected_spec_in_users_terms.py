@@ -117,3 +117,17 @@ def test_a_name_is_not_rejected_and_an_unrelated_failure_leaves_other_rows_not_r
     assert [(o.name, o.obtained) for o in broken.dims] == [("x.0", "not run"), ("x.1", "static")]
     assert broken.dims.rejected == () and broken.failed_stage.failure.library_text == "no trace for you"
     assert broken.spec.policy("x", 1) is STATIC
+
+
+class AddTwo(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_two_dims_found_equal_are_no_range_a_guard_rejects_and_keep_torchs_statement():
+    session = rejected(AddTwo(), (torch.randn(4, 3), torch.randn(4, 3)),
+                       {"x": {0: Dim("a")}, "y": {0: Dim("dx", min=3, max=6)}})
+    assert session.dims.rejected == ()  # no guard narrows 'a': its equality with dx does
+    assert "must always be equal" in session.failed_stage.failure.message
+    assert session.dims["x", 0].obtained == session.dims["y", 0].obtained == "failed"
+    assert session.apply_suggested_fixes().run("capture").status == "ok"
