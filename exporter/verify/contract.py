@@ -169,6 +169,20 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
                 )
                 continue
             if isinstance(policy, Dim) and dim != policy.name:
+                unified = sorted({
+                    other.name for key, other in requested.items()
+                    if isinstance(other, Dim) and symbols.get(key) == program_dim
+                })
+                if dim in unified:
+                    # torch found these axes equal (one symbol): ONNX gives them one name, one of
+                    # those asked for, as torch.onnx.export does.
+                    together = ", ".join(Axis(p, a).label for (p, a) in requested if symbols.get((p, a)) == program_dim)
+                    checks.append(ContractCheck(
+                        "unified dims", subject, "ok",
+                        f"torch found {together} equal ({program_dim}), so the ONNX model gives them one name: it "
+                        f"carries {dim!r} (requested: {', '.join(map(repr, unified))})",
+                    ))
+                    continue
                 checks.append(
                     ContractCheck(
                         "user's dim name", subject, "error",

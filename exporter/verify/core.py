@@ -241,6 +241,9 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
     findings.extend(_state_findings(cases))
     findings.extend(_edge_findings([c for c in cases if c.is_edge_value], session, divergence))
     if contract is not None:
+        unified = [c for c in contract.checks if c.check == "unified dims"]
+        for message in dict.fromkeys(c.message for c in unified):
+            findings.append(Finding("unified_dims", message))
         for check in contract.errors:
             if check.check != "dynamic is symbolic":
                 findings.append(Finding("contract", f"{check.subject}: {check.message}"))

@@ -93,7 +93,8 @@ class Finding:
     ``not_verified``, not ``passed``); and, not a problem: ``derived_dim`` (a dim group sized
     from others, as the model's guards say: ``total = past_seq + seq``), ``auto_static`` (AUTO
     let torch decide and torch made the dim static: not swept), ``model_changes_itself`` (an
-    eager run changed the module's own state; verify put it back), ``tolerance`` (elements
+    eager run changed the module's own state; verify put it back), ``unified_dims`` (axes torch found equal carry one of
+    the names asked for: which one), ``tolerance`` (elements
     within the output-scaled tolerance only: which, and why they pass).
 
     ``fix``: what to do, when verify knows (``session.with_options(...)``); ``options``: the
