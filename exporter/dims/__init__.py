@@ -23,6 +23,10 @@ Per input (a leaf path such as ``x`` or ``cache.0.key``) and per axis, one of:
 
 Everything is validated against the example inputs before any export starts: a bad spec
 raises :class:`~exporter.SpecError` naming the input, the axis and the fix.
+
+The command line's and the magic's text form, ``INPUT.AXIS=POLICY`` (``x.0=batch`` is the
+string name ``"batch"``, ``x.1=seq:1:4096`` a ``Dim``), is read by :mod:`exporter.dims.grammar`
+and nowhere else.
 """
 
 from . import model
