@@ -654,8 +654,9 @@ def failure_blocks(failure: Any, fallback: str | None = None) -> list[Block]:
         else:
             blocks.append(KeyValues((("fix", hint),)))
     message = failure.message.strip()
-    if message and message != _first_line(message):
-        blocks.append(Details("torch said", (Pre(message),), in_text=False))
+    said = getattr(failure, "library_text", "") or (message if message != _first_line(message) else "")
+    if said:
+        blocks.append(Details("torch said", (Pre(said),), in_text=False))
     if failure.traceback:
         blocks.append(Details("traceback", (Pre(failure.traceback),), in_text=False))
     return blocks
@@ -793,10 +794,6 @@ def attempts_table(attempts: Sequence[Any]) -> Table:
     return Table.from_rows(("strategy", "outcome", "seconds", "error"), rows, badges=("outcome",))
 
 
-def _range(lo: Any, hi: Any) -> str:
-    return f"[{0 if lo is None else lo}, {'inf' if hi is None else hi}]"
-
-
 @presents("exporter.shapes.outcomes.DimOutcomes")
 def dims_section(dims: Any, title: str = "Dims") -> Section:
     """Per input axis: example size, requested policy, obtained result and range, and why.
@@ -808,14 +805,15 @@ def dims_section(dims: Any, title: str = "Dims") -> Section:
         obtained = o.obtained
         if obtained == "failed" and not o.reason:
             obtained = Status.NOT_RUN.value
-        rng = _range(o.min, o.max) if o.obtained == "dynamic" else ("" if o.obtained == "failed" else str(o.min))
+        rng = o.range_text
         why = "; ".join(x for x in (user_terms(o.reason), f"note: {o.note}" if o.note else "") if x)
         rows.append((o.name, o.example, o.requested, obtained, rng, o.dim or "", why, o.source))
     verdict = None
     if dims.error:
         failing = [o.name for o in dims.outcomes if o.obtained == "failed" and o.reason]
-        where = f" at {', '.join(failing)}" if failing else ""
-        verdict = Verdict(f"capture failed{where}: {user_terms(_first_line(str(dims.error)))}", "fail")
+        said = (f"{', '.join(failing)} cannot be as requested (why: below)" if failing
+                else user_terms(_first_line(str(dims.error))))
+        verdict = Verdict(f"capture failed: {said}", "fail")
     else:
         dynamic = sum(1 for o in dims.outcomes if o.dynamic)
         differ = len(dims.differing)
@@ -823,7 +821,12 @@ def dims_section(dims: Any, title: str = "Dims") -> Section:
                           + (f"; {differ} not as requested" if differ else ""), "warn" if differ else "ok")
     table = Table.from_rows(("axis", "example", "requested", "obtained", "range", "dim", "why", "source"),
                             rows, badges=("obtained",), code=("source",))
-    return Section(title, badge, (table,), verdict=verdict)
+    body: list[Block] = [table]
+    if any(o.dynamic and not o.min for o in dims.outcomes):
+        from .shapes.outcomes import ZERO_MIN_NOTE
+
+        body.append(Details("why ranges start at 1", (Note(ZERO_MIN_NOTE),), in_text=False))
+    return Section(title, badge, tuple(body), verdict=verdict)
 
 
 @presents("exporter.guards.Guards")

@@ -9,7 +9,7 @@ from typing import Any
 
 from .model import Graph, module_ancestors
 
-__all__ = ["fold_module", "module_rows", "module_sort_key", "module_tree", "op_summary"]
+__all__ = ["fold_module", "module_rows", "module_sort_key", "module_tree", "op_summary", "short_op"]
 
 UNKNOWN = "(unknown)"
 
@@ -37,7 +37,7 @@ def module_rows(fx: Graph, onnx: Graph, depth: int | None = None) -> list[dict[s
     for key, graph in (("fx", fx), ("onnx", onnx)):
         for node in graph.nodes:
             path = fold_module(node.module, depth)
-            sides.setdefault(path, {"fx": Counter(), "onnx": Counter()})[key][_short_op(node.op)] += 1
+            sides.setdefault(path, {"fx": Counter(), "onnx": Counter()})[key][short_op(node.op)] += 1
     classes = {**onnx.module_classes, **fx.module_classes}
     rows = []
     for path in sorted(sides, key=module_sort_key):
@@ -53,9 +53,11 @@ def module_rows(fx: Graph, onnx: Graph, depth: int | None = None) -> list[dict[s
     return rows
 
 
-def _short_op(op: str) -> str:
-    """``aten.linear.default`` → ``aten.linear``; ONNX op types stay as they are."""
-    return op.removesuffix(".default")
+def short_op(op: str, *, namespace: bool = True) -> str:
+    """``aten.linear.default`` → ``aten.linear`` (``linear`` with ``namespace=False``, as a
+    graph drawing labels it); ONNX op types stay as they are."""
+    short = op.removesuffix(".default")
+    return short if namespace else short.removeprefix("aten.")
 
 
 def module_sort_key(path: str) -> tuple:

@@ -39,6 +39,21 @@ FRAME_COLUMNS = [
 ]
 
 
+# The capture torch.onnx.export uses (backed_size_oblivious) reports a dynamic dim's range from
+# 0; torch's own export keeps 0 and 1 out (it specializes them). An empty tensor is not a size
+# anyone exports for, and the ONNX model was only traced at sizes >= 1, so a lower bound of 0
+# is shown as 1, with this reason beside it.
+ZERO_MIN_NOTE = ("torch's range starts at 0 because this capture is size-oblivious (as torch.onnx.export's); "
+                 "size 0 is an empty tensor, so the range is shown from 1. Plain torch.export would start at 2: "
+                 "it specializes sizes 0 and 1.")
+
+
+def range_text(low: int | None, high: int | None) -> str:
+    """An obtained range, ``[1, inf]`` style: ``high`` None is ``inf``; a lower bound of 0 (or
+    none) is 1 (:data:`ZERO_MIN_NOTE` says why)."""
+    return f"[{max(low or 0, 1)}, {'inf' if high is None else high}]"
+
+
 def _range_text(lo: int | None, hi: int | None) -> str:
     return f"[{0 if lo is None else lo}, {'inf' if hi is None else hi}]"
 
@@ -99,6 +114,21 @@ class DimOutcome:
     @property
     def dynamic(self) -> bool:
         return self.obtained == DYNAMIC_RESULT
+
+    @property
+    def range_text(self) -> str:
+        """The obtained range as a person reads it: ``[1, inf]`` for a dynamic dim (see
+        :data:`ZERO_MIN_NOTE`), the size for a static one, "" when capture failed."""
+        if self.obtained == DYNAMIC_RESULT:
+            return range_text(self.min, self.max)
+        return "" if self.obtained == FAILED_RESULT else str(self.min)
+
+    @property
+    def result_text(self) -> str:
+        """One line: ``dynamic batch [1, inf]``, ``static 4`` or ``failed``."""
+        if self.obtained == DYNAMIC_RESULT:
+            return f"dynamic {self.dim or self.symbol} {self.range_text}"
+        return f"static {self.min}" if self.obtained == STATIC_RESULT else "failed"
 
     def to_dict(self) -> dict[str, Any]:
         return {

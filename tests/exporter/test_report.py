@@ -73,7 +73,7 @@ def test_report_sections_hold_stages_dims_verification_and_benchmark(full_report
     assert "capture ok" in page.section_text("stages")
     assert "optimize ok" in page.section_text("stages")
     assert "nonstrict ok" in page.section_text("stages")  # the capture attempt
-    assert "x.0 3 Dim('batch') dynamic [0, inf] batch" in page.section_text("dims")
+    assert "x.0 3 Dim('batch') dynamic [1, inf] batch" in page.section_text("dims")
     assert "no shape guards (nonstrict)" in page.section_text("guards")
     assert page.section_text("verification").startswith("Verification pass Verification PASSED")  # badge, verdict
     assert "example batch=3 pass" in page.section_text("verification")

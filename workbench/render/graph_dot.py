@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.graphs.model import module_ancestors
-from exporter.graphs.modules import module_tree
+from exporter.graphs.modules import module_tree, short_op
 
 from .graph_overlay import ramp_colour, reduce_values
 
@@ -41,10 +41,6 @@ class SideStyle:
     values: Mapping[str, float] = field(default_factory=dict)
     reduce: str = "sum"
     max_children: int = 24
-
-
-def _short_op(op: str) -> str:
-    return op.removesuffix(".default").removeprefix("aten.")
 
 
 def _attrs(element_id: str, css: str, **more: str) -> dict[str, str]:
@@ -122,7 +118,7 @@ class _Builder:
     def emit_op(self, container: Any, node: Any) -> None:
         gid = self.op_ids[node.name]
         out = node.outputs[0].type_text() if node.outputs else ""
-        op = _short_op(node.op)
+        op = short_op(node.op, namespace=False)
         label = (op if node.name in (op, op.split(".")[0]) else f"{op}\n{node.name}") + (f"\n{out}" if out and out != "?" else "")
         tooltip = "\n".join(x for x in (f"{node.op} {node.name}", f"module: {node.module}" if node.module else "",
                                           node.source or "") if x)

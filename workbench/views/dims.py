@@ -23,10 +23,11 @@ from typing import Any
 import ipywidgets as widgets
 
 from exporter.display import Pre
+from exporter.shapes.outcomes import ZERO_MIN_NOTE, range_text
 
 from .blocks import esc, failure_html, folded, pane, verdict
 
-__all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name", "outcome_text", "range_text"]
+__all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name", "range_text"]
 
 # (label, value): the value is what tests and the front end set.
 POLICY_CHOICES = (
@@ -60,30 +61,6 @@ def _parse_bound(text: str, which: str) -> int | None:
         return int(text)
     except ValueError:
         raise ValueError(f"{which} {text!r} is not an integer") from None
-
-
-# The capture torch.onnx.export uses (backed_size_oblivious) reports a dynamic dim's range from
-# 0; torch's own export keeps 0 and 1 out (it specializes them). An empty tensor is not a size
-# anyone exports for, and the ONNX model was only traced at sizes >= 1, so a lower bound of 0
-# is shown as 1, with the reason on hover.
-ZERO_MIN_NOTE = ("torch's range starts at 0 because this capture is size-oblivious (as torch.onnx.export's); "
-                 "size 0 is an empty tensor, so the range is shown from 1. Plain torch.export would start at 2: "
-                 "it specializes sizes 0 and 1.")
-
-
-def range_text(low: int | None, high: int | None) -> str:
-    """``[1, inf]`` style bounds: ``high`` None is ``inf``; a lower bound of 0 (or none) is 1."""
-    return f"[{max(low or 0, 1)}, {'inf' if high is None else high}]"
-
-
-def outcome_text(outcome: Any) -> str:
-    """The one-line result of a :class:`~exporter.shapes.DimOutcome`: ``dynamic batch [2, inf]``,
-    ``static 4`` or ``failed``."""
-    if outcome.obtained == "dynamic":
-        return f"dynamic {outcome.dim or outcome.symbol} {range_text(outcome.min, outcome.max)}"
-    if outcome.obtained == "static":
-        return f"static {outcome.min}"
-    return "failed"
 
 
 class AxisRow:
@@ -186,7 +163,7 @@ class AxisRow:
     def show_outcome(self, outcome: Any, last_good: Any = None) -> None:
         """The obtained result, its reason, note and source line; beside a failure, the last
         good result of this axis."""
-        text = outcome_text(outcome)
+        text = outcome.result_text
         hover = f' title="{esc(ZERO_MIN_NOTE)}"' if outcome.obtained == "dynamic" and not outcome.min else ""
         parts = [f"<b{hover}>{esc(text)}</b>"]
         if outcome.reason:
@@ -196,7 +173,7 @@ class AxisRow:
         if outcome.source:
             parts.append(f"<br><code style='font-size: 85%'>{esc(outcome.source)}</code>")
         if outcome.obtained == "failed" and last_good is not None:
-            parts.append(f"<br><span style='color:#4b5563'>{esc('last good: ' + outcome_text(last_good))}</span>")
+            parts.append(f"<br><span style='color:#4b5563'>{esc('last good: ' + last_good.result_text)}</span>")
         self.result.value = f"<div class='wb-pane' style='overflow-wrap:anywhere'>{''.join(parts)}</div>"
 
 
