@@ -138,11 +138,16 @@ def verify_chart(result: Any) -> Any:
     figure = new_figure(max(6.4, 0.85 * len(result.cases)), 3.2)
     ax = figure.add_subplot()
     names, values, colors, notes = [], [], [], []
-    floor = 1e-12
+    # Exact zeros cannot sit on a log axis: they get no bar and a "0" label at the axis floor, a
+    # decade under the smallest difference (a 1e-12 bar made a 1.5e-8 difference look like a spike).
+    nonzero = [c.max_abs for c in result.cases if c.max_abs and c.max_abs != float("inf")]
+    floor = min(nonzero) / 10 if nonzero else 1e-12
+    zeros = []
     for case in result.cases:
         edge = getattr(case, "edge", None)  # an edge-value case: its input and value kind, short
         names.append(f"{edge.input}\n{edge.kind.replace('_', ' ')}" if edge is not None else f"{case.name}\n{case.sizes_text}")
         value = case.max_abs if case.max_abs is not None else 0.0
+        zeros.append(case.max_abs == 0.0 and case.status not in ("ort_error", "eager_error", "error"))
         values.append(max(value, floor) if value != float("inf") else 1e6)
         colors.append(PASS_COLOR if case.ok else FAIL_COLOR)
         notes.append({"ort_error": "ORT error", "eager_error": "eager error", "error": "error"}.get(case.status, ""))
@@ -151,7 +156,13 @@ def verify_chart(result: Any) -> Any:
         if note:
             bar.set_hatch("//")
             ax.annotate(note, (bar.get_x() + bar.get_width() / 2, floor), ha="center", va="bottom", fontsize="x-small", rotation=90)
+    for bar, zero in zip(bars, zeros):
+        if zero:
+            bar.set_height(0)
+            ax.annotate("0", (bar.get_x() + bar.get_width() / 2, floor), ha="center", va="bottom", fontsize="small",
+                        color=PASS_COLOR)
     ax.set_yscale("log")
+    ax.set_ylim(bottom=floor)
     ax.set_xticks(range(len(names)), names, fontsize="x-small")
     ax.set_ylabel("max |onnx - eager|")
     ax.set_title(f"verification: {result.status}")
