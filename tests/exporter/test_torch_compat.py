@@ -210,3 +210,62 @@ def test_derived_dim_parts_reads_root_scale_and_offset_of_a_torch_derived_dim():
     root, scale, offset = compat.derived_dim_parts(2 * dx + 1)
     assert root.__name__ == "dx" and (scale, offset) == (2, 1)
     assert compat.derived_dim_parts(dx - 1)[1:] == (1, -1)
+
+
+# -- unbacked symbols left pending between traces (decompose_for_onnx) ----------------------
+
+
+class ItemInScan(torch.nn.Module):
+    """A scan whose body slices by ``p.item()``: every fake re-run of it makes an unbacked symbol."""
+
+    def forward(self, rows, lengths):
+        def body(row, p):
+            out = torch.zeros((row.shape[0],))
+            torch._check(p.item() > 1)
+            torch._check(p.item() < row.shape[0])
+            out[: p.item()] = row[: p.item()]
+            return (out,)
+
+        return torch.ops.higher_order.scan(body, [], [rows, lengths], [])
+
+
+def item_in_scan_program():
+    dyn = torch.export.Dim.DYNAMIC
+    return torch.export.export(ItemInScan(), (torch.randn(4, 6), torch.tensor([2, 3, 4, 5])), strict=False,
+                               dynamic_shapes={"rows": {0: dyn, 1: dyn}, "lengths": {0: dyn}})
+
+
+def test_program_shape_env_is_the_shape_env_of_the_programs_fake_inputs(program):
+    env = compat.program_shape_env(program)
+    assert isinstance(env, torch.fx.experimental.symbolic_shapes.ShapeEnv)
+    placeholder = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == "x")
+    assert placeholder.meta["val"].shape[0].node.shape_env is env
+
+
+def test_drop_leftover_unbacked_symbols_empties_the_pending_list_a_retrace_would_fail_on():
+    program = item_in_scan_program()
+    env = compat.program_shape_env(program)
+    env.create_unbacked_symint()  # what torch.onnx's type-promotion pass leaves behind
+    assert len(env.pending_fresh_unbacked_symbols) == 1
+    assert compat.drop_leftover_unbacked_symbols(program) == 1
+    assert env.pending_fresh_unbacked_symbols == []
+    assert compat.drop_leftover_unbacked_symbols(program) == 0
+
+
+def test_unbacked_symbols_discarded_leaves_no_new_symbol_pending():
+    program = item_in_scan_program()
+    env = compat.program_shape_env(program)
+    with compat.unbacked_symbols_discarded(program):
+        env.create_unbacked_symint()
+    assert env.pending_fresh_unbacked_symbols == []
+    env.create_unbacked_symint()  # outside the block symbols are tracked again
+    assert len(env.pending_fresh_unbacked_symbols) == 1
+    env.pending_fresh_unbacked_symbols.clear()
+
+
+def test_decompose_for_onnx_decomposes_a_scan_over_item_twice_leaving_nothing_pending():
+    program = item_in_scan_program()
+    for _ in range(2):
+        decomposed = compat.decompose_for_onnx(program, 18)
+        assert compat.program_shape_env(program).pending_fresh_unbacked_symbols == []
+    assert any("scan" in str(node.target) for node in decomposed.graph.nodes)
