@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +155,8 @@ def _describe(value: Any) -> str:
         return f"{kind}({dtype}{list(value.shape)})"
     if isinstance(value, torch.nn.Module):
         return type(value).__name__
+    if isinstance(value, (list, tuple, dict, set)) and not _is_plain(value):
+        return f"{type(value).__name__} of {len(value)}"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -274,7 +277,8 @@ class _ModuleSnapshot:
                 if id(value) not in self.tensors:
                     self.tensors[id(value)] = _TensorState(value, copy=True)
                 self.attributes[name] = (value, _MISSING)
-            elif _is_plain(value):
+            elif _is_plain(value) or isinstance(value, (list, tuple, dict, set)):
+                # containers of other objects (LSTM's _flat_weights) are copied shallowly
                 self.attributes[name] = (value, _copy_plain(value))
             else:
                 self.attributes[name] = (value, _MISSING)
@@ -338,19 +342,37 @@ class _ModuleSnapshot:
                                      trace_leftover=_trace_kind(value)))
         for name, (value, copy) in self.attributes.items():
             current = now.get(name, _MISSING)
-            if current is not value and not (copy is not _MISSING and _equal(current, copy)):
-                now[name] = value
-                if copy is not _MISSING and isinstance(value, (list, dict, set)):
+            reference = value if copy is _MISSING else copy
+            if current is value:
+                if copy is not _MISSING and not _same(value, copy):  # a list or dict changed in place
+                    after = _describe(value)
                     _refill(value, copy)
-                found.append(StateChange(_join(self.path, name), "attribute", _describe(copy if copy is not _MISSING else value),
-                                         _describe(current), trace_leftover=_trace_kind(current)))
-            elif current is value and copy is not _MISSING and not _equal(value, copy):
-                after = _describe(value)
-                _refill(value, copy)  # a list or dict changed in place
-                found.append(StateChange(_join(self.path, name), "attribute", _describe(copy), after))
-            elif current is not value:
-                now[name] = value  # an equal value rebound: keep the user's object
+                    found.append(StateChange(_join(self.path, name), "attribute", _describe(copy), after))
+                continue
+            now[name] = value  # rebound or deleted: the user's own object goes back
+            if copy is not _MISSING and isinstance(value, (list, dict, set)) and not _same(value, copy):
+                _refill(value, copy)
+            if current is not _MISSING and _same(current, reference):
+                continue  # rebound to an equal value (a dict of the same functions rebuilt)
+            found.append(StateChange(_join(self.path, name), "attribute", _describe(reference), _describe(current),
+                                     trace_leftover=_trace_kind(current)))
         return found
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal for the purpose of "did the run change it": plain values by value, containers
+    element by element, weak references by referent, anything else by identity."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, weakref.ref):
+        return a() is b()
+    return _is_plain(a) and _equal(a, b)
 
 
 def _refill(container: Any, saved: Any) -> None:

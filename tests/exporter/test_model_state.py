@@ -198,3 +198,29 @@ def test_capture_of_an_unchanging_model_records_no_warning():
     session = export(torch.nn.Linear(3, 2), torch.ones(2, 3))
     assert all(stage.warnings == () for stage in session.stages)
     assert session.attempts[0].model_state is not None and not session.attempts[0].model_state.changed
+
+
+def test_containers_rebuilt_with_the_same_objects_are_not_changes():
+    # what a trace does to nn.LSTM's _flat_weights / _flat_weight_refs and Qwen2's _kernel_funcs
+    import weakref
+
+    model = torch.nn.Linear(2, 2)
+    model.flat = [model.weight, model.bias]
+    model.refs = [weakref.ref(model.weight)]
+    model.funcs = {"rotary": len}
+    flat = model.flat
+    with preserved(model) as report:
+        model.flat = [model.weight, model.bias]
+        model.refs = [weakref.ref(model.weight)]
+        model.funcs = {"rotary": len}
+    assert not report.changed and model.flat is flat
+
+
+def test_a_list_of_tensors_changed_in_place_is_refilled():
+    model = torch.nn.Linear(2, 2)
+    model.flat = [model.weight, model.bias]
+    flat = model.flat
+    with preserved(model) as report:
+        model.flat[1] = torch.zeros(2)
+    assert model.flat is flat and model.flat[1] is model.bias
+    assert str(report.changes[0]) == "`flat` list of 2 → list of 2"
