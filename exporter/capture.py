@@ -352,6 +352,11 @@ def _rnn_reason(attempt: CaptureAttempt) -> str | None:
     )
 
 
+def _guard_line(guard: Any) -> str:
+    """``file:line in function: code`` of a guard's user line, as other sources read."""
+    return f"{source_label(guard.file, guard.line)} in {guard.function}: {guard.code}"
+
+
 def _last_guard_line(attempt: CaptureAttempt) -> str | None:
     """The user line of the last shape guard torch added: for a rejected spec, the line whose
     guard the spec contradicts (torch's error itself points into torch)."""
@@ -398,7 +403,8 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
         (headline if ranges else f"could not capture the model ({first.strategy}): {headline}")
         + "".join(f"\n  {line}" for line in details)
         + (f"\n  tried: {tried}" if show_tried else ""),
-        source=user_source_line(first.error) or (_last_guard_line(first) if rejected else None),
+        source=_guard_line(ranges[0].guard) if ranges and ranges[0].guard.file else (
+            user_source_line(first.error) or (_last_guard_line(first) if rejected else None)),
         hint=f"{rnn};\n{hint}" if rnn else hint,
     )
     error.library_text = str(first.error).strip()  # torch's own words ("torch said"), kept whole

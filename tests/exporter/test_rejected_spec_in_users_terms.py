@@ -91,6 +91,7 @@ def test_a_bound_outside_a_branch_names_the_guard_and_the_line():
     assert failure.message.startswith("x.shape[1] (seq): sizes above 128 fail `")
     assert "at `return x + self.table[: x.shape[1]]` (test_rejected_spec_in_users_terms.py:" in failure.message
     assert failure.message.endswith("; the range [0, inf] cannot hold")
+    assert failure.source.endswith("in forward: return x + self.table[: x.shape[1]]")  # the cited guard's line
     (said,) = session.dims.rejected
     assert said.fix_text == "seq in [0, 128]" and said.fix == Dim("seq", max=128)
 
