@@ -325,52 +325,49 @@ class Table:
         return "".join(parts)
 
 
-@dataclass(frozen=True)
-class Pre:
-    """Preformatted text (an error, a traceback, a log)."""
+class _Lines:
+    """A block whose text form is its ``text``, line by line."""
 
     text: str
 
     def text_lines(self) -> list[str]:
         return self.text.splitlines() or [""]
+
+
+@dataclass(frozen=True)
+class Pre(_Lines):
+    """Preformatted text (an error, a traceback, a log)."""
+
+    text: str
 
     def to_markdown(self) -> str:
         return _fence(self.text, "text")
 
     def to_html(self) -> str:
-        return (f'<pre class="oxw-pre" style="background:#f8f8f8;border:1px solid #e5e7eb;padding:6px;'
-                f'margin:4px 0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;font-size:0.85em">'
-                f'{_e(self.text)}</pre>')
+        return f'<pre class="oxw-pre" style="{_BOX};white-space:pre-wrap;overflow-wrap:anywhere">{_e(self.text)}</pre>'
 
 
 @dataclass(frozen=True)
-class Code:
+class Code(_Lines):
     """Code to copy (a dim spec, a fix): a fenced block in Markdown, monospace in HTML."""
 
     text: str
     language: str = "python"
 
-    def text_lines(self) -> list[str]:
-        return self.text.splitlines() or [""]
-
     def to_markdown(self) -> str:
         return _fence(self.text, self.language)
 
     def to_html(self) -> str:
-        return (f'<pre class="oxw-code-block" style="background:#f8f8f8;border:1px solid #e5e7eb;padding:6px;'
-                f'margin:4px 0;overflow-x:auto;max-width:100%;font-size:0.85em">'
+        return (f'<pre class="oxw-code-block" style="{_BOX};overflow-x:auto">'
                 f'<code class="oxw-code language-{_e(self.language)}">{_e(self.text)}</code></pre>')
 
 
 @dataclass(frozen=True)
-class Note:
+class Note(_Lines):
     """A sentence, optionally toned (a warning, a failure)."""
 
     text: str
     tone: str = "muted"
-
-    def text_lines(self) -> list[str]:
-        return self.text.splitlines() or [""]
 
     def to_markdown(self) -> str:
         text = _md_text(self.text).replace("\n", "  \n")
@@ -505,6 +502,7 @@ Block = Union[KeyValues, Table, Pre, Code, Note, Svg, Verdict, Details, Section]
 
 _HEADING_SIZE = {2: "1.3em", 3: "1.1em", 4: "1em", 5: "0.95em", 6: "0.9em"}
 _TABLE = "border-collapse:collapse;margin:0;font-size:0.9em"
+_BOX = "background:#f8f8f8;border:1px solid #e5e7eb;padding:6px;margin:4px 0;max-width:100%;font-size:0.85em"
 _SCROLL = "overflow:auto;max-width:100%;max-height:32em;margin:4px 0"
 _TH = ("border-bottom:1px solid #9ca3af;padding:2px 8px;text-align:left;vertical-align:bottom;font-weight:600;"
        "white-space:nowrap;position:sticky;top:0;background:#fff")
@@ -538,8 +536,9 @@ def _missing(value: Any) -> bool:
 
 
 def number(value: float) -> str:
-    """A number as a person reads it: 3 significant digits, ``0`` for zero, whole numbers
-    whole, scientific notation only below 0.001 or from a million (``1.50e-08``)."""
+    """A number as a person reads it: 3 significant digits without trailing zeros, ``0`` for
+    zero, whole numbers whole, scientific notation only below 0.001 or from a million
+    (``1.5e-08``)."""
     if value == 0:
         return "0"
     if math.isinf(value):
@@ -549,8 +548,9 @@ def number(value: float) -> str:
     size = abs(value)
     if 1e-3 <= size < 1e6:
         digits = max(0, 2 - math.floor(math.log10(size)))
-        return f"{value:.{digits}f}"
-    return f"{value:.2e}"
+        text = f"{value:.{digits}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{value:.3g}"
 
 
 def cell(value: Any) -> str:

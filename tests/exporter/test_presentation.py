@@ -1,0 +1,320 @@
+"""One presentation model: every result lowers once to display blocks, and its summary(), repr,
+_repr_html_, the CLI's Markdown and the report are renderers of those blocks. Text is asserted
+exactly; HTML is smoke-tested for what a person must never see (None, nan, e+00, L['x'],
+Traceback outside a folded <details>) and for tables made for reading."""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from exporter.display import (
+    Badge,
+    Code,
+    Details,
+    KeyValues,
+    Note,
+    Section,
+    Table,
+    Verdict,
+    number,
+    render,
+    repr_html,
+    to_markdown,
+)
+from exporter.errors import Failure, Status
+
+EXPORTER = Path(__import__("exporter").__file__).parent
+
+
+class Visible(HTMLParser):
+    """The text a reader sees without opening anything: outside <details>, without tooltips;
+    and every <td> with its style."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.folded = 0
+        self.shown: list[str] = []
+        self.cells: list[tuple[str, str]] = []  # (style, text) of each td
+        self._cell: list[str] | None = None
+        self._style = ""
+        self.scroll_styles: list[str] = []
+        self.header_styles: list[str] = []
+        self.feed(markup)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "details":
+            self.folded += 1
+        elif tag == "td":
+            self._cell, self._style = [], attrs.get("style") or ""
+        elif tag == "th":
+            self.header_styles.append(attrs.get("style") or "")
+        elif tag == "div" and "oxw-scroll" in (attrs.get("class") or ""):
+            self.scroll_styles.append(attrs.get("style") or "")
+
+    def handle_endtag(self, tag):
+        if tag == "details":
+            self.folded -= 1
+        elif tag == "td" and self._cell is not None:
+            self.cells.append((self._style, "".join(self._cell)))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if not self.folded:
+            self.shown.append(data)
+
+    @property
+    def text(self) -> str:
+        return " ".join(" ".join(self.shown).split())
+
+
+# -- the vocabulary -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("word", "badge"), [
+    ("ok", Badge("ok", "ok")), (Status.FAILED, Badge("failed", "fail")), ("cancelled", Badge("cancelled", "warn")),
+    ("not run", Badge("not run", "muted")), ("running", Badge("running", "info")),
+    ("pass", Badge("pass", "ok")), ("passed", Badge("pass", "ok")),  # verify's overall word reads pass
+    ("fail", Badge("fail", "fail")), ("ort_error", Badge("fail", "fail")),  # onnxruntime failed the check
+    ("error", Badge("failed", "fail")), ("eager_error", Badge("skipped", "muted")),  # nothing was checked
+])
+def test_every_status_word_reads_as_one_vocabulary_in_one_palette(word, badge):
+    assert Badge.status(word) == badge
+    assert Status.of(badge.text) is not None  # what a badge says is a member of the vocabulary
+
+
+def test_display_keeps_no_status_synonyms():
+    source = (EXPORTER / "display.py").read_text()
+    palette = source[source.index("_STATUS_TONE = {"):source.index("_WORD_TONE")]
+    assert not re.search(r'"(passed|error|ort_error|eager_error)"', palette)
+    assert set(re.findall(r"Status\.(\w+)", palette)) == {m.name for m in Status}  # every member, once
+
+
+# -- the registration: results do not import the renderer ------------------------------------------
+
+
+RESULT_MODULES = ["session.py", "guards.py", "errors.py", "shapes/outcomes.py", "shapes/fixes.py",
+                  "bench/latency.py", "bench/compare.py", "bench/profiling.py"]
+
+
+@pytest.mark.parametrize("module", RESULT_MODULES)
+def test_result_modules_do_not_import_the_renderer(module):
+    tree = ast.parse((EXPORTER / module).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {m for m in imported if m.split(".")[-1] == "display"}, module
+
+
+def test_the_presentation_seam_imports_nothing_from_the_project():
+    tree = ast.parse((EXPORTER / "presentation.py").read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
+
+
+def test_every_result_type_has_a_builder():
+    from exporter.presentation import registered
+
+    assert {"exporter.session.Session", "exporter.verify.results.VerifyResult", "exporter.guards.Guards",
+            "exporter.shapes.outcomes.DimOutcomes", "exporter.shapes.fixes.SuggestedFixes",
+            "exporter.bench.latency.BenchmarkResult", "exporter.bench.latency.SweepResult",
+            "exporter.bench.compare.Comparison", "exporter.bench.profiling.ProfileResult",
+            "exporter.errors.Failure", "exporter.graphs.mapping.NodeMapping"} <= set(registered())
+
+
+# -- numbers, cells, tables -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (0.0, "0"), (-0.0, "0"), (3.0, "3"), (1 / 3, "0.333"), (2.5e-8, "2.5e-08"), (12.3456, "12.3"), (0.25, "0.25"),
+    (1234.5, "1234"), (0.012345, "0.0123"), (math.inf, "inf"), (25_000_000.5, "2.5e+07"), (0.1 + 0.2, "0.3"),
+])
+def test_numbers_read_at_three_significant_digits_and_zero_is_zero(value, text):
+    assert number(value) == text
+
+
+def _wide_table() -> Table:
+    long = "onnxruntime error: Got invalid dimensions for input: x for the following indices index: 0 Got: 7"
+    return Table.from_rows(
+        ("case", "max abs diff", "runs", "detail"),
+        [("example", 0.0, 3, None), ("larger", 1.5e-8, float("nan"), long), ("odd", 12.345, 10, "")],
+    )
+
+
+def test_table_text_right_aligns_numbers_and_leaves_missing_values_blank():
+    table = _wide_table()
+    lines = table.text_lines()
+    assert lines[0].startswith("case     max abs diff  runs  detail")
+    assert lines[1] == "example             0     3"
+    assert lines[3] == "odd              12.3    10"
+    assert table.align == ("l", "r", "r", "l")
+
+
+def test_table_html_is_made_for_reading():
+    markup = _wide_table().to_html()
+    page = Visible(markup)
+    assert page.scroll_styles and "overflow:auto" in page.scroll_styles[0] and "max-width:100%" in page.scroll_styles[0]
+    assert all("position:sticky" in s and "white-space:nowrap" in s for s in page.header_styles)
+    numbers = [(style, text) for style, text in page.cells if text in ("0", "1.5e-08", "12.3", "3", "10")]
+    assert len(numbers) == 5 and all("text-align:right" in style for style, _ in numbers)
+    assert all("white-space:nowrap" in style for style, _ in page.cells)  # rows stay one line high
+    for bad in ("None", "nan", "e+00"):
+        assert bad not in page.text
+    cut = [text for _, text in page.cells if text.endswith("…")]
+    assert cut == ["onnxruntime error: Got invalid dimensions for i…"]
+    assert 'title="onnxruntime error: Got invalid dimensions for input: x for the following' in markup
+    assert "<details" in markup and "for the following indices index: 0 Got: 7" in markup  # the whole text, folded
+
+
+# -- blocks ---------------------------------------------------------------------------------------
+
+
+def _section() -> Section:
+    return Section("Verification", Badge.status("passed"), (
+        KeyValues((("cases", "3"),)),
+        Table.from_rows(("case", "status", "max abs diff"), [("example", "pass", 0.0), ("odd", "fail", 0.25)],
+                        badges=("status",)),
+        Details("how to reproduce", (Code("session.verify(sizes={'batch': [5]})"),)),
+        Details("traceback", (Note("Traceback (most recent call last): ..."),), in_text=False),
+    ), verdict=Verdict("Verification FAILED: wrong at batch=5", "fail"))
+
+
+def test_section_text_is_verdict_first_with_details_indented_and_tracebacks_left_out():
+    assert _section().to_text() == (
+        "Verification [pass]\n"
+        "  Verification FAILED: wrong at batch=5\n"
+        "  cases: 3\n"
+        "  case     status  max abs diff\n"
+        "  example  pass               0\n"
+        "  odd      fail            0.25\n"
+        "  how to reproduce:\n"
+        "    session.verify(sizes={'batch': [5]})"
+    )
+
+
+def test_section_markdown_is_exact():
+    assert _section().to_markdown() == (
+        "## Verification `pass`\n\n"
+        "**Verification FAILED: wrong at batch=5**\n\n"
+        "- **cases**: 3\n\n"
+        "| case | status | max abs diff |\n"
+        "| --- | --- | ---: |\n"
+        "| example | pass | 0 |\n"
+        "| odd | fail | 0.25 |\n\n"
+        "*how to reproduce*\n\n"
+        "```python\n"
+        "session.verify(sizes={'batch': [5]})\n"
+        "```"
+    )
+
+
+def test_markdown_escapes_markup_from_user_strings():
+    section = Section("M", None, (Table.from_rows(("a", "code"), [("<b>*x*</b>", "a | b")], code=("code",)),))
+    markdown = section.to_markdown()
+    assert r"\<b\>\*x\*\</b\>" in markdown and r"`a \| b`" in markdown
+
+
+def test_section_html_puts_the_verdict_first_and_folds_details():
+    markup = _section().to_html()
+    assert markup.index("oxw-verdict") < markup.index("oxw-table")
+    page = Visible(markup)
+    assert "Traceback" not in page.text and "session.verify" not in page.text  # folded
+    assert "Verification FAILED: wrong at batch=5" in page.text
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+
+def _failure() -> Failure:
+    torch_said = ("Not all values of seq = L['x'].size()[1] in the specified range seq <= 512 satisfy the "
+                  "generated guard 5 <= L['x'].size()[1] and L['x'].size()[1] <= 512")
+    return Failure(
+        "capture", "CaptureError",
+        "x.shape[1] (seq): sizes 1–4 take another branch at `if x.shape[1] > 4`; the range [1, 512] cannot hold",
+        hint="change these dims:\nx.shape[1]: Dim('seq', min=5, max=512)",
+        source="Cell In[6], line 7 in forward: if x.shape[1] > 4:",
+        traceback="Traceback (most recent call last):\n  File ...\ntorch._dynamo.exc.UserError: " + torch_said,
+        library_text=torch_said,
+    )
+
+
+def test_a_failure_reads_as_a_sentence_its_line_and_the_fix():
+    failure = _failure()
+    assert repr(failure) == failure.summary() == render(failure).to_text() == (
+        "capture failed [failed]\n"
+        "  x.shape[1] (seq): sizes 1–4 take another branch at `if x.shape[1] > 4`; the range [1, 512] cannot hold\n"
+        "  at: Cell In[6], line 7 in forward: if x.shape[1] > 4:\n"
+        "  fix: change these dims:\n"
+        "  x.shape[1]: Dim('seq', min=5, max=512)"
+    )
+    assert str(failure).startswith("[capture] x.shape[1] (seq)")  # an error's own text is unchanged
+
+
+def test_a_failure_in_html_shows_torchs_text_and_the_traceback_only_folded():
+    markup = repr_html(_failure())
+    page = Visible(markup)
+    assert "L['" not in page.text and "Traceback" not in page.text
+    assert page.text.count("sizes 1–4 take another branch") == 1
+    assert re.findall(r"<summary[^>]*>([^<]*)</summary>", markup) == ["torch said", "traceback"]  # one click away
+    assert "L[&#x27;x&#x27;].size()[1]" in markup  # torch's own words are kept, escaped, in the fold
+
+
+def test_torch_names_in_an_unrewritten_message_read_as_the_users():
+    failure = Failure("capture", "UserError", "Constraints violated: L['x'].size()[1] and L['cache'][0].size()[2]")
+    assert render(failure).to_text().splitlines()[1] == (
+        "  UserError: Constraints violated: x.shape[1] and cache[0].shape[2]")
+
+
+# -- results: one text, from the section ------------------------------------------------------------
+
+
+def _profile():
+    from exporter.bench.profiling import NodeTime, ProfileResult
+
+    nodes = (NodeTime("mm_0", "MatMul", "MatMul", "layer", "mm", 2, 300.0),
+             NodeTime("relu_0", "Relu", "Relu", "", "relu", 2, 100.0))
+    return ProfileResult(runs=2, nodes=nodes)
+
+
+def test_a_profile_has_a_status_and_its_text_is_its_section():
+    from exporter.bench.profiling import ProfileResult
+
+    profile = _profile()
+    assert profile.status == Status.OK
+    assert ProfileResult(0, (), error="no onnxruntime").status == Status.FAILED
+    assert ProfileResult(0, (), cancelled=True).status == Status.CANCELLED
+    assert repr(profile) == profile.summary() == (
+        "Profile [ok]\n"
+        "  200 µs of kernels per run over 2 run(s)\n"
+        "  by op type\n"
+        "  op type  nodes  µs per run  share\n"
+        "  MatMul       1         150    75%\n"
+        "  Relu         1          50    25%\n"
+        "  by module\n"
+        "  module       nodes  µs per run  share\n"
+        "  layer            1         150    75%\n"
+        "  (top level)      1          50    25%"
+    )
+
+
+def test_guards_text_and_html_come_from_one_section():
+    from exporter.guards import Guard, Guards
+
+    guards = Guards((Guard("guard", "x.shape[0] > 2", "s77 > 2", axes=(("x", 0),), file="/src/m.py", line=3,
+                           code="if x.shape[0] > 2:"),), "nonstrict")
+    assert repr(guards) == guards.summary() == render(guards).to_text()
+    assert guards._repr_html_() == repr_html(guards)
+    assert "## Guards `1 guard`" in to_markdown(guards)
+
+
+def test_a_result_whose_rendering_fails_still_has_a_repr():
+    from exporter.guards import Guards
+
+    broken = Guards(records=(object(),), strategy="nonstrict")
+    assert repr(broken).startswith("<Guards: could not be shown (AttributeError")
+    assert "display error" in broken._repr_html_()
