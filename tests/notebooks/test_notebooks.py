@@ -23,13 +23,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 CELL_TIMEOUT = 300  # one cell; a notebook takes well under a minute here
+# Waits on the workbenches' jobs (not on time), then sends every widget's state again from this
+# cell: nbclient records only the iopub messages whose parent is the cell it is running, so an
+# update the export worker sent between two cells (a loaded machine makes that likely) would be
+# missing from the stored widget state.
 WAIT_FOR_WIDGETS = """
 import gc
+from ipywidgets.widgets.widget import _instances
 from workbench import Workbench
 
 workbenches = [o for o in gc.get_objects() if isinstance(o, Workbench)]
 for each in workbenches:
-    each.wait(120)
+    each.wait(300)
+for widget in list(_instances.values()):
+    widget.send_state()
 print("workbenches:", len(workbenches))
 """
 
@@ -131,7 +138,7 @@ def test_01_quickstart_exports_shows_the_widget_saves_a_named_dim_and_writes_the
         assert f">{section}<" in report, section
     assert "<svg" in report and "<script" not in report
     values = widget_values(notebook)
-    assert "passed" in values["wb-verify-status"], values.get("wb-verify-status")
+    assert "Verification PASSED" in values["wb-verify-status"], values.get("wb-verify-status")
     assert "batch" in values["wb-onnx-ports"] and "ok" in values["wb-stages-table"]
     assert values["wb-dim-result-x-0"].startswith("dynamic"), values["wb-dim-result-x-0"]
 
