@@ -318,3 +318,46 @@ def test_a_result_whose_rendering_fails_still_has_a_repr():
     broken = Guards(records=(object(),), strategy="nonstrict")
     assert repr(broken).startswith("<Guards: could not be shown (AttributeError")
     assert "display error" in broken._repr_html_()
+
+
+# -- a real rejected spec, as the session shows it --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rejected():
+    import torch
+
+    from exporter import Dim, ExportOptions, Session
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[1] > 4:
+                return x * 2
+            return x + 1
+
+    session = Session(Branchy(), (torch.randn(2, 8, 3),),
+                      options=ExportOptions(dynamic_shapes={"x": {1: Dim("seq", min=1, max=512)}}))
+    session.run()
+    session.dims  # noqa: B018 - computed, so the session's summary shows them
+    return session
+
+
+def test_a_rejected_spec_is_said_once_in_the_users_terms_and_healthy_axes_are_not_failed(rejected):
+    markup = repr_html(rejected)
+    page = Visible(markup)
+    for never in ("L['", "Traceback", "None", "nan", "e+00"):
+        assert never not in page.text, never
+    failure = rejected.failed_stage.failure
+    assert page.text.count(failure.message.splitlines()[0].strip()) == 1  # the verdict, nowhere else
+    rows = {text for _, text in page.cells}
+    assert "x.1" in rows
+    dims = render(rejected.dims).to_text().splitlines()
+    assert [line.split()[3] for line in dims if line.strip().startswith(("x.0", "x.2"))] == ["static", "static"]
+    assert "failed" in next(line for line in dims if line.strip().startswith("x.1"))
+
+
+def test_a_rejected_spec_in_text_has_no_traceback_and_names_the_fix(rejected):
+    text = rejected.summary()
+    assert text.startswith("Session: Branchy [failed]\n  capture failed: ")
+    assert "Traceback" not in text and "L['" not in text
+    assert "Dim('seq', min=5, max=512)" in text

@@ -101,6 +101,15 @@ def test_report_without_analyses_says_how_to_add_them():
     assert "not run: pass benchmark=session.benchmark()" in page.section_text("benchmark")
 
 
+def test_report_shows_the_analyses_the_session_keeps_without_being_passed_them():
+    session = Session(Double(), (torch.randn(3, 4),), options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
+    result = session.verify()  # as the widget's Verify button does
+    derived = session.with_options(optimize=True)  # the same exported model: the same analyses
+    page = Page(report_html(derived, graphs=False))
+    assert page.section_text("verification").startswith(f"Verification pass {result.verdict}")
+    assert "not run" in page.section_text("benchmark")
+
+
 def test_report_of_a_failed_session_shows_the_failure_escaped(evil_failed, tmp_path):
     path = write_report(evil_failed, tmp_path / "failed.html", verify=True)
     markup = path.read_text(encoding="utf-8")
