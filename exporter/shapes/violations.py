@@ -61,6 +61,9 @@ class RejectedRange:
     allowed: tuple[int, int | None]
     fix: Any
     guard: Guard
+    # The sizes of ``requested`` outside ``allowed`` that fail the guard, as ``(lo, hi)`` runs
+    # (``hi`` None: unbounded); empty: every size outside ``allowed``.
+    failing: tuple[tuple[int, int | None], ...] = ()
 
     @property
     def excluded(self) -> str:
@@ -69,12 +72,7 @@ class RejectedRange:
         return self._excluded()[0]
 
     def _excluded(self) -> tuple[str, bool]:
-        (rlo, rhi), (alo, ahi) = self.requested, self.allowed
-        parts: list[tuple[int, int | None]] = []
-        if alo > rlo:
-            parts.append((rlo, alo - 1 if rhi is None else min(alo - 1, rhi)))
-        if ahi is not None and (rhi is None or ahi < rhi):
-            parts.append((ahi + 1, rhi))
+        parts = list(self.failing) or _outside(self.requested, self.allowed)
         return _sizes(parts) if parts else ("no size", False)
 
     def _cause(self, located: bool) -> str:
@@ -116,6 +114,48 @@ class RejectedRange:
         return f"{self._cause(located=False)}; fix: {self.fix!r}"
 
 
+def _outside(requested: tuple[int, int | None], allowed: tuple[int, int | None]) -> list[tuple[int, int | None]]:
+    """The runs of ``requested`` outside ``allowed``."""
+    (rlo, rhi), (alo, ahi) = requested, allowed
+    parts: list[tuple[int, int | None]] = []
+    if alo > rlo:
+        parts.append((rlo, alo - 1 if rhi is None else min(alo - 1, rhi)))
+    if ahi is not None and (rhi is None or ahi < rhi):
+        parts.append((ahi + 1, rhi))
+    return parts
+
+
+def _failing(guard: Guard, parts: list[tuple[int, int | None]]) -> tuple[tuple[int, int | None], ...]:
+    """The sizes of ``parts`` the guard rejects, when it is on one size alone: ``s != 1``
+    excludes size 1, not 0, though a range of sizes around the example must start at 2. Parts
+    too long to evaluate (or unbounded) are kept whole."""
+    from .solve import holds
+
+    symbols = getattr(guard.expr, "free_symbols", set())
+    if len(symbols) != 1:
+        return ()
+    (symbol,) = symbols
+    out: list[tuple[int, int | None]] = []
+    for lo, hi in parts:
+        if hi is None or hi - lo > _EVALUATED:
+            out.append((lo, hi))
+            continue
+        run: list[int] = []
+        for size in range(lo, hi + 1):
+            if holds(guard.expr, symbol, size) is not True:
+                run.append(size)
+                continue
+            if run:
+                out.append((run[0], run[-1]))
+            run = []
+        if run:
+            out.append((run[0], run[-1]))
+    return tuple(out)
+
+
+_EVALUATED = 4096  # excluded sizes evaluated one by one against the guard, at most
+
+
 def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) -> tuple[RejectedRange, ...]:
     """One :class:`RejectedRange` per strict Dim whose range ``fixes`` narrow (or make static)
     because of a guard, citing it. Dims the fixes leave alone, or narrow only because another
@@ -147,7 +187,9 @@ def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) ->
             continue
         seen.add(before.name)
         shown = next((m for m in members if cited is not None and cited.involves(m)), axis)
-        out.append(RejectedRange(shown, before.name, (before.min or 0, before.max), allowed, after, cited))
+        requested = (before.min or 0, before.max)
+        failing = _failing(cited, _outside(requested, allowed))
+        out.append(RejectedRange(shown, before.name, requested, allowed, after, cited, failing))
     return tuple(out)
 
 
