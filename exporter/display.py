@@ -527,7 +527,7 @@ def _fence(text: str, language: str) -> str:
 
 
 def _missing(value: Any) -> bool:
-    if value is None:
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):  # pandas' missing values
         return True
     try:
         return isinstance(value, float) and math.isnan(value)
