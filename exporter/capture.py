@@ -112,8 +112,9 @@ class CaptureStrategy(abc.ABC):
             return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
         with record_shape_guards() as guards:
             # A trace can leave state on the module (transformers' longrope stores a FakeTensor
-            # ``long_inv_freq``, which breaks the next export and eager run): put it back.
-            with preserved(model, what=f"during capture ({self.name})") as state:
+            # ``long_inv_freq``, which breaks the next export and eager run): put it back. One an
+            # earlier trace left (torch.onnx.export's) is hidden from this one and put back.
+            with preserved(model, what=f"during capture ({self.name})", set_aside_trace_leftovers=True) as state:
                 try:
                     # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
                     # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.

@@ -67,6 +67,13 @@ class StateReport:
 
     what: str = ""  # "when called at 1×1", "during capture (nonstrict)"
     _found: list[StateChange] = field(default_factory=list, repr=False, compare=False)
+    # Attributes an earlier trace left as FakeTensors, hidden from this run and put back after
+    # (``set_aside_trace_leftovers``), by path: "model.rotary_emb.long_inv_freq (FakeTensor)".
+    _set_aside: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def set_aside(self) -> tuple[str, ...]:
+        return tuple(self._set_aside)
 
     @property
     def changes(self) -> tuple[StateChange, ...]:
@@ -100,11 +107,14 @@ class StateReport:
 
 
 @contextlib.contextmanager
-def preserved(model: Any, *, what: str = "") -> Iterator[StateReport]:
+def preserved(model: Any, *, what: str = "", set_aside_trace_leftovers: bool = False) -> Iterator[StateReport]:
     """Snapshot ``model``'s state, run the block, put the state back and fill the report.
 
     ``what`` says when the block ran the model, for the report's message ("when called at
-    1×1"). Anything that is not an ``nn.Module`` is yielded an empty report."""
+    1×1"). ``set_aside_trace_leftovers``: plain attributes an earlier trace left as FakeTensors
+    (``torch.onnx.export`` on Phi3 leaves ``long_inv_freq``) are removed for the block, so the
+    code that computes them runs again, and put back after it (listed in ``report.set_aside``).
+    Anything that is not an ``nn.Module`` is yielded an empty report."""
     report = StateReport(what)
     try:
         import torch
@@ -116,6 +126,9 @@ def preserved(model: Any, *, what: str = "") -> Iterator[StateReport]:
         return
     states: dict[int, _TensorState] = {}  # shared: a tied weight is saved and checked once
     snapshots = [_ModuleSnapshot(path, module, states) for path, module in model.named_modules(remove_duplicate=True)]
+    if set_aside_trace_leftovers:
+        for snapshot in snapshots:
+            report._set_aside.extend(snapshot.set_aside_trace_leftovers())
     try:
         yield report
     finally:
@@ -269,6 +282,7 @@ class _ModuleSnapshot:
         for name, buffer in self.buffers.items():
             if buffer is not None and id(buffer) not in self.tensors:
                 self.tensors[id(buffer)] = _TensorState(buffer, copy=True)
+        self.hidden: set[str] = set()  # attributes set aside for the run
         self.attributes: dict[str, tuple[Any, Any]] = {}  # name -> (object, plain copy or _MISSING)
         for name, value in vars(module).items():
             if name in _MODULE_INTERNALS:
@@ -282,6 +296,16 @@ class _ModuleSnapshot:
                 self.attributes[name] = (value, _copy_plain(value))
             else:
                 self.attributes[name] = (value, _MISSING)
+
+    def set_aside_trace_leftovers(self) -> list[str]:
+        """Remove the plain attributes holding tracing tensors; restore() puts them back."""
+        now = vars(self.module)
+        for name, (value, _) in self.attributes.items():
+            kind = _trace_kind(value)
+            if kind is not None and now.get(name) is value:
+                del now[name]
+                self.hidden.add(name)
+        return [f"{_join(self.path, name)} ({_trace_kind(self.attributes[name][0])})" for name in sorted(self.hidden)]
 
     def restore(self, checked: set[int]) -> list[StateChange]:
         found: list[StateChange] = []
@@ -343,6 +367,9 @@ class _ModuleSnapshot:
         for name, (value, copy) in self.attributes.items():
             current = now.get(name, _MISSING)
             reference = value if copy is _MISSING else copy
+            if name in self.hidden:  # set aside for the run: back as it was, whatever the run did
+                now[name] = value
+                continue
             if current is value:
                 if copy is not _MISSING and not _same(value, copy):  # a list or dict changed in place
                     after = _describe(value)

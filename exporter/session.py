@@ -410,12 +410,16 @@ class Session(Presentable):
             attempts.append(attempt)
             observer.on_attempt(attempt)
             if attempt.success:
-                changed = attempt.model_state.message if attempt.model_state is not None else ""
+                state = attempt.model_state
+                notes = tuple(note for note in (
+                    state.message if state is not None else "",
+                    "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
+                    + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
+                ) if note)
                 return StageResult(
                     "capture", Status.OK, time.perf_counter() - start, attempt.program,
                     attempts=tuple(attempts), strategy=attempt.strategy,
-                    detail=f"strategy {attempt.strategy}" + (f"; {changed}" if changed else ""),
-                    warnings=(changed,) if changed else (),
+                    detail="; ".join((f"strategy {attempt.strategy}", *notes)), warnings=notes,
                 )
             if is_constraint_violation(attempt.error):
                 reason = "skipped: the dim spec was rejected, another strategy would only hide it"

@@ -224,3 +224,17 @@ def test_a_list_of_tensors_changed_in_place_is_refilled():
         model.flat[1] = torch.zeros(2)
     assert model.flat is flat and model.flat[1] is model.bias
     assert str(report.changes[0]) == "`flat` list of 2 → list of 2"
+
+
+def test_a_fake_tensor_an_earlier_trace_left_is_set_aside_for_the_capture_and_put_back():
+    # torch.export (and torch.onnx.export) leave it; the export recomputes it and succeeds
+    from exporter import export
+
+    model = CachesTensor()
+    torch.export.export(model, (torch.ones(2, 3),), strict=False)
+    leftover = model.cached
+    session = export(model, torch.ones(2, 3))
+    assert model.cached is leftover  # the user's model as it was, leftover included
+    assert any("set aside for this capture and put back: cached (FakeTensor)" in w for w in session.stages[0].warnings)
+    (out,) = session.run_onnx(torch.full((2, 3), 2.0))
+    assert (out == [[2.0, 3.0, 4.0]] * 2).all()

@@ -27,8 +27,9 @@ def test_optimizer_failure_at_opset_17_falls_back_to_the_unoptimized_model_which
     assert session.verify().ok
 
 
-class CachesTable(torch.nn.Module):
-    """Stores a tensor attribute on first call, as transformers' longrope rotary code does."""
+class RegistersTable(torch.nn.Module):
+    """Registers a buffer on first call (older transformers' longrope did, for ``inv_freq``):
+    torch.export leaves it a FakeTensor buffer, which becomes a constant without data."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -36,13 +37,13 @@ class CachesTable(torch.nn.Module):
 
     def forward(self, x):
         if getattr(self, "table", None) is None:
-            self.table = torch.arange(4.0)
+            self.register_buffer("table", torch.arange(4.0), persistent=False)
         return self.linear(x) + self.table
 
 
 def test_a_failing_pass_is_named_by_class_and_purpose_and_a_broken_model_is_not_handed_out():
-    model = CachesTable()
-    torch.export.export(model, (torch.ones(2, 4),), strict=False)  # leaves a FakeTensor `table`
+    model = RegistersTable()
+    torch.export.export(model, (torch.ones(2, 4),), strict=False)  # leaves a FakeTensor buffer `table`
     with pytest.raises(OptimizeError) as info:
         export(model, torch.ones(2, 4))
     message = str(info.value)
@@ -59,7 +60,7 @@ def test_optimizer_failure_names_the_innermost_pass_and_the_passes_before_it():
 
     from exporter.translate import optimizer_failure
 
-    model = CachesTable()
+    model = RegistersTable()
     torch.export.export(model, (torch.ones(2, 4),), strict=False)
     session = export(model, torch.ones(2, 4), options=ExportOptions(optimize=False))
     translated = session.stage_output("translate").clone()
