@@ -101,9 +101,11 @@ def _graphs(session: Session) -> Section:
 def _analysis(result: Any, title: str, hint: str) -> Section:
     if result is None or (isinstance(result, (list, tuple)) and not result):
         return Section(title, Badge.status("not run"), (Note(hint),))
-    if isinstance(result, (list, tuple)):
+    if isinstance(result, (list, tuple)) and len(result) == 1:
+        result = result[0]
+    if isinstance(result, (list, tuple)):  # each part says its own verdict
         parts = [render(r) for r in result]
-        return Section(title, parts[0].badge, tuple(parts), verdict=parts[0].verdict)
+        return Section(title, parts[0].badge, tuple(parts))
     section = render(result)
     return Section(title, section.badge, section.body, verdict=section.verdict) if title == "Verification" else section
 
