@@ -107,12 +107,34 @@ def test_profile_bars_have_one_bar_per_op_type(session):
 
 
 def test_verify_chart_colours_failing_cases_red():
-    result = Session(BranchOnThree(), (torch.randn(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: AUTO}})).verify()
+    # runtime_asserts captures as torch.onnx.export does: the branch taken at 3 is baked into a
+    # graph whose batch stays dynamic, so every other size is wrong (plain AUTO now stays static).
+    result = Session(BranchOnThree(), (torch.randn(3, 4),), {},
+                     ExportOptions(dynamic_shapes={"x": {0: AUTO}}, runtime_asserts=True)).verify()
     figure = renders(bench_charts.verify_chart(result))
     (ax,) = figure.axes
     colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
     assert colours[0] == bench_charts.PASS_COLOR and set(colours[1:]) == {bench_charts.FAIL_COLOR}
     assert ax.get_title() == "verification: failed"
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x):
+        return x * 2  # exact in both engines: every difference is 0
+
+
+def test_an_exact_zero_difference_is_labelled_0_at_the_floor_not_drawn_as_a_bar():
+    result = Session(Scale(), (torch.randn(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}})).verify()
+    assert result.ok and any(c.max_abs == 0.0 for c in result.cases)
+    figure = renders(bench_charts.verify_chart(result))
+    (ax,) = figure.axes
+    zeros = [i for i, c in enumerate(result.cases) if c.max_abs == 0.0]
+    nonzero = [c.max_abs for c in result.cases if c.max_abs]
+    labels = [t for t in ax.texts if t.get_text() == "0"]
+    assert len(labels) == len(zeros)
+    assert all(ax.patches[i].get_height() == 0 for i in zeros)
+    if nonzero:  # the axis starts a decade under the smallest real difference, not at 1e-12
+        assert ax.get_ylim()[0] == pytest.approx(min(nonzero) / 10)
 
 
 def test_failed_results_render_a_message_instead_of_raising():
