@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..guards import Guard, Guards
     from .fixes import SuggestedFixes
 
-__all__ = ["RejectedRange", "plain_violation", "rejected_ranges"]
+__all__ = ["Exclusion", "RejectedRange", "plain_violation", "rejected_ranges"]
 
 _BRANCH = re.compile(r"^(if|elif|while)\b|\bif\b.*\belse\b")
 _CODE_WIDTH = 60
@@ -46,37 +46,20 @@ def _sizes(parts: list[tuple[int, int | None]]) -> tuple[str, bool]:
     return ("sizes " if plural else "size ") + " and ".join(words), plural
 
 
+Runs = tuple[tuple[int, "int | None"], ...]  # sizes as (lo, hi) runs; hi None: unbounded
+
+
 @dataclass(frozen=True)
-class RejectedRange:
-    """A strict Dim's range that the model's guards narrow, in the user's terms.
+class Exclusion:
+    """Sizes one guard rejects: ``sizes`` as ``(lo, hi)`` runs (``hi`` None: unbounded)."""
 
-    ``axis`` is the axis whose guard is cited (the Dim may name others too), ``requested``
-    the Dim's range, ``allowed`` the range the guards allow (one size: the axis must be
-    static), ``fix`` the policy the suggested fixes give it (what ``apply_suggested_fixes()``
-    applies), ``guard`` the guard that excludes the sizes (None when torch recorded none)."""
-
-    axis: Axis
-    name: str
-    requested: tuple[int, int | None]
-    allowed: tuple[int, int | None]
-    fix: Any
+    sizes: Runs
     guard: Guard
-    # The sizes of ``requested`` outside ``allowed`` that fail the guard, as ``(lo, hi)`` runs
-    # (``hi`` None: unbounded); empty: every size outside ``allowed``.
-    failing: tuple[tuple[int, int | None], ...] = ()
 
-    @property
-    def excluded(self) -> str:
-        """``sizes 0–4``, ``size 1``, ``sizes above 128``: what the requested range holds and the
-        allowed one does not."""
-        return self._excluded()[0]
-
-    def _excluded(self) -> tuple[str, bool]:
-        parts = list(self.failing) or _outside(self.requested, self.allowed)
-        return _sizes(parts) if parts else ("no size", False)
-
-    def _cause(self, located: bool) -> str:
-        sizes, plural = self._excluded()
+    def text(self, located: bool) -> str:
+        """``sizes 1–4 take another branch at `if x.shape[1] > 4` (model.py:7)``, or
+        ``size 1 fails `seq != 1` at `code` (file.py:9)`` for a guard outside a branch."""
+        sizes, plural = _sizes(list(self.sizes))
         guard = self.guard
         where = f" ({guard.location})" if located and guard.location else ""
         code = (guard.code or "").strip().rstrip(":").strip()
@@ -87,10 +70,42 @@ class RejectedRange:
         at = f" at `{code}`" if code else ""
         return f"{sizes} {'fail' if plural else 'fails'} `{guard.expression}`{at}{where}"
 
+
+@dataclass(frozen=True)
+class RejectedRange:
+    """A strict Dim's range that the model's guards narrow, in the user's terms.
+
+    ``axis`` is the axis whose guard is cited (the Dim may name others too), ``requested``
+    the Dim's range, ``allowed`` the range the guards allow (one size: the axis must be
+    static), ``fix`` the policy the suggested fixes give it (what ``apply_suggested_fixes()``
+    applies), ``exclusions`` the sizes each guard rejects: the guard that sets the allowed
+    minimum, and the one that sets the maximum when another."""
+
+    axis: Axis
+    name: str
+    requested: tuple[int, int | None]
+    allowed: tuple[int, int | None]
+    fix: Any
+    exclusions: tuple[Exclusion, ...]
+
+    @property
+    def guard(self) -> Guard:
+        """The first guard cited."""
+        return self.exclusions[0].guard
+
+    @property
+    def excluded(self) -> str:
+        """``sizes 1–4``, ``size 1``, ``sizes 1–4 and above 128``: the requested sizes the
+        guards reject."""
+        return _sizes([run for e in self.exclusions for run in e.sizes])[0]
+
+    def _cause(self, located: bool) -> str:
+        return "; ".join(e.text(located) for e in self.exclusions)
+
     @property
     def problem(self) -> str:
-        """``x.shape[1] (seq): sizes 0–4 take another branch at `if x.shape[1] > 4`
-        (model.py:7); the range [0, 512] cannot hold``."""
+        """``x.shape[1] (seq): sizes 1–4 take another branch at `if x.shape[1] > 4`
+        (model.py:7); the range [1, 512] cannot hold``."""
         return f"{self.axis.label} ({self.name}): {self._cause(located=True)}; the range {_range(*self.requested)} cannot hold"
 
     @property
@@ -110,50 +125,51 @@ class RejectedRange:
     @property
     def row_reason(self) -> str:
         """What the axis's row says: the cause and the fix as code, without repeating the
-        axis (the row is the axis) or the location (the row has its own source column)."""
+        axis (the row is the axis) or the locations (the row has its own source column)."""
         return f"{self._cause(located=False)}; fix: {self.fix!r}"
 
 
-def _outside(requested: tuple[int, int | None], allowed: tuple[int, int | None]) -> list[tuple[int, int | None]]:
-    """The runs of ``requested`` outside ``allowed``."""
-    (rlo, rhi), (alo, ahi) = requested, allowed
-    parts: list[tuple[int, int | None]] = []
-    if alo > rlo:
-        parts.append((rlo, alo - 1 if rhi is None else min(alo - 1, rhi)))
-    if ahi is not None and (rhi is None or ahi < rhi):
-        parts.append((ahi + 1, rhi))
-    return parts
-
-
-def _failing(guard: Guard, parts: list[tuple[int, int | None]]) -> tuple[tuple[int, int | None], ...]:
-    """The sizes of ``parts`` the guard rejects, when it is on one size alone: ``s != 1``
-    excludes size 1, not 0, though a range of sizes around the example must start at 2. Parts
-    too long to evaluate (or unbounded) are kept whole."""
+def _failing(guard: Guard, run: tuple[int, int | None]) -> Runs:
+    """The sizes of ``run`` the guard rejects, when it is on one size alone: ``s != 1``
+    rejects size 1, not 0, though a range of sizes around the example must start at 2. A run
+    too long to evaluate (or unbounded) is kept whole."""
     from .solve import holds
 
     symbols = getattr(guard.expr, "free_symbols", set())
-    if len(symbols) != 1:
-        return ()
+    lo, hi = run
+    if len(symbols) != 1 or hi is None or hi - lo > _EVALUATED:
+        return (run,)
     (symbol,) = symbols
     out: list[tuple[int, int | None]] = []
-    for lo, hi in parts:
-        if hi is None or hi - lo > _EVALUATED:
-            out.append((lo, hi))
+    current: list[int] = []
+    for size in range(lo, hi + 1):
+        if holds(guard.expr, symbol, size) is not True:
+            current.append(size)
             continue
-        run: list[int] = []
-        for size in range(lo, hi + 1):
-            if holds(guard.expr, symbol, size) is not True:
-                run.append(size)
-                continue
-            if run:
-                out.append((run[0], run[-1]))
-            run = []
-        if run:
-            out.append((run[0], run[-1]))
-    return tuple(out)
+        if current:
+            out.append((current[0], current[-1]))
+        current = []
+    if current:
+        out.append((current[0], current[-1]))
+    return tuple(out) or (run,)
 
 
 _EVALUATED = 4096  # excluded sizes evaluated one by one against the guard, at most
+
+
+def _guard_setting(side: int, bound_value: int | None, candidates: list[Guard], example: int) -> Guard | None:
+    """The guard whose own solved range has ``bound_value`` as its min (``side`` 0) or max
+    (``side`` 1): the one that sets that end of the allowed range."""
+    from .solve import solve_size
+
+    for guard in candidates:
+        symbols = getattr(guard.expr, "free_symbols", set())
+        if len(symbols) != 1:
+            continue
+        solved = solve_size(guard.expr, next(iter(symbols)), example)
+        if solved is not None and solved[side] == bound_value:
+            return guard
+    return None
 
 
 def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) -> tuple[RejectedRange, ...]:
@@ -179,25 +195,39 @@ def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) ->
             allowed = (found.min, found.max)
         else:
             continue
-        if allowed == (before.min or 0, before.max) or not (allowed[0] <= example and (allowed[1] is None or example <= allowed[1])):
+        requested = (before.min or 0, before.max)
+        if allowed == requested or not (allowed[0] <= example and (allowed[1] is None or example <= allowed[1])):
             continue
         members = [Axis(e.path, e.axis) for e in fixes.before if e.policy == before] or [axis]
-        cited = _cited_guard(members, ranges, guards, (GUARD, RUNTIME_ASSERT))
-        if cited is None:  # narrowed by an equality with another Dim, not a guard: torch's words say it
+        candidates = _candidates(members, ranges, guards, (GUARD, RUNTIME_ASSERT))
+        if not candidates:  # narrowed by an equality with another Dim, not a guard: torch's words say it
             continue
         seen.add(before.name)
-        shown = next((m for m in members if cited is not None and cited.involves(m)), axis)
-        requested = (before.min or 0, before.max)
-        failing = _failing(cited, _outside(requested, allowed))
-        out.append(RejectedRange(shown, before.name, requested, allowed, after, cited, failing))
+        (rlo, rhi), (alo, ahi) = requested, allowed
+        exclusions: list[Exclusion] = []
+        for side, run, end in ((0, (rlo, alo - 1 if rhi is None else min(alo - 1, rhi)), alo),
+                               (1, (ahi + 1 if ahi is not None else 0, rhi), ahi)):
+            if (side == 0 and alo <= rlo) or (side == 1 and (ahi is None or (rhi is not None and ahi >= rhi))):
+                continue
+            guard = _guard_setting(side, end, candidates, example) or candidates[0]
+            sizes = _failing(guard, run)
+            if exclusions and exclusions[-1].guard == guard:
+                exclusions[-1] = Exclusion(exclusions[-1].sizes + sizes, guard)
+            else:
+                exclusions.append(Exclusion(sizes, guard))
+        shown = next((m for m in members if exclusions[0].guard.involves(m)), axis)
+        out.append(RejectedRange(shown, before.name, requested, allowed, after, tuple(exclusions)))
     return tuple(out)
 
 
-def _cited_guard(members: list[Axis], ranges: dict, guards: Guards | None, kinds: tuple[str, ...]) -> Guard | None:
-    """The guard to cite for a narrowed range: one that solved it, from the user's code first."""
+def _candidates(members: list[Axis], ranges: dict, guards: Guards | None, kinds: tuple[str, ...]) -> list[Guard]:
+    """The guards that may explain a narrowed range: those that solved it, else every guard of
+    its axes; the user's code first."""
     solved = [g for m in members if (found := ranges.get(m)) is not None for g in found.guards]
-    candidates = solved or [g for g in (guards.for_axes(members) if guards is not None else ()) if g.kind in kinds]
-    return next((g for g in candidates if g.file and g.code), candidates[0] if candidates else None)
+    found = list(dict.fromkeys(solved)) or [
+        g for g in (guards.for_axes(members) if guards is not None else ()) if g.kind in kinds
+    ]
+    return sorted(found, key=lambda g: not (g.file and g.code))
 
 
 def plain_violation(line: str, bound: Any = None, spec: Any = None) -> str:

@@ -132,3 +132,26 @@ def test_two_dims_found_equal_are_no_range_a_guard_rejects_and_keep_torchs_state
     assert "must always be equal" in session.failed_stage.failure.message
     assert session.dims["x", 0].obtained == session.dims["y", 0].obtained == "failed"
     assert session.apply_suggested_fixes().run("capture").status == "ok"
+
+
+class BranchAndTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(128, 4))
+
+    def forward(self, x):
+        if x.shape[1] > 4:
+            x = x * 2
+        return x + self.table[: x.shape[1]]
+
+
+def test_each_end_of_the_range_cites_the_guard_that_sets_it():
+    session = rejected(BranchAndTable(), (torch.randn(2, 16, 4),), {"x": {1: Dim("seq")}})
+    (said,) = session.dims.rejected
+    assert said.allowed == (5, 128) and said.fix == Dim("seq", min=5, max=128)
+    low, high = said.exclusions
+    assert low.text(located=False) == "sizes 0–4 take another branch at `if x.shape[1] > 4`"
+    assert high.text(located=False).startswith("sizes above 128 fail `")
+    assert high.text(located=False).endswith("at `return x + self.table[: x.shape[1]]`")
+    assert said.excluded == "sizes 0–4 and above 128"
+    assert session.failed_stage.failure.message == said.problem
