@@ -176,9 +176,14 @@ class Verdict:
         return f"**{_md_text(self.text)}**"
 
     def to_html(self) -> str:
-        color = _TONE_COLOR.get(self.tone, _TONE_COLOR["muted"])
-        return (f'<p class="oxw-verdict oxw-{_e(self.tone)}" style="margin:2px 0 6px 0;font-weight:600;'
-                f'color:{color};overflow-wrap:anywhere">{_e(self.text)}</p>')
+        return _paragraph("verdict", self.tone, self.text, "margin:2px 0 6px 0;font-weight:600")
+
+
+def _paragraph(kind: str, tone: str, text: str, style: str) -> str:
+    """A toned ``<p>`` (a verdict, a note)."""
+    color = _TONE_COLOR.get(tone, _TONE_COLOR["muted"])
+    return (f'<p class="oxw-{kind} oxw-{_e(tone)}" style="{style};color:{color};overflow-wrap:anywhere">'
+            f'{_e(text)}</p>')
 
 
 @dataclass(frozen=True)
@@ -374,9 +379,7 @@ class Note(_Lines):
         return f"**{text}**" if self.tone in ("fail", "warn") else text
 
     def to_html(self) -> str:
-        color = _TONE_COLOR.get(self.tone, _TONE_COLOR["muted"])
-        return (f'<p class="oxw-note" style="margin:4px 0;color:{color};white-space:pre-wrap;'
-                f'overflow-wrap:anywhere">{_e(self.text)}</p>')
+        return _paragraph("note", self.tone, self.text, "margin:4px 0;white-space:pre-wrap")
 
 
 @dataclass(frozen=True)
