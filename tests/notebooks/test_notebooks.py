@@ -196,7 +196,8 @@ assert list(guards["kind"]) == ["runtime_assert"] and list(guards["code"]) == ["
 assert fixed.strategy == "nonstrict" and [a.outcome for a in fixed.attempts] == ["ok"]
 
 assert bounded.failed_stage.name == "capture"
-assert "Not all values of seq" in str(bounded.failed_stage.failure)
+assert "ids.shape[1] (seq): sizes above 16 fail" in str(bounded.failed_stage.failure)
+assert "Not all values of seq" in bounded.failed_stage.failure.library_text
 found = bounded.guards.to_frame()
 assert "Min(16, ids.shape[1])" in found["expression"][0], found
 assert "self.positions(position_ids)" in found["code"][0]
