@@ -238,3 +238,11 @@ def test_a_fake_tensor_an_earlier_trace_left_is_set_aside_for_the_capture_and_pu
     assert any("set aside for this capture and put back: cached (FakeTensor)" in w for w in session.stages[0].warnings)
     (out,) = session.run_onnx(torch.full((2, 3), 2.0))
     assert (out == [[2.0, 3.0, 4.0]] * 2).all()
+
+
+def test_a_buffer_holding_nan_that_the_run_leaves_alone_is_not_a_change():
+    model = torch.nn.Module()
+    model.register_buffer("stat", torch.tensor([float("nan"), 1.0]))
+    with preserved(model) as report:
+        pass
+    assert not report.changed
