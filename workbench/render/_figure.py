@@ -23,13 +23,19 @@ def chart_class() -> type:
     return Chart
 
 
-def new_figure(width: float = 6.4, height: float = 3.6) -> Any:
+# The width of a notebook output pane in a 1000 px JupyterLab window with the file browser open
+# (~540 px): charts are drawn at it, so their SVG, scaled to the pane (width:100%), keeps its
+# fonts at their size instead of shrinking a wide figure.
+PANE_WIDTH = 5.6
+
+
+def new_figure(width: float = PANE_WIDTH, height: float = 3.6) -> Any:
     return chart_class()(figsize=(width, height), layout="constrained")
 
 
 def message_figure(text: str) -> Any:
     """A small figure that says why there is nothing to plot."""
-    figure = new_figure(6.4, 1.2)
+    figure = new_figure(PANE_WIDTH, 1.2)
     ax = figure.add_subplot()
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)

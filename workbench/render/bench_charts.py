@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._figure import message_figure, new_figure
+from ._figure import PANE_WIDTH, message_figure, new_figure
 
 __all__ = ["latency_histogram", "latency_vs_size", "profile_bars", "verify_chart"]
 
@@ -66,7 +66,7 @@ def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
         return message_figure(f"sweep could not run: {sweep.error}")
     ratios = [(size, point.speedup, getattr(point, "speedup_ci", None))
               for size, point in zip(sweep.sizes, sweep.points) if point.speedup is not None]
-    figure = new_figure(6.4, 5.4 if ratios else 3.6)
+    figure = new_figure(PANE_WIDTH, 5.4 if ratios else 3.6)
     ax = figure.add_subplot(2, 1, 1) if ratios else figure.add_subplot()
     for engine, color in (("ort", ORT_COLOR), ("eager", EAGER_COLOR)):
         points = [
@@ -118,7 +118,7 @@ def profile_bars(profile: Any, *, by: str = "op_type", top: int = 12) -> Any:
     frame = profile.to_frame(by).head(top)
     if frame.empty:
         return message_figure("the profile has no node events")
-    figure = new_figure(6.4, max(2.0, 0.3 * len(frame) + 1.0))
+    figure = new_figure(PANE_WIDTH, max(2.0, 0.3 * len(frame) + 1.0))
     ax = figure.add_subplot()
     labels = [str(v) for v in frame[by]][::-1]
     values = list(frame["us_per_run"])[::-1]
@@ -135,7 +135,7 @@ def verify_chart(result: Any) -> Any:
     onnxruntime or eager raised are marked on the axis."""
     if result.status == "error":
         return message_figure(f"verification could not run: {result.error}")
-    figure = new_figure(max(6.4, 0.85 * len(result.cases)), 3.2)
+    figure = new_figure(max(PANE_WIDTH, 0.85 * len(result.cases)), 3.2)
     ax = figure.add_subplot()
     names, values, colors, notes = [], [], [], []
     # Exact zeros cannot sit on a log axis: they get no bar and a "0" label at the axis floor, a

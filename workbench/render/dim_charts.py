@@ -13,7 +13,7 @@ from typing import Any
 
 from exporter.axis import Axis
 
-from ._figure import message_figure, new_figure
+from ._figure import PANE_WIDTH, message_figure, new_figure
 
 __all__ = ["dim_ranges_chart", "guards_chart"]
 
@@ -68,7 +68,7 @@ def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
     finite = [v for o in rows for v in (o.example, o.min, o.max) if v is not None]
     right = max(2.0, max(finite) * 1.15 + 1)
 
-    figure = new_figure(8.5, _rows_height(n))
+    figure = new_figure(PANE_WIDTH, _rows_height(n) + 0.6)
     ax = figure.add_subplot()
     if right > 64:
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.4)
@@ -92,9 +92,11 @@ def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
                 bar.set_hatch("//")
                 ax.plot([right], [y], marker=">", color=MISMATCH_COLOR if o.differs else DYNAMIC_COLOR,
                         markersize=7, gid=f"open:{label}", clip_on=False)
-            end = o.max if o.max is not None else right
-            text = f"{o.dim or o.symbol} [{o.min or 0}, {'inf' if o.max is None else o.max}]"
-            ax.text(end, y + 0.3, text, fontsize=7, ha="right", va="bottom", gid=f"range:{label}")
+            from exporter.shapes.outcomes import range_text
+
+            # Above the bar from its left end: clear of the example diamond and the open-end arrow.
+            text = f"{o.dim or o.symbol} {range_text(o.min, o.max)}"
+            ax.text(max(o.min or 0, 0), y + 0.3, text, fontsize=7, ha="left", va="bottom", gid=f"range:{label}")
 
     static = [(o, y, label) for o, y, label in zip(rows, ys, labels) if o.obtained == "static"]
     if static:
@@ -124,7 +126,7 @@ def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
     ax.set_xlim(left=0, right=right * 1.04)
     ax.set_xlabel("size")
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title(title or "dim ranges: obtained, with requested-vs-obtained differences in red")
+    ax.set_title(title or "dim ranges obtained (red: differs from the request)", fontsize="medium")
     handles = [
         Patch(color=DYNAMIC_COLOR, alpha=0.75, label="dynamic [min, max]"),
         Patch(facecolor=DYNAMIC_COLOR, alpha=0.75, hatch="//", label="open-ended max"),
@@ -132,7 +134,8 @@ def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
         Line2D([], [], marker="D", linestyle="", color=EXAMPLE_COLOR, markersize=5, label="example size"),
         Patch(facecolor="white", edgecolor=MISMATCH_COLOR, linewidth=2, label="differs from request"),
     ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small", frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.3 if n > 2 else -0.6), ncol=3,
+              fontsize="x-small", frameon=False)
     return figure
 
 
@@ -168,8 +171,8 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
             if key in involved:
                 involved[key].append(g)
 
-    figure = new_figure(11.0, _rows_height(n))
-    grid = figure.add_gridspec(1, 2, width_ratios=[1, 2.6])
+    figure = new_figure(PANE_WIDTH, _rows_height(n))
+    grid = figure.add_gridspec(1, 2, width_ratios=[1, 1.6])
     ax = figure.add_subplot(grid[0, 0])
     text_ax = figure.add_subplot(grid[0, 1], sharey=ax)
     left = {row: 0 for row in rows}
@@ -196,7 +199,7 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
 
     text_ax.axis("off")
     text_ax.set_xlim(0, 1)
-    per_line = 200 if n <= 20 else 150
+    per_line = 60 if n <= 20 else 48  # what fits beside the bars in a pane
     for row in rows:
         sources: list[str] = []
         for g in involved[row]:
@@ -206,7 +209,6 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
                 sources.append(entry)
         text = " | ".join(_short(s, 70) for s in sources) if sources else "—"
         text_ax.text(0.0, ys[row], _short(text, per_line), va="center", ha="left",
-                     fontsize=_label_size(n) - 1, family="monospace", gid=f"sources:{row}")
-    text_ax.set_title("user lines that added them", fontsize="small", loc="left")
-    ax.set_title(title or "shape guards per input axis", loc="left")
+                     fontsize=_label_size(n) - 2, family="monospace", gid=f"sources:{row}")
+    figure.suptitle(title or "shape guards per input axis, and the lines that added them", fontsize="medium")
     return figure
