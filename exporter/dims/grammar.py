@@ -96,15 +96,17 @@ def parse_axis_request(text: str) -> AxisRequest:
     return AxisRequest(path, axis, policy, text)
 
 
-def parse_policy(text: str, *, request: str | None = None, target: str = "x.0") -> AxisPolicy:
+def parse_policy(text: str, *, request: str | None = None, target: str | None = None) -> AxisPolicy:
     """The POLICY of a request: ``auto`` / ``static`` / ``dynamic`` (any case), a dim name
     (:class:`~exporter.dims.Name`), or ``name:min:max`` (a strict :class:`~exporter.dims.Dim`;
     either bound may be empty). ``request`` (the whole text) and ``target`` (``x.0``) make the
-    errors quote what the user wrote."""
+    errors quote what the user wrote (without them, as for the widget's fields, the fixes are
+    the POLICY alone)."""
     quoted = request if request is not None else text
+    at = f"{target}=" if target else ""
     stripped = text.strip()
     if not stripped:
-        raise _refused(quoted, "no policy after '='", f"{target}=batch (a dim name), {target}=auto or {target}=static")
+        raise _refused(quoted, "no policy after '='", f"{at}batch (a dim name), {at}auto or {at}static")
     if stripped.lower() in POLICY_WORDS:
         return POLICY_WORDS[stripped.lower()]
     name, *bounds = stripped.split(":")
@@ -112,28 +114,28 @@ def parse_policy(text: str, *, request: str | None = None, target: str = "x.0") 
         low = bounds[0] if bounds else ""
         raise _refused(
             quoted, f"{stripped!r} is neither NAME nor NAME:MIN:MAX (a range needs two colons)",
-            f"{target}={name}:{low}:  (min only), {target}={name}::{low or 64}  (max only) or {target}={name}",
+            f"{at}{name}:{low}:  (min only), {at}{name}::{low or 64}  (max only) or {at}{name}",
         )
     if not name.isidentifier():
         raise _refused(
             quoted, f"{name!r} is not a dim name (a Python identifier such as batch or seq_len)",
-            f"{target}=batch" + (f":{bounds[0]}:{bounds[1]}" if bounds else "")
+            f"{at}batch" + (f":{bounds[0]}:{bounds[1]}" if bounds else "")
             + ", or auto / static / dynamic",
         )
     if not bounds:
-        return _checked(lambda: Name(name), quoted, target)
-    low, high = (_bound(bound, which, quoted, target, name) for bound, which in zip(bounds, ("min", "max")))
+        return _checked(lambda: Name(name), quoted, at)
+    low, high = (_bound(bound, which, quoted, at, name) for bound, which in zip(bounds, ("min", "max")))
     if low is not None and high is not None and low > high:
-        raise _refused(quoted, f"min {low} is greater than max {high}", f"{target}={name}:{high}:{low}")
+        raise _refused(quoted, f"min {low} is greater than max {high}", f"{at}{name}:{high}:{low}")
     if high is not None and high <= (low or 0):
         raise _refused(
             quoted, f"min {low or 0} and max {high} allow a single size: that is a static axis",
-            f"{target}=static (the example size), or a wider range: {target}={name}:{low or 0}:{(low or 0) + 1}",
+            f"{at}static (the example size), or a wider range: {at}{name}:{low or 0}:{(low or 0) + 1}",
         )
-    return _checked(lambda: Dim(name, min=low, max=high), quoted, target)
+    return _checked(lambda: Dim(name, min=low, max=high), quoted, at)
 
 
-def _bound(text: str, which: str, request: str, target: str, name: str) -> int | None:
+def _bound(text: str, which: str, request: str, at: str, name: str) -> int | None:
     text = text.strip()
     if not text:
         return None
@@ -141,18 +143,18 @@ def _bound(text: str, which: str, request: str, target: str, name: str) -> int |
         value = int(text)
     except ValueError:
         raise _refused(request, f"the {which} {text!r} is not an integer",
-                       f"{target}={name}:1:4096 (leave a bound empty for none: {name}::4096)") from None
+                       f"{at}{name}:1:4096 (leave a bound empty for none: {name}::4096)") from None
     if value < 0:
         raise _refused(request, f"the {which} {value} is negative (sizes are >= 0)",
-                       f"leave the bound empty for none, e.g. {target}={name}::4096")
+                       f"leave the bound empty for none, e.g. {at}{name}::4096")
     return value
 
 
-def _checked(build: Any, request: str, target: str) -> AxisPolicy:
+def _checked(build: Any, request: str, at: str) -> AxisPolicy:
     try:
         return build()
     except SpecError as exc:  # Dim's own checks, said about the text
-        raise _refused(request, exc.reason, exc.hint or f"{target}=batch") from None
+        raise _refused(request, exc.reason, exc.hint or f"{at}batch") from None
 
 
 def one_line(exc: SpecError) -> str:

@@ -136,3 +136,10 @@ def test_requests_are_checked_against_the_example_inputs(texts, message):
     with pytest.raises(SpecError) as raised:
         spec_from_requests(Pair(), (torch.randn(2, 3, 4), torch.randn(5)), {}, None, requests(*texts))
     assert one_line(raised.value) == message
+
+
+def test_a_policy_alone_as_the_widgets_fields_give_it_is_read_by_the_same_grammar():
+    assert parse_policy("seq") == Name("seq") and parse_policy("seq:2:64") == Dim("seq", min=2, max=64)
+    with pytest.raises(SpecError) as raised:
+        parse_policy("seq:9:2")
+    assert one_line(raised.value) == "'seq:9:2': min 9 is greater than max 2; fix: seq:2:9"
