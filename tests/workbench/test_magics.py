@@ -312,3 +312,15 @@ def test_no_widget_prints_text_even_with_a_front_end(ip, monkeypatch, capsys):
     monkeypatch.setattr("IPython.display.display", lambda obj: pytest.fail("no widget expected"))
     ip.run_line_magic("onnx_export", "--no-widget --no-verify model(x)")
     assert "optimize" in capsys.readouterr().out
+
+
+def test_the_o_name_follows_the_widget_until_the_user_assigns_it():
+    from workbench.magics import _rebinder
+
+    namespace = {"s": "first"}
+    bind = _rebinder(namespace, "s", "first")
+    bind("second")
+    assert namespace["s"] == "second"
+    namespace["s"] = "mine"  # the user took the name back
+    bind("third")
+    assert namespace["s"] == "mine"

@@ -354,3 +354,67 @@ def test_compare_button_times_the_variants_in_the_benchmark_tab():
     shown = wb.benchmark_view.compare.value
     assert "ok" in shown and "unoptimized" in shown and "<table" in shown
     assert "wb-run-compare" in wb.benchmark_view.compare_button._dom_classes
+
+
+def test_a_named_dim_is_a_torch_onnx_string_name_and_a_dim_with_bounds_is_strict():
+    from exporter.dims import Name
+
+    wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: AUTO})
+    row = wb.axis_row("x", 0)
+    row.name.value = "rows"
+    row.policy.value = "name"
+    wb.wait()
+    policy = wb.session.spec.policy("x", 0)
+    assert type(policy) is Name and policy.name == "rows"
+    assert "dynamic rows" in shown(wb, "x", 0) and "{0: 'rows'}" in wb.dims_view.code.value
+
+    row.min.value, row.max.value = "2", "64"
+    row.policy.value = "Dim"
+    wb.wait()
+    policy = wb.session.spec.policy("x", 0)
+    assert type(policy) is Dim and (policy.name, policy.min, policy.max) == ("rows", 2, 64)
+
+
+def test_the_copy_button_carries_the_code_shown_and_the_box_says_updating_during_a_capture():
+    import html as html_module
+
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), x={0: Dim("batch")})
+    carried = re.search(r'data-code="([^"]*)"', wb.dims_view.copy.value).group(1)
+    assert html_module.unescape(carried) == wb.dims_view.code.value and "Dim('batch')" in wb.dims_view.code.value
+    assert wb.cancel_button.disabled and wb.cancel_button.button_style == ""  # idle: grey, not orange
+
+    model.gate.clear()
+    model.entered.clear()
+    wb.axis_control("x", 0).value = "STATIC"
+    assert model.entered.wait(60)
+    assert "updating" in wb.dims_view.code_title.value and wb.dims_view.code.value.startswith("# updating")
+    assert "disabled" in wb.dims_view.copy.value and wb.cancel_button.button_style == "warning"
+    model.gate.set()
+    wb.wait()
+    assert "updating" not in wb.dims_view.code_title.value and "dynamic_shapes = None" in wb.dims_view.code.value
+    assert wb.cancel_button.disabled and wb.cancel_button.button_style == ""
+
+
+def test_bind_hears_every_session_the_widget_shows():
+    bound = []
+    session = Session(Tiny(), (torch.randn(4, 8),), options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
+    wb = Workbench(session, follow="capture", bind=bound.append).wait()
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+    assert bound and bound[-1] is wb.session and wb.session.spec.policy("x", 0) is STATIC
+
+
+def test_a_verify_run_in_the_widget_is_kept_on_the_session_it_ran_on():
+    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    wb.verify_view.button.click()
+    wb.wait()
+    first = wb.session
+    assert first.last_verify is not None and first.last_verify.ok
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+    assert "not run" in text(wb.verify_view.status.value) or "earlier dim spec" in text(wb.verify_view.status.value)
+    wb.axis_control("x", 0).value = "Dim"  # back to the spec verified before: its verify is found again
+    wb.wait()
+    assert wb.session.last_verify is first.last_verify
+    assert "earlier dim spec" not in wb.verify_view.status.value and "PASSED" in wb.verify_view.status.value
