@@ -83,17 +83,21 @@ __all__ = [
     "failure_section",
     "fixes_section",
     "guards_section",
+    "mapping_section",
     "number",
     "profile_section",
     "render",
     "repr_html",
+    "result_line",
     "session_html",
     "session_section",
     "stages_table",
+    "status_word",
     "sweep_section",
     "to_html",
     "to_markdown",
     "tone_of",
+    "user_terms",
     "verify_section",
 ]
 
@@ -800,17 +804,12 @@ def attempts_table(attempts: Sequence[Any]) -> Table:
 @presents("exporter.shapes.outcomes.DimOutcomes")
 def dims_section(dims: Any, title: str = "Dims") -> Section:
     """Per input axis: example size, requested policy, obtained result and range, and why.
-    When capture failed, only the axes the failure names are ``failed``; the others were
-    not reached (``not run``)."""
+    When capture failed, only the axes the failure names read ``failed``."""
     badge = Badge.status(Status.FAILED) if dims.error else Badge(str(dims.strategy or "not captured"), "muted")
     rows = []
     for o in dims.outcomes:
-        obtained = o.obtained
-        if obtained == "failed" and not o.reason:
-            obtained = Status.NOT_RUN.value
-        rng = o.range_text
         why = "; ".join(x for x in (user_terms(o.reason), f"note: {o.note}" if o.note else "") if x)
-        rows.append((o.name, o.example, o.requested, obtained, rng, o.dim or "", why, o.source))
+        rows.append((o.name, o.example, o.requested, o.obtained, o.range_text, o.dim or "", why, o.source))
     verdict = None
     if dims.error:
         failing = [o.name for o in dims.outcomes if o.obtained == "failed" and o.reason]

@@ -118,17 +118,18 @@ class DimOutcome:
     @property
     def range_text(self) -> str:
         """The obtained range as a person reads it: ``[1, inf]`` for a dynamic dim (see
-        :data:`ZERO_MIN_NOTE`), the size for a static one, "" when capture failed."""
+        :data:`ZERO_MIN_NOTE`), the size for a static one, "" when capture failed or did not
+        reach this axis."""
         if self.obtained == DYNAMIC_RESULT:
             return range_text(self.min, self.max)
-        return "" if self.obtained == FAILED_RESULT else str(self.min)
+        return str(self.min) if self.obtained == STATIC_RESULT else ""
 
     @property
     def result_text(self) -> str:
-        """One line: ``dynamic batch [1, inf]``, ``static 4`` or ``failed``."""
+        """One line: ``dynamic batch [1, inf]``, ``static 4``, ``failed`` or ``not run``."""
         if self.obtained == DYNAMIC_RESULT:
             return f"dynamic {self.dim or self.symbol} {self.range_text}"
-        return f"static {self.min}" if self.obtained == STATIC_RESULT else "failed"
+        return f"static {self.min}" if self.obtained == STATIC_RESULT else self.obtained
 
     def to_dict(self) -> dict[str, Any]:
         return {
