@@ -326,6 +326,7 @@ def dim_groups(
     return tuple(_with_guard_sizes(out, tuple(session.guards)))
 
 
+_MAX_GUARDS = 24  # remainder guards read per group (each is evaluated at up to 16 sizes)
 _MODULAR = frozenset({"Mod", "PythonMod", "FloorDiv", "CleanDiv", "floor", "ceiling"})
 
 
@@ -382,9 +383,11 @@ def guard_sizes(group: DimGroup, groups: Sequence[DimGroup], guards: Sequence[An
     relevant = [g for g in guards if getattr(g, "expr", None) is not None
                 and mine & {s.name for s in g.expr.free_symbols}]
     modular = [(g, _modular_divisors(g.expr)) for g in relevant]
-    modular = [(g, d) for g, d in modular if d]
+    modular = [(g, d) for g, d in modular if d][:_MAX_GUARDS]
     if not modular:
         return ()
+    if len(relevant) > 2 * _MAX_GUARDS:  # a model with hundreds of guards: keep the cost bounded
+        relevant = [g for g, _ in modular]
     divisors = sorted({d for _, ds in modular for d in ds})
     product = 1
     for d in divisors:
