@@ -221,13 +221,12 @@ def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) ->
 
 
 def _candidates(members: list[Axis], ranges: dict, guards: Guards | None, kinds: tuple[str, ...]) -> list[Guard]:
-    """The guards that may explain a narrowed range: those that solved it, else every guard of
-    its axes; the user's code first."""
+    """The guards that may explain a narrowed range: those that solved it, then every other
+    guard of its axes (the solver keeps the first guards that narrow, and a later one may set
+    the end: Wav2Vec2's ``length // 10 - 1 > 1`` after ``1 < length``); the user's code first."""
     solved = [g for m in members if (found := ranges.get(m)) is not None for g in found.guards]
-    found = list(dict.fromkeys(solved)) or [
-        g for g in (guards.for_axes(members) if guards is not None else ()) if g.kind in kinds
-    ]
-    return sorted(found, key=lambda g: not (g.file and g.code))
+    others = [g for g in (guards.for_axes(members) if guards is not None else ()) if g.kind in kinds]
+    return sorted(dict.fromkeys(solved + others), key=lambda g: not (g.file and g.code))
 
 
 def plain_violation(line: str, bound: Any = None, spec: Any = None) -> str:
