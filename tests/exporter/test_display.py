@@ -214,6 +214,7 @@ def test_benchmark_text_starts_with_its_headline_then_one_row_per_engine():
     header = next(line for line in lines if line.lstrip().startswith("engine"))
     rows = lines[lines.index(header) + 1:]
     assert [row.split()[0] for row in rows] == ["onnxruntime", "eager"]
+    assert repr(result) == result.summary() == render(result).to_text()  # one text, from the section
 
 
 def test_failed_benchmark_engine_shows_its_error():
