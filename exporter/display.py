@@ -647,7 +647,7 @@ def failure_blocks(failure: Any, fallback: str | None = None) -> list[Block]:
         blocks: list[Block] = [Note(failure_sentence(failure), "fail")]
         rest = failure.strip()
         if rest != _first_line(rest):
-            blocks.append(Details("torch said", (Pre(rest),)))
+            blocks.append(Details("torch said", (Pre(rest),), in_text=False))
         return blocks
     blocks = [Note(failure_sentence(failure), "fail")]
     if failure.source:
