@@ -44,7 +44,7 @@ def test_quickstart_runs_top_to_bottom_in_jupyterlab(lab, page, artifacts, failu
     ports = _wait_for_text(page, f"{WIDGET} .wb-onnx-ports", "batch")
     assert "x" in ports and "16" in ports
     page.locator(f"{WIDGET} .lm-TabBar-tab", has_text="Verify").first.click()
-    assert "passed" in _wait_for_text(page, f"{WIDGET} .wb-verify-status", "passed")
+    assert "Verification PASSED" in _wait_for_text(page, f"{WIDGET} .wb-verify-status", "Verification PASSED")
 
     page.get_by_text("x: ['batch', 16]").first.wait_for(state="visible")
     assert (lab.root / "out" / "tiny.onnx").is_file()

@@ -127,7 +127,15 @@ def _check_readable(page, index: int, tab: str) -> str:
 
 def _shot(page, index: int, name: str, artifacts: Path) -> None:
     path = artifacts / f"tab-{name}.png"
-    _widget(page, index).screenshot(path=str(path))
+    widget = _widget(page, index)
+    viewport = page.viewport_size
+    height = widget.bounding_box()["height"]
+    if height > viewport["height"] - 150:  # a long tab: a taller window (same width) for the picture
+        page.set_viewport_size({"width": viewport["width"], "height": int(height) + 300})
+        page.wait_for_timeout(300)
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=str(path))
+    page.set_viewport_size(viewport)
     if os.environ.get("WB_UPDATE_DOCS"):
         shutil.copy(path, REPO / "docs" / path.name)
 

@@ -51,7 +51,7 @@ def latency_histogram(result: Any, *, bins: int = 40) -> Any:
         interval = getattr(result, "speedup_ci", None)
         if interval is not None:
             title += f" (95% {interval[0]:.2f}–{interval[1]:.2f}x)"
-    ax.set_title(title)
+    ax.set_title(title, fontsize="medium")
     ax.legend(loc="upper right", fontsize="small")
     _busy_note(ax, getattr(result, "warning", None))
     return figure

@@ -106,6 +106,6 @@ class BenchmarkView:
     def show_compare(self, result: Any, current: bool = True) -> None:
         from exporter.display import render
 
-        stale = "" if current else _STALE
-        head = verdict(result.status, f"variants: {len(result.rows)} timed in the same rounds{stale}")
-        self.compare.value = pane(head, render(result))
+        # The core's section starts with its own verdict line (which variant is fastest).
+        stale = "" if current else verdict("earlier", _STALE.strip(" ()"), tone="muted")
+        self.compare.value = pane(stale, render(result))
