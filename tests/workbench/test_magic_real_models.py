@@ -40,13 +40,15 @@ def ip(ipython_shell):
     return ipython_shell
 
 
-def magic_line(real, name: str) -> str:
-    """``--dynamic input_ids.0=batch ... model(input_ids=input_ids, ...)`` for a RealModel."""
+def magic_line(real, name: str, strict: bool = False) -> str:
+    """``--dynamic input_ids.0=batch ... model(input_ids=input_ids, ...)`` for a RealModel
+    (``batch::``, a strict Dim, with ``strict``)."""
     from exporter.inputs import bind_inputs
 
     bound = bind_inputs(real.model, real.args, real.kwargs)
     positional = list(bound.parameter_names)[: len(real.args)]
-    axes = " ".join(f"--dynamic {path}.{axis}={dim}" for path, dims in real.names.items() for axis, dim in dims.items())
+    tail = "::" if strict else ""
+    axes = " ".join(f"--dynamic {path}.{axis}={dim}{tail}" for path, dims in real.names.items() for axis, dim in dims.items())
     call = ", ".join(positional + [f"{key}={key}" for key in real.kwargs])
     return f"--no-widget --no-verify -o {name} {axes} model({call})"
 
@@ -79,3 +81,14 @@ def test_the_magic_with_bare_names_exports_what_the_api_exports(ip, capsys, asse
 
     args, kwargs = real.second()
     assert_matches_eager(session, *args, rtol=1e-3, atol=1e-4, **kwargs)
+
+    # The strict meaning (name::) is refused, said in the user's terms, and its fix is the range
+    # the name obtained.
+    ip.run_line_magic("onnx_export", magic_line(real, "strict", strict=True))
+    refused = ip.user_ns["strict"]
+    assert refused.failed_stage is not None and refused.failed_stage.name == "capture"
+    said = refused.dims.rejected[0]
+    assert refused.failed_stage.failure.message.startswith(said.problem)
+    assert "L['" not in said.problem and "Not all values" in refused.failed_stage.failure.library_text
+    obtained = session.dims[said.axis]
+    assert (said.fix.min or 0, said.fix.max) == (obtained.min, obtained.max), (said.sentence, obtained)
