@@ -164,3 +164,28 @@ def test_swin_verify_fails_at_the_window_guard_and_leaves_the_model_as_it_was(sw
     with torch.no_grad():
         after = swin(pixels).last_hidden_state
     assert torch.equal(before, after)
+
+
+class ShrinksItsWindow(torch.nn.Module):
+    """Like Swin's set_shift_and_window_size: a call at a size below the window rebinds it."""
+
+    def __init__(self):
+        super().__init__()
+        self.window = 4
+
+    def forward(self, x):
+        if not torch.compiler.is_exporting() and x.shape[0] < self.window:
+            self.window = x.shape[0]
+        return x * self.window
+
+
+def test_a_model_that_changes_itself_when_called_is_reported_and_left_as_it_was():
+    model = ShrinksItsWindow()
+    result = session(model, torch.randn(8, 2), dims={"x": {0: "batch"}}).verify()
+    assert model.window == 4  # the 1-, 2- and 3-row cases rebound it; verify put it back each time
+    (change,) = [f for f in result.findings if f.kind == "model_changes_itself"]
+    assert "this model changes itself when called at batch=" in change.message and "`window` 4 → " in change.message
+    assert any(c.state_changes for c in result.cases)
+    # Every case ran the model as given, so its own rebinding cannot turn later cases wrong.
+    bad = [c for c in result.cases if not c.ok and c.edge is None and dict(c.sizes)["batch"] >= 4]
+    assert not bad, result.summary()
