@@ -189,3 +189,27 @@ def test_a_model_that_changes_itself_when_called_is_reported_and_left_as_it_was(
     # Every case ran the model as given, so its own rebinding cannot turn later cases wrong.
     bad = [c for c in result.cases if not c.ok and c.edge is None and dict(c.sizes)["batch"] >= 4]
     assert not bad, result.summary()
+
+
+class PadsToFour(torch.nn.Module):
+    """Pads its frames to a multiple of 4 (a window partition): from an example whose frame
+    count is a multiple of 4, the export keeps only the no-padding branch."""
+
+    def forward(self, x):
+        n = x.shape[-1]
+        if n % 4 != 0:
+            x = torch.nn.functional.pad(x, (0, 4 - n % 4))
+        return x.reshape(x.shape[0], -1, 4).mean(-1)
+
+
+def test_sizes_that_keep_and_break_a_remainder_guard_are_compared_and_the_break_names_the_guard():
+    result = session(PadsToFour(), torch.randn(2, 32), dims={"x": {0: "batch", 1: "length"}}).verify()
+    assert result.status == "failed", result.summary()
+    (length,) = [g for g in result.groups if g.label == "length"]
+    kinds = {kind: size for kind, size, _ in length.guard_sizes}
+    assert kinds["guards hold"] % 4 == 0 and kinds["breaks guard"] % 4 != 0
+    assert all(length.in_obtained_range(size) for size in kinds.values())
+    held = result.case(f"length={kinds['guards hold']} guards hold")
+    assert held.ok
+    broken = next(f for f in result.findings if f.case == f"length={kinds['breaks guard']} breaks guard")
+    assert "breaks the guard Mod(x.shape[1], 4)" in broken.cause and "which held at the example 32" in broken.cause
