@@ -410,6 +410,12 @@ def verify(
         cancel: a :class:`~exporter.events.CancelToken` checked between cases; once set, the
             result has status ``cancelled`` and holds the cases run so far.
 
+    The result is ``passed`` only when every dim group swept was compared at a size other
+    than the example; ``not_verified`` when eager PyTorch raised at every other size of a group
+    (or none was tried), with the reason in a ``not_verified`` finding; ``failed`` when a case
+    differs or onnxruntime fails, or the contract is broken. Every eager run leaves the module
+    as it was (:func:`exporter.model_state.preserved`).
+
     Raises ``ValueError`` at once for a bad argument (a ``sizes=`` key naming no dim group,
     or a derived one).
     """
