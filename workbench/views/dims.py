@@ -271,6 +271,7 @@ class DimsView:
         self.message.value = self._capture_message(session, capture)
         fixes = session.suggested_fixes
         self.fixes_button.disabled = not bool(fixes)
+        self.fixes_button.button_style = "primary" if fixes else ""  # the one thing to click after a rejection
         if fixes:
             self.fixes.value = pane(verdict("fix", "Apply suggested fixes re-exports with these dims:", tone="info"),
                                     Pre("\n".join(f.text for f in fixes)),
