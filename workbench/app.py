@@ -12,7 +12,9 @@
 
 The widget holds one current :class:`exporter.Session` and replaces it with a derived one
 (``with_axis``, ``apply_suggested_fixes``) on every change; derived sessions share the stage
-cache, so a spec seen before answers at once. Every long step runs on the exporter's worker
+cache, so a spec seen before answers at once. Analyses run here are kept by the core with the
+exported model (``session.analyses``), so a script, ``session.report()`` and a spec revisited
+later find them; ``bind`` hears of every session shown (``%onnx_export -o NAME`` rebinds NAME). Every long step runs on the exporter's worker
 thread through ``session.submit(...)`` (the kernel keeps answering), reports through an
 observer to a progress bar, and stops at the next step when Cancel is clicked. A failed step
 shows its error beside the last good result; a cancelled one puts the previous result back.
