@@ -162,7 +162,8 @@ class VerifyResult:
             base = {"case": c.name, "sizes": c.sizes_text, "outside_obtained_range": ", ".join(c.outside_obtained)}
             if not c.outputs:
                 rows.append({**base, "output": None, "status": c.status, "max_abs": None, "max_rel": None,
-                             "mismatched": None, "shape": None, "tolerance": None, "detail": c.error})
+                             "mismatched": None, "shape": None, "tolerance": None, "atol_applied": None,
+                             "detail": c.error})
                 continue
             for o in c.outputs:
                 rows.append({
@@ -170,10 +171,11 @@ class VerifyResult:
                     "max_abs": o.max_abs, "max_rel": o.max_rel, "mismatched": o.mismatched,
                     "shape": list(o.actual_shape or o.expected_shape or ()),
                     "tolerance": str(o.tolerance) if o.tolerance else None,
+                    "atol_applied": getattr(o, "atol_applied", None),
                     "detail": None if o.ok else o.describe(),
                 })
         columns = ["case", "sizes", "output", "status", "max_abs", "max_rel", "mismatched", "shape",
-                   "tolerance", "outside_obtained_range", "detail"]
+                   "tolerance", "atol_applied", "outside_obtained_range", "detail"]
         return pd.DataFrame(rows, columns=columns)
 
     def groups_frame(self) -> Any:
@@ -187,11 +189,12 @@ class VerifyResult:
                     "obtained": "specialized" if g.specialized else f"{g.symbol} {g.describe_range()}",
                     "onnx": ", ".join(map(str, g.onnx_dims)), "sizes": list(g.sizes),
                     "derived": g.derived_text or "", "causes": "; ".join(g.causes),
+                    "guard_sizes": "; ".join(f"{size} ({kind}: {text})" for kind, size, text in g.guard_sizes),
                 }
                 for g in self.groups
             ],
             columns=["dim", "axes", "requested", "example", "requested_range", "obtained", "onnx", "sizes", "derived",
-                     "causes"],
+                     "causes", "guard_sizes"],
         )
 
     def compared_sizes(self) -> dict[str, tuple[int, ...]]:
