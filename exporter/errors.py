@@ -68,6 +68,7 @@ class Status(str, enum.Enum):
 _STATUS_WORDS = {
     "passed": Status.PASS, "error": Status.FAILED, "ort_error": Status.FAIL,
     "dtype_mismatch": Status.FAIL, "eager_error": Status.SKIPPED,
+    "not_verified": Status.FAIL,
 }
 
 
