@@ -1,0 +1,593 @@
+"""Per-node numeric differences: every ONNX node's output against the FX node it came from.
+
+:func:`compare_intermediates` runs the decomposed program (what was translated) in a
+``torch.fx.Interpreter`` and the optimized ONNX model (what the user saves) in onnxruntime,
+with node outputs exposed as graph outputs, on one set of inputs (a verify case), and pairs
+each ONNX node output with the FX value of the same name (the torch exporter names the value
+an FX node becomes after the node; a graph output pairs with the program's user output at its
+position). Each pair is judged by verify's rule (:func:`exporter.verify.tolerance.compare`:
+``atol`` scaled to the value's magnitude). ONNX nodes whose outputs have no FX counterpart
+(the inner steps of one FX node's translation, values an optimizer fusion created) are listed
+as ``not compared``, with the reason.
+
+Memory: values stream in chunks. A first FX run measures every paired value and keeps them
+while their total stays under ``max_bytes``; the ONNX model then runs once per chunk of nodes
+whose outputs fit in ``max_bytes`` (with the FX run repeated per chunk, keeping that chunk's
+values only, when the first run could not keep them all). Only the metrics stay: at most about
+``2 * max_bytes`` of intermediate values are held at once (``peak_bytes`` says how much was).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..presentation import Presentable
+
+__all__ = ["IntermediateComparison", "IntermediateRow", "compare_intermediates"]
+
+ROW_STATUSES = ("pass", "fail", "mismatch", "not compared")
+METRICS = ("max_abs", "max_rel")
+DEFAULT_MAX_BYTES = 256 << 20
+_COLUMNS = ["onnx_node", "onnx_op", "onnx_value", "fx_nodes", "fx_value", "module", "source", "status",
+            "max_abs", "max_rel", "atol_applied", "onnx_shape", "fx_shape", "dtype", "nonfinite_onnx",
+            "nonfinite_fx", "reason"]
+
+
+@dataclass(frozen=True)
+class IntermediateRow:
+    """One ONNX node of the optimized model, in topological order.
+
+    ``status``: ``pass`` (its output matches its FX value within tolerance), ``fail`` (it
+    does not), ``mismatch`` (another shape or dtype), ``not compared`` (``reason`` says why:
+    no FX counterpart, no FX origin...). ``onnx_value`` / ``fx_value`` name the pair compared
+    (for a node with several paired outputs, the worst). ``atol_applied`` is the absolute slack
+    verify's rule allowed (``atol + scale * max|fx|``); ``nonfinite_*`` count NaN/Inf elements."""
+
+    onnx_node: str
+    onnx_op: str
+    fx_nodes: tuple[str, ...]
+    module: str | None
+    source: str | None
+    status: str
+    onnx_value: str | None = None
+    fx_value: str | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    atol_applied: float | None = None
+    onnx_shape: tuple[int, ...] | None = None
+    fx_shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    nonfinite_onnx: int = 0
+    nonfinite_fx: int = 0
+    reason: str | None = None
+
+    @property
+    def bad(self) -> bool:
+        """Its error exceeds the tolerance, or its shape / dtype differs."""
+        return self.status in ("fail", "mismatch")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _COLUMNS}
+        out["fx_nodes"] = ", ".join(self.fx_nodes)
+        return out
+
+    def describe(self) -> str:
+        where = f" in {self.module}" if self.module else ""
+        head = f"ONNX {self.onnx_op} {self.onnx_node!r}{where}"
+        if self.status == "not compared":
+            return f"{head}: not compared ({self.reason})"
+        pair = f" (value {self.onnx_value!r} vs FX {self.fx_value!r})"
+        if self.status == "mismatch":
+            return f"{head}{pair}: {self.reason}"
+        detail = f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}"
+        if self.atol_applied is not None:
+            detail += f", allowed abs {self.atol_applied:.3g}"
+        return f"{head}{pair}: {self.status}, {detail}" + (f"; {self.reason}" if self.reason else "")
+
+
+@dataclass(frozen=True, repr=False)
+class IntermediateComparison(Presentable):
+    """What :func:`compare_intermediates` returns.
+
+    ``status``: ``passed`` (every compared value within tolerance and the program's outputs
+    match eager PyTorch), ``failed`` (a node is bad: see :attr:`first_bad`; or the program
+    already differs from eager: ``program_differs``; or nothing could run: ``error``).
+    ``rows``: one :class:`IntermediateRow` per ONNX node of the optimized model, in topological
+    order. ``chunks``: onnxruntime runs made; ``fx_runs``: FX interpreter runs; ``peak_bytes``:
+    the most intermediate-value bytes held at once (both sides)."""
+
+    case: str
+    status: str
+    rows: tuple[IntermediateRow, ...] = ()
+    error: str | None = None
+    program_differs: str | None = None
+    chunks: int = 0
+    fx_runs: int = 0
+    peak_bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def first_bad(self) -> IntermediateRow | None:
+        """The first ONNX node (topological order) whose output exceeds verify's tolerance
+        or has another shape or dtype than its FX value; None when there is none."""
+        return next((row for row in self.rows if row.bad), None)
+
+    @property
+    def compared(self) -> int:
+        return sum(row.status != "not compared" for row in self.rows)
+
+    def row(self, onnx_node: str) -> IntermediateRow:
+        for row in self.rows:
+            if row.onnx_node == onnx_node:
+                return row
+        raise KeyError(f"no ONNX node {onnx_node!r} in this comparison")
+
+    def values(self, metric: str = "max_abs") -> dict[str, float]:
+        """ONNX node name → ``metric`` (``max_abs`` or ``max_rel``) for every compared node:
+        what a graph overlay paints. A shape or dtype mismatch counts as ``inf``."""
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; metrics are {', '.join(METRICS)}")
+        out: dict[str, float] = {}
+        for row in self.rows:
+            if row.status == "mismatch":
+                out[row.onnx_node] = float("inf")
+            elif row.status in ("pass", "fail") and getattr(row, metric) is not None:
+                out[row.onnx_node] = float(getattr(row, metric))
+        return out
+
+    def fx_values(self, metric: str = "max_abs") -> dict[str, float]:
+        """FX node name → the largest ``metric`` of the ONNX nodes compared against it."""
+        by_node = self.values(metric)
+        out: dict[str, float] = {}
+        for row in self.rows:
+            if row.onnx_node in by_node and row.fx_value:
+                out[row.fx_value] = max(out.get(row.fx_value, 0.0), by_node[row.onnx_node])
+        return out
+
+    def to_frame(self) -> Any:
+        """One row per ONNX node: onnx_node, onnx_op, onnx_value, fx_nodes, fx_value, module,
+        source, status, max_abs, max_rel, atol_applied, onnx_shape, fx_shape, dtype,
+        nonfinite_onnx, nonfinite_fx, reason."""
+        import pandas as pd
+
+        return pd.DataFrame([row.to_dict() for row in self.rows], columns=_COLUMNS)
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return f"not compared ({self.case}): {self.error}"
+        counts = f"{self.compared} of {len(self.rows)} ONNX nodes compared"
+        bad = self.first_bad
+        if bad is not None:
+            text = f"first bad node ({self.case}): {bad.onnx_node} ({bad.onnx_op})"
+            if bad.module:
+                text += f" in {bad.module}"
+            if bad.status == "fail":
+                text += f", max abs {bad.max_abs:.3g} > allowed {bad.atol_applied:.3g}"
+            return f"{text}; {counts}"
+        if self.program_differs:
+            return f"every compared node matches its FX value, but the program differs from eager PyTorch ({self.case}); {counts}"
+        return f"every compared node matches its FX value ({self.case}); {counts}"
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def compare_intermediates(
+    session: Any,
+    case: Any = None,
+    *,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    tolerances: Any = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> IntermediateComparison:
+    """Compare every ONNX node's output with its FX node's value on one set of inputs.
+
+    ``case``: None or ``"example"`` (the example inputs), a verify case name (of
+    ``session.last_verify``) or a :class:`~exporter.verify.CaseResult` from
+    ``session.verify().cases``: the inputs are rebuilt as verify builds them (the same values
+    when verify ran with its default ``sizes``/``seed``/``max_size`` and no ``make_inputs``
+    hook; else the same sizes with fresh values). ``args`` / ``kwargs``: explicit inputs,
+    given like the model's forward (``case`` then only names them). ``tolerances``: as
+    :func:`exporter.verify.verify` takes them. ``max_bytes``: the intermediate values held
+    per side at once (see the module docstring).
+
+    Never raises for a wrong model or a failing run (a result with ``error``); raises the
+    stage's :class:`~exporter.ExportError` when the export itself failed, and ``ValueError``
+    for a case name verify did not run."""
+    from ..errors import first_line
+
+    start = time.perf_counter()
+    program = session.stage_output("decompose")  # a failed stage raises its ExportError here
+    model = session.stage_output("optimize")
+    mapping = session.graphs.mapping
+    name, case_args, case_kwargs = _case_inputs(session, case, args, kwargs)
+
+    def failed(message: str, **extra: Any) -> IntermediateComparison:
+        return IntermediateComparison(name, "failed", error=message, seconds=time.perf_counter() - start, **extra)
+
+    try:
+        feeds = session.feeds(*case_args, **dict(case_kwargs))  # before eager: a forward may write into its inputs
+    except Exception as exc:  # noqa: BLE001
+        return failed(f"could not build the ONNX inputs: {first_line(exc)}")
+    try:
+        expected = _eager_outputs(session, case_args, case_kwargs)
+    except Exception as exc:  # noqa: BLE001
+        return failed(f"eager PyTorch raised {first_line(exc)}")
+    pairs = _pairs(model, program)
+    wanted = {fx for node_pairs in pairs.values() for _, fx in node_pairs}
+    inputs = _program_inputs(program, session, case_args, case_kwargs)
+    try:
+        outputs, sizes, kept = _run_fx(program, inputs, wanted, max_bytes)
+    except Exception as exc:  # noqa: BLE001
+        return failed(f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
+                      "assumed something that only holds near the example")
+    program_differs = _program_vs_eager(name, model, outputs, expected, tolerances)
+    del outputs, expected
+    fx_runs = 1
+    chunks = _chunks(model, pairs, sizes, max_bytes)
+    rows: dict[str, IntermediateRow] = {}
+    peak = sum(_nbytes(v) for v in kept.values()) if kept is not None else 0
+    runner = _OrtRunner(model)
+    for chunk in chunks:
+        if kept is not None:
+            fx_values = kept
+        else:
+            needed = {fx for node in chunk for _, fx in pairs[node.name]}
+            _, _, fx_values = _run_fx(program, inputs, needed, None)
+            fx_runs += 1
+        value_names = [v for node in chunk for v, _ in pairs[node.name]]
+        try:
+            onnx_values = runner.run(value_names, feeds)
+        except Exception as exc:  # noqa: BLE001
+            return failed(f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}",
+                          fx_runs=fx_runs, chunks=runner.runs)
+        held = sum(_nbytes(v) for v in onnx_values.values()) + sum(_nbytes(fx_values[fx]) for node in chunk
+                                                                  for _, fx in pairs[node.name] if fx in fx_values)
+        peak = max(peak, held)
+        for node in chunk:
+            rows[node.name] = _node_row(name, node, mapping, pairs[node.name], onnx_values, fx_values, tolerances)
+        del onnx_values
+        if kept is None:
+            del fx_values
+    all_rows = tuple(rows.get(n.name) or _not_compared(n, mapping, pairs) for n in _nodes(model))
+    bad = any(r.bad for r in all_rows) or program_differs is not None
+    return IntermediateComparison(
+        name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
+        time.perf_counter() - start,
+    )
+
+
+def _nodes(model: Any) -> list[Any]:
+    from .onnx import onnx_node_name
+
+    return [_Node(onnx_node_name(node, i), node) for i, node in enumerate(model.graph)]
+
+
+@dataclass(frozen=True)
+class _Node:
+    name: str
+    node: Any
+
+
+def _case_inputs(session: Any, case: Any, args: Sequence[Any] | None,
+                 kwargs: Mapping[str, Any] | None) -> tuple[str, tuple, dict]:
+    if args is not None or kwargs is not None:
+        return (case if isinstance(case, str) else "inputs"), tuple(args or ()), dict(kwargs or {})
+    if case is None or case == "example" or getattr(case, "name", None) == "example":
+        return "example", tuple(session.inputs.args), dict(session.inputs.kwargs)
+    if isinstance(case, str):
+        verified = session.last_verify
+        names = [c.name for c in getattr(verified, "cases", ())]
+        if case not in names:
+            known = ", ".join(repr(n) for n in names) or "none: run session.verify() first"
+            raise ValueError(f"no verify case {case!r}; cases are: example, {known}")
+        case = verified.case(case)
+    return case.name, *_rebuild(session, case)
+
+
+def _rebuild(session: Any, case: Any) -> tuple[tuple, dict]:
+    """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
+    from ..verify.groups import dim_groups, plan_cases
+    from ..verify.inputs import make_case_inputs
+    from ..verify.values import edge_value_inputs
+
+    if getattr(case, "edge", None) is not None:
+        args, kwargs = edge_value_inputs(session, case.edge)
+        return tuple(args), dict(kwargs)
+    program = session.stage_output("capture")
+    groups = dim_groups(session, program, session.stage_output("optimize"))
+    seed = 0
+    try:
+        for i, plan in enumerate(plan_cases(groups, 512, None), start=1):
+            if plan.name == case.name and tuple(plan.sizes) == tuple(case.sizes):
+                seed = i
+                break
+    except Exception:  # noqa: BLE001 - no plan: the same sizes with fresh values
+        pass
+    args, kwargs, _ = make_case_inputs(session, program, groups, dict(case.sizes), seed=seed)
+    return tuple(args), dict(kwargs)
+
+
+def _eager_outputs(session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+    import torch
+
+    from .. import _torch_compat as compat
+    from ..model_state import preserved
+    from ..verify.core import _clone_tensors, _expected_outputs
+
+    eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
+    with preserved(session.model, what="when called by compare_intermediates"), torch.inference_mode():
+        result = session.model(*eager_args, **eager_kwargs)
+    return _expected_outputs(compat.tree_flatten_with_path(result))
+
+
+def _program_inputs(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+    """The flat inputs of the program's graph module: user inputs, parameters, buffers, constants."""
+    from ..inputs import bind_inputs
+
+    leaves = iter(bind_inputs(session.model, args, dict(kwargs)).values)
+    state = program.state_dict
+    constants = getattr(program, "constants", {}) or {}
+    inputs: list[Any] = []
+    for spec in program.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            inputs.append(next(leaves))
+        elif kind in ("PARAMETER", "BUFFER") and spec.target in state:
+            inputs.append(state[spec.target])
+        else:
+            inputs.append(constants[spec.target])
+    return inputs
+
+
+def _nbytes(value: Any) -> int:
+    nbytes = getattr(value, "nbytes", None)
+    if nbytes is None and hasattr(value, "element_size"):
+        return int(value.element_size() * value.numel())
+    return int(nbytes or 0)
+
+
+def _run_fx(program: Any, inputs: Sequence[Any], wanted: set[str],
+            budget: int | None) -> tuple[list[Any], dict[str, int], dict[str, Any] | None]:
+    """Run the program's graph once, freeing values after their last use. Returns its user
+    outputs, the size of every wanted value, and the wanted values when they fit ``budget``
+    (None when they do not; every wanted value when ``budget`` is None)."""
+    import torch
+
+    sizes: dict[str, int] = {}
+    kept: dict[str, Any] = {}
+    total = [0, True]
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: Any) -> Any:
+            result = super().run_node(node)
+            if node.name in wanted:
+                size = _nbytes(result)
+                sizes[node.name] = size
+                if total[1]:
+                    total[0] += size
+                    if budget is not None and total[0] > budget:
+                        total[1] = False
+                        kept.clear()
+                    else:
+                        kept[node.name] = result
+            return result
+
+    with torch.no_grad():
+        flat = Recorder(program.graph_module).run(*inputs)
+    flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
+    outputs = [v for v, spec in zip(flat, program.graph_signature.output_specs) if spec.kind.name == "USER_OUTPUT"]
+    return outputs, sizes, (kept if total[1] else None)
+
+
+def _program_vs_eager(case: str, model: Any, outputs: Sequence[Any], expected: Sequence[Any], tolerances: Any) -> str | None:
+    """Why the program's outputs differ from eager PyTorch's (verify's rule), or None."""
+    import torch
+
+    from ..verify.tolerance import compare
+
+    names = [v.name for v in model.graph.outputs]
+    tensors = [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outputs
+               if isinstance(o, (torch.Tensor, bool, int, float))]
+    for i, (got, want) in enumerate(zip(tensors, expected)):
+        check = compare(case, names[i] if i < len(names) else str(i), got, want, tolerances)
+        if not check.ok:
+            return ("the decomposed program already differs from eager PyTorch (" + check.describe()
+                    + "): torch.export baked in behaviour of the example; the ONNX model follows the program")
+    return None
+
+
+def _pairs(model: Any, program: Any) -> dict[str, list[tuple[str, str]]]:
+    """ONNX node name → its ``(ONNX value, FX node)`` pairs: an output named after an FX node,
+    or a graph output paired with the program's user output at its position."""
+    fx_names = {n.name for n in program.graph.nodes if n.op == "call_function"}
+    user_outputs = [getattr(s.arg, "name", None) for s in program.graph_signature.output_specs
+                    if s.kind.name == "USER_OUTPUT"]
+    graph_outputs = [v.name for v in model.graph.outputs]
+    by_output = dict(zip(graph_outputs, user_outputs)) if len(graph_outputs) == len(user_outputs) else {}
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    for node in _nodes(model):
+        found = []
+        for value in node.node.outputs:
+            if not value.name or value.dtype is None:
+                continue
+            fx = value.name if value.name in fx_names else by_output.get(value.name)
+            if fx in fx_names:
+                found.append((value.name, fx))
+        pairs[node.name] = found
+    return pairs
+
+
+def _chunks(model: Any, pairs: Mapping[str, list[tuple[str, str]]], sizes: Mapping[str, int],
+            budget: int) -> list[list[_Node]]:
+    """The nodes with pairs, in order, cut where their output bytes would pass ``budget``."""
+    chunks: list[list[_Node]] = []
+    current: list[_Node] = []
+    total = 0
+    for node in _nodes(model):
+        if not pairs.get(node.name):
+            continue
+        size = sum(sizes.get(fx, 0) for _, fx in pairs[node.name])
+        if current and total + size > budget:
+            chunks.append(current)
+            current, total = [], 0
+        current.append(node)
+        total += size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class _OrtRunner:
+    """The model in onnxruntime (no graph optimization: every node computes its own output),
+    run once per chunk with that chunk's values as extra graph outputs."""
+
+    def __init__(self, model: Any) -> None:
+        self._copy = model.clone()
+        self._outputs = list(self._copy.graph.outputs)
+        self._values = {v.name: v for node in self._copy.graph for v in node.outputs if v.name}
+        self.runs = 0
+
+    def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
+        import tempfile
+        from pathlib import Path
+
+        import onnx_ir as ir
+        import onnxruntime as ort
+
+        from ..serialize import needs_external_data, write_external_data
+
+        graph = self._copy.graph
+        present = {v.name for v in self._outputs}
+        extra = [self._values[n] for n in dict.fromkeys(names) if n not in present and n in self._values]
+        graph.outputs.clear()
+        graph.outputs.extend(self._outputs + extra)
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.runs += 1
+        try:
+            if not needs_external_data(self._copy):
+                session = ort.InferenceSession(ir.to_proto(self._copy).SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+                return self._read(session, names, feeds)
+            with tempfile.TemporaryDirectory(prefix="onnx-workbench-intermediates-") as directory:  # past 2 GiB
+                path = write_external_data(self._copy, Path(directory) / "model.onnx")
+                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+                values = self._read(session, names, feeds)
+                del session
+                return values
+        finally:
+            graph.outputs.clear()
+            graph.outputs.extend(self._outputs)
+
+    @staticmethod
+    def _read(session: Any, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
+        wanted = list(dict.fromkeys(names))
+        return dict(zip(wanted, session.run(wanted, dict(feeds))))
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+def _not_compared(node: _Node, mapping: Any, pairs: Mapping[str, list[tuple[str, str]]]) -> IntermediateRow:
+    entry = _entry(mapping, node.name)
+    fx_nodes = entry.fx_nodes if entry is not None else ()
+    origin = entry.origin if entry is not None else "unmapped"
+    if origin == "unmapped":
+        reason = "no FX origin recorded"
+    elif origin == "optimizer":
+        reason = "created by the optimizer; its outputs have no FX counterpart"
+    elif any(v.dtype is None for v in node.node.outputs):
+        reason = "its output has no type in the ONNX model"
+    else:
+        reason = f"an inner step of the translation of {', '.join(fx_nodes)}: its outputs have no FX counterpart"
+    return IntermediateRow(node.name, _op(node.node), fx_nodes, _module(entry, node), _source(entry, node),
+                           "not compared", reason=reason)
+
+
+def _entry(mapping: Any, name: str) -> Any:
+    try:
+        return mapping[name]
+    except KeyError:
+        return None
+
+
+def _op(node: Any) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+
+
+def _module(entry: Any, node: _Node) -> str | None:
+    return entry.module if entry is not None else None
+
+
+def _source(entry: Any, node: _Node) -> str | None:
+    return entry.source if entry is not None else None
+
+
+def _node_row(case: str, node: _Node, mapping: Any, pairs: Iterable[tuple[str, str]], onnx_values: Mapping[str, Any],
+              fx_values: Mapping[str, Any], tolerances: Any) -> IntermediateRow:
+    entry = _entry(mapping, node.name)
+    fx_nodes = entry.fx_nodes if entry is not None else ()
+    rows = [_pair_row(case, node, fx_nodes, entry, value, fx, onnx_values.get(value), fx_values.get(fx), tolerances)
+            for value, fx in pairs]
+    rank = {"mismatch": 0, "fail": 1, "pass": 2, "not compared": 3}
+    return min(rows, key=lambda r: (rank[r.status], -(r.max_abs or 0.0)))
+
+
+def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, value: str, fx: str, got: Any,
+              want: Any, tolerances: Any) -> IntermediateRow:
+    import numpy as np
+    import torch
+
+    from ..verify.tolerance import _to_numpy, compare
+
+    base = dict(onnx_node=node.name, onnx_op=_op(node.node), fx_nodes=fx_nodes or (fx,), module=_module(entry, node),
+                source=_source(entry, node), onnx_value=value, fx_value=fx)
+    if got is None or want is None:
+        return IntermediateRow(status="not compared", reason="a value was not produced", **base)
+    if isinstance(want, (bool, int, float)) and not isinstance(want, torch.Tensor):
+        want = torch.tensor(want).reshape(np.shape(got)) if np.size(got) == 1 else torch.tensor(want)
+    if not isinstance(want, torch.Tensor):
+        return IntermediateRow(status="not compared", reason=f"the FX value is a {type(want).__name__}, not a tensor",
+                               **base)
+    onnx_array = _to_numpy(got, like=want.dtype)
+    fx_dtype = str(want.dtype).removeprefix("torch.")
+    shapes = dict(onnx_shape=tuple(onnx_array.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
+                  nonfinite_onnx=_nonfinite(onnx_array), nonfinite_fx=_nonfinite(want))
+    raw_dtype = np.asarray(got).dtype if not isinstance(got, torch.Tensor) else None
+    if (raw_dtype is not None and raw_dtype.kind not in "V" and not want.is_complex() and "float8" not in fx_dtype
+            and fx_dtype != "bfloat16" and raw_dtype.name != fx_dtype):
+        return IntermediateRow(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX",
+                               **base, **shapes)
+    check = compare(case, value, got, want, tolerances)
+    if check.status == "shape_mismatch":
+        return IntermediateRow(status="mismatch", reason=check.describe(), **base, **shapes)
+    if check.status not in ("pass", "fail"):
+        return IntermediateRow(status="mismatch", reason=check.describe(), **base, **shapes)
+    return IntermediateRow(status=check.status, max_abs=check.max_abs, max_rel=check.max_rel,
+                           atol_applied=check.atol_applied, reason=None if check.ok else check.elements_text() or None,
+                           **base, **shapes)
+
+
+def _nonfinite(value: Any) -> int:
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if not (value.is_floating_point() or value.is_complex()):
+            return 0
+        return int((~torch.isfinite(value)).sum())
+    array = np.asarray(value)
+    if array.dtype.kind not in "fc":
+        return 0
+    return int((~np.isfinite(array)).sum())
