@@ -830,6 +830,15 @@ class Session(Presentable):
 
         return self._keep("profile", profile(self, **options))
 
+    def compare_intermediates(self, case: Any = None, **options: Any) -> Any:
+        """Every ONNX node's output against its FX node's value on one verify case (the
+        example inputs by default): an :class:`~exporter.graphs.IntermediateComparison` with
+        ``first_bad`` and ``values()`` for a graph overlay. Options: see
+        :func:`exporter.graphs.compare_intermediates`."""
+        from .graphs.intermediates import compare_intermediates
+
+        return self._keep("compare_intermediates", compare_intermediates(self, case, **options))
+
     def _exported_model(self) -> Any:
         optimize = self._results.get("optimize")
         return optimize.output if optimize is not None and optimize.ok else None

@@ -8,10 +8,12 @@ mapping, and the per-module alignment::
     graphs.mapping.to_frame()              # ONNX node → FX nodes, origin fx / optimizer / unmapped
     graphs.mapping.coverage                # share of ONNX nodes with a known origin
     graphs.modules_frame(depth=1)          # per top-level module: node counts and ops, FX vs ONNX
+    session.compare_intermediates()        # every ONNX node's output vs its FX value, on one case
 
 Nothing heavy is imported until a graph is built.
 """
 
+from .intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
 from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
 from .metadata import fx_name_of, module_path_of, normalize_module_path, source_of_stack
 from .model import Graph, GraphNode, ValueInfo, module_ancestors
@@ -21,11 +23,14 @@ __all__ = [
     "KINDS",
     "Graph",
     "GraphNode",
+    "IntermediateComparison",
+    "IntermediateRow",
     "MappingEntry",
     "NodeMapping",
     "RemovedNode",
     "SessionGraphs",
     "ValueInfo",
+    "compare_intermediates",
     "fx_name_of",
     "graphs_of",
     "map_nodes",
