@@ -6,8 +6,8 @@ needs around them: one stylesheet scoped to the widget (tables scroll inside the
 do not wrap into tall rows), a verdict line, folded details, a failure shown once, and
 matplotlib charts scaled to the pane's width.
 
-Missing from the core's model at the time of writing, so kept here, small: :func:`verdict`
-(one line: badge and sentence) and :func:`folded` (an HTML ``<details>``).
+:func:`verdict`, :func:`folded` and :func:`failure_html` are the core's :class:`Verdict`,
+:class:`Details` and :func:`failure_blocks` with a status badge, on markup the tabs built.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import html
 import io
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from exporter.display import Badge, Note, Pre
+from exporter.display import Badge, Details, Note, Verdict, failure_blocks, failure_sentence
 
 __all__ = ["STYLE", "esc", "failure_html", "figure_html", "folded", "pane", "verdict"]
 
@@ -33,6 +34,7 @@ STYLE = """<style>
 .wb-workbench .wb-pane details > summary { cursor: pointer; color: #374151; margin: 4px 0; }
 .wb-workbench .wb-pane svg { max-width: 100%; height: auto; }
 .wb-workbench .wb-verdict { margin: 2px 0 6px 0; overflow-wrap: anywhere; }
+.wb-workbench .wb-verdict > p { display: inline; margin: 0 0 0 6px !important; }
 .wb-workbench .widget-button:disabled, .wb-workbench .jupyter-button:disabled {
   background: var(--jp-layout-color3, #bdbdbd) !important; color: var(--jp-ui-font-color2, #616161) !important;
   cursor: default !important; opacity: 0.6; box-shadow: none !important; }
@@ -57,40 +59,41 @@ def pane(*parts: Any) -> str:
 
 
 def verdict(status: Any, text: str = "", tone: str | None = None) -> str:
-    """The one line a tab starts with: a status badge and a sentence with the number that matters."""
+    """The one line a tab starts with: a status badge and the core's :class:`Verdict` sentence
+    (the number that matters)."""
     badge = Badge(str(status), tone) if tone else Badge.status(status)
-    return (f'<div class="wb-verdict">{badge.to_html()}'
-            + (f" {esc(text)}" if text else "") + "</div>")
+    line = Verdict(text, badge.tone).to_html() if text else ""
+    return f'<div class="wb-verdict">{badge.to_html()}{line}</div>'
 
 
 def folded(summary: str, *parts: Any, open: bool = False) -> str:
-    """Details folded under a one-line summary (click to open)."""
+    """Details folded under a one-line summary (click to open): the core's :class:`Details`,
+    for blocks or markup this package built."""
     body = "".join(_html_of(p) for p in parts)
     if not body:
         return ""
-    return f'<details{" open" if open else ""}><summary>{esc(summary)}</summary>{body}</details>'
+    return Details(summary, (_Markup(body),), open=open).to_html()
+
+
+@dataclass(frozen=True)
+class _Markup:
+    """HTML this package built from the core's blocks (already escaped), as a block."""
+
+    markup: str
+
+    def to_html(self) -> str:
+        return self.markup
 
 
 def failure_html(failure: Any, what: str = "") -> str:
-    """A failure shown once: its message as the verdict line, where it happened and the fix;
-    the full text and traceback folded ("details")."""
+    """A failure shown once, as the core lays it out (:func:`exporter.display.failure_blocks`):
+    its sentence in the user's terms as the verdict line, where it happened and the fix;
+    torch's text and the traceback folded."""
     if failure is None:
         return ""
-    if isinstance(failure, str):
-        return pane(verdict("failed", failure))
-    message = getattr(failure, "message", None) or str(failure)
-    lines = message.strip().splitlines() or [""]
-    parts: list[Any] = [verdict("failed", f"{what + ': ' if what else ''}{lines[0]}")]
-    source = getattr(failure, "source", None)
-    if source:
-        parts.append(Note(f"at {source}"))
-    hint = getattr(failure, "hint", None)
-    if hint:
-        parts.append(Pre(f"fix: {hint}"))
-    rest = "\n".join(lines[1:]).strip()
-    parts.append(folded("details", Pre(rest) if rest else None,
-                        Pre(failure.traceback) if getattr(failure, "traceback", "") else None))
-    return pane(*parts)
+    head, *rest = failure_blocks(failure)
+    sentence = head.text if isinstance(head, Note) else failure_sentence(failure)
+    return pane(verdict("failed", f"{what}: {sentence}" if what else sentence), *rest)
 
 
 _SIZE = re.compile(r'\s(width|height)="[^"]*"')
