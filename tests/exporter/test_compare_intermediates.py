@@ -1,0 +1,132 @@
+"""``session.compare_intermediates()``: every ONNX node's output against the FX value it came
+from, on one case; the first node whose error exceeds verify's tolerance is found, and a case
+PyTorch refuses or an export that failed are reported, not crashed on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import exporter
+from exporter import masked_attention
+from exporter.graphs import IntermediateComparison
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.fc2(torch.relu(self.fc1(x))))
+
+
+class BatchOfTwoOnly(Block):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] != 2:
+            raise ValueError("this block takes a batch of 2")
+        return super().forward(x)
+
+
+def _relu_plus_a_hundredth(x):
+    """A wrong translation of aten.relu: Relu(x) + 0.01."""
+    from onnxscript import opset18 as op
+
+    return op.Add(op.Relu(x), op.CastLike(op.Constant(value_float=0.01), x))
+
+
+def _refuse_relu(x):
+    raise RuntimeError("no translation for relu here")
+
+
+def _export(model: torch.nn.Module, **options) -> exporter.Session:
+    torch.manual_seed(0)
+    return exporter.export(model.eval(), torch.randn(2, 4),
+                           options=exporter.ExportOptions(dynamic_shapes={"x": {0: "batch"}}, **options))
+
+
+def _with_relu_translation(monkeypatch: pytest.MonkeyPatch, translation) -> None:
+    # The session's registration path for custom translations (exporter/masked_attention.translations
+    # feeds translate(translations=...)), with one more entry for aten.relu.
+    original = masked_attention.translations
+    monkeypatch.setattr(masked_attention, "translations",
+                        lambda *a: original(*a) + ((torch.ops.aten.relu.default, translation),))
+
+
+def test_a_node_translated_wrong_on_purpose_is_the_first_bad_node_and_the_nodes_before_it_pass(monkeypatch):
+    _with_relu_translation(monkeypatch, _relu_plus_a_hundredth)
+    session = _export(Block())
+    result = session.compare_intermediates()
+
+    assert isinstance(result, IntermediateComparison) and result.status == "failed"
+    bad = result.first_bad
+    assert bad is not None and bad.status == "fail"
+    assert bad.fx_value == "relu" and bad.onnx_op == "Add"  # the Add that carries relu's value
+    assert bad.max_abs == pytest.approx(1e-2, rel=1e-3)
+    before = result.rows[: result.rows.index(bad)]
+    assert [r.fx_value for r in before if r.status != "not compared"] == ["linear"]
+    assert all(r.status in ("pass", "not compared") for r in before)
+    assert "first bad node" in result.summary() and bad.onnx_node in result.summary()
+    assert session.analyses["compare_intermediates"] is result
+
+    # verify's own first-divergence search names the same node
+    verified = session.verify(edge_values=False)
+    assert verified.status == "failed" and verified.divergence.onnx_node == bad.onnx_node
+
+
+def test_a_correct_model_passes_at_every_compared_node_and_its_values_are_onnx_node_names():
+    session = _export(Block())
+    result = session.compare_intermediates()
+
+    assert result.status == "passed" and result.first_bad is None and result.error is None
+    assert {r.status for r in result.rows} <= {"pass", "not compared"}
+    assert result.compared >= 4  # linear, relu, linear_1 and the output
+    names = set(session.graphs.onnx_optimized.names)
+    values = result.values()
+    assert values and set(values) <= names
+    assert set(result.values("max_rel")) == set(values)
+    assert len(result.to_frame()) == len(session.graphs.onnx_optimized)
+    assert set(result.fx_values()) <= {n.name for n in session.graphs.fx_decomposed}
+
+
+def test_a_verify_case_at_another_size_compares_at_that_size():
+    session = _export(Block())
+    case = next(c for c in session.verify(edge_values=False).cases if not c.is_example)
+    by_object = session.compare_intermediates(case)
+    by_name = session.compare_intermediates(case.name)
+
+    size = dict(case.sizes)["batch"]
+    assert by_object.case == case.name and by_object.status == "passed"
+    assert {r.fx_shape[0] for r in by_object.rows if r.fx_shape} == {size}
+    assert by_name.values() == by_object.values()  # the same inputs, rebuilt as verify built them
+    with pytest.raises(ValueError, match="no verify case"):
+        session.compare_intermediates("no such case")
+
+
+def test_streaming_in_small_chunks_gives_the_same_numbers_as_one_run():
+    session = _export(Block())
+    whole = session.compare_intermediates()
+    streamed = session.compare_intermediates(max_bytes=64)
+
+    assert whole.chunks == 1 and whole.fx_runs == 1
+    assert streamed.chunks > 1 and streamed.fx_runs == streamed.chunks + 1
+    assert streamed.values() == whole.values()
+    assert streamed.peak_bytes < whole.peak_bytes
+
+
+def test_a_case_eager_pytorch_refuses_is_a_failed_result_with_the_reason():
+    session = exporter.export(BatchOfTwoOnly().eval(), torch.randn(2, 4))
+    result = session.compare_intermediates(args=(torch.randn(5, 4),))
+
+    assert result.status == "failed" and result.rows == ()
+    assert "eager PyTorch raised" in result.error and "batch of 2" in result.error
+    assert "batch of 2" in result.summary()
+
+
+def test_an_export_whose_translation_failed_raises_its_stage_error(monkeypatch):
+    _with_relu_translation(monkeypatch, _refuse_relu)
+    session = exporter.Session(Block().eval(), (torch.randn(2, 4),), {}, exporter.ExportOptions())
+    with pytest.raises(exporter.ExportError) as caught:
+        session.compare_intermediates()
+    assert caught.value.stage == "translate"
