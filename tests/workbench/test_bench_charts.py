@@ -56,13 +56,14 @@ def renders(figure):
     return figure
 
 
-def test_latency_histogram_shows_both_engines_with_their_p50(session):
+def test_latency_histogram_marks_each_engine_at_the_statistic_the_headline_divides(session):
     result = session.benchmark(budget=0.02, min_runs=10, threads=1)
     figure = renders(bench_charts.latency_histogram(result))
     (ax,) = figure.axes
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert labels[0].startswith("onnxruntime (p50") and labels[1].startswith("eager (p50")
-    assert len(ax.lines) == 2  # the two p50 markers
+    assert labels[0].startswith("onnxruntime (p10") and labels[1].startswith("eager (p10")
+    marked = [line.get_xdata()[0] for line in ax.lines]  # the two p10 markers, in ms
+    assert marked == pytest.approx([result.ort.low * 1e3, result.eager.low * 1e3])
     assert ax.get_xlabel() == "latency per call (ms)"
 
 
