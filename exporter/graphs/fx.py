@@ -57,6 +57,29 @@ def _module_stack(node: Any) -> list[tuple[str, str]] | None:
     return out
 
 
+def _argument_text(value: Any, limit: int = 80) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _attributes(node: Any) -> tuple[tuple[str, str], ...]:
+    """The node's arguments that are not other nodes (``dim=-1``, ``alpha=0.5``), positional
+    ones named by the op's schema where it has one."""
+    import torch.fx
+
+    schema = getattr(node.target, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    out = []
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, torch.fx.Node) or (isinstance(arg, (list, tuple)) and any(isinstance(a, torch.fx.Node) for a in arg)):
+            continue
+        out.append((names[i] if i < len(names) else f"arg{i}", _argument_text(arg)))
+    for key, arg in node.kwargs.items():
+        if not isinstance(arg, torch.fx.Node):
+            out.append((key, _argument_text(arg)))
+    return tuple(out)
+
+
 def _inputs(node: Any) -> tuple[str, ...]:
     return tuple(arg.name for arg in node.all_input_nodes)
 
@@ -98,6 +121,7 @@ def fx_graph(program: Any, kind: str = "fx", dim_names: Mapping[str, str] | None
                     module=module,
                     module_class=module_class,
                     source=source_of_stack(node.meta.get("stack_trace")),
+                    attributes=_attributes(node),
                 )
             )
     return Graph(kind, tuple(nodes), tuple(inputs), tuple(outputs), tuple(classes.items()))

@@ -39,7 +39,9 @@ class GraphNode:
     ``inputs`` are value names (FX: the producing node or a parameter; ONNX: value names,
     ``""`` for an omitted optional input), ``outputs`` the values it produces. ``module`` is
     the ``nn.Module`` path it ran in (``""`` at the top level, ``None`` when unknown),
-    ``module_class`` that module's class, ``source`` the user's ``file:line in func: code``."""
+    ``module_class`` that module's class, ``source`` the user's ``file:line in func: code``,
+    ``attributes`` the node's settings as ``(name, short text)`` (ONNX attributes; an FX
+    node's non-node arguments and keywords)."""
 
     name: str
     op: str
@@ -48,6 +50,7 @@ class GraphNode:
     module: str | None = None
     module_class: str | None = None
     source: str | None = None
+    attributes: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

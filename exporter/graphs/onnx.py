@@ -43,6 +43,18 @@ def _module_class(node: Any) -> str | None:
     return str(classes[-2]).rsplit(".", 1)[-1] if len(classes) >= 2 else None
 
 
+def _attribute_text(value: Any, limit: int = 80) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):  # a tensor attribute: its type, not its bytes
+        return f"tensor {_dtype(value) or '?'}[{', '.join(str(d) for d in shape)}]"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _attributes(node: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((name, _attribute_text(attr.value)) for name, attr in node.attributes.items())
+
+
 def onnx_node_name(node: Any, index: int) -> str:
     """A node's name, or ``<op_type>_<index>`` for a node without one."""
     return node.name or f"{node.op_type}_{index}"
@@ -65,6 +77,7 @@ def onnx_graph(model: Any, kind: str = "onnx") -> Graph:
                 module=module,
                 module_class=_module_class(node) if module else None,
                 source=source_of_stack(node.metadata_props.get(STACK_TRACE_KEY)),
+                attributes=_attributes(node),
             )
         )
     return Graph(

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GraphView", "side_by_side"]
+__all__ = ["GraphView", "fx_alone", "side_by_side"]
 
 FX_KINDS = ("fx_decomposed", "fx")
 
@@ -194,3 +194,48 @@ def side_by_side(
                          table=graphs.modules_frame(fx=fx))
     return GraphView(side_by_side_svg(svgs), digraphs[0].source, digraphs[1].source, tuple(sorted(expanded)),
                      selected, time.perf_counter() - start)
+
+
+def fx_alone(
+    session: Any,
+    expand: Iterable[str] = (),
+    overlay: Any = None,
+    *,
+    fx: str = "fx_decomposed",
+    overlay_reduce: str = "sum",
+    max_children: int = 24,
+    note: str = "",
+) -> GraphView:
+    """The FX graph alone, drawn as :func:`side_by_side` draws its left side: for an export
+    whose ONNX side could not be built (translate failed). ``note`` goes into the title."""
+    from exporter.graphs.model import module_ancestors
+
+    from .graph_dot import SideStyle, side_digraph
+    from .graph_overlay import check_reducer, overlay_values
+    from .graph_svg import DotMissing, layout_svgs, side_by_side_svg
+
+    start = time.perf_counter()
+    if fx not in FX_KINDS:
+        raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
+    check_reducer(overlay_reduce)
+    if isinstance(expand, str):
+        expand = (expand,)
+    graphs = _graphs(session)
+    fx_graph = graphs[fx]
+    paths = _module_paths(fx_graph)
+    for path in expand:
+        if path not in paths:
+            raise ValueError(f"expand: no module {path!r} in the graphs{_close(path, paths)}")
+    expanded = {a for path in expand for a in module_ancestors(path)}
+    values = overlay_values(overlay, fx_graph.names)
+    title = "FX (decomposed)" if fx == "fx_decomposed" else "FX (captured)"
+    style = SideStyle("fx", f"{title}: {len(fx_graph)} nodes (no ONNX side)", frozenset(expanded), frozenset(),
+                      values, overlay_reduce, max_children)
+    try:
+        digraph = side_digraph(fx_graph, style)
+        svg = side_by_side_svg(layout_svgs([digraph]))
+    except DotMissing as exc:
+        return GraphView(None, None, None, tuple(sorted(expanded)), (), time.perf_counter() - start,
+                         message=f"{exc}. {note}".strip())
+    return GraphView(svg, digraph.source, None, tuple(sorted(expanded)), (), time.perf_counter() - start,
+                     message=note or None)

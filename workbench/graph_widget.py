@@ -1,0 +1,524 @@
+"""``GraphWidget``: the FX and ONNX graphs side by side, as a widget you can click::
+
+    from workbench.graph_widget import GraphWidget
+
+    view = GraphWidget(session)          # collapsed to the top-level modules
+    view                                 # in a notebook: pan, zoom, click, search
+    view.selected = "node_MatMul_3"      # selects it and its FX origins (opening their modules)
+    view.expanded                        # the module paths drawn open, as the page shows them
+    view.search("encoder.layer.1")       # what Enter in the search box does
+    view.overlay = "time"                # "none", "error" (session.compare_intermediates()), "time" (profile)
+
+A thin skin: the layout is :func:`workbench.render.graph_view.side_by_side` (Graphviz ``dot``),
+the node details come from :mod:`exporter.graphs` (sent to the page as a compact JSON keyed by
+the SVG element id, for the elements drawn), the overlays from the session's analyses. The
+front end (``workbench/static/graph_widget.js``, an anywidget ES module) highlights a clicked
+node and its counterparts at once, then tells Python, which owns ``selected`` and
+``expanded``: a change from either side is drawn on both.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+__all__ = ["GraphWidget", "PreparedGraphs", "prepare_graphs"]
+
+STATIC = Path(__file__).parent / "static"
+OVERLAYS = ("none", "error", "time")
+_ELEMENT = re.compile(r'id="(fx|onnx)(?:-|&#45;)(op|module|more|cluster)(?:-|&#45;)([^"]*)"')
+
+
+@dataclass(frozen=True)
+class PreparedGraphs:
+    """What the widget draws from: the session, its graphs, the FX graph, the ONNX graph and
+    mapping (``None`` when they could not be built: then ``note`` says why)."""
+
+    session: Any
+    graphs: Any
+    fx: Any
+    onnx: Any = None
+    mapping: Any = None
+    note: str = ""
+    fx_kind: str = "fx_decomposed"
+    view: Any = None  # a first layout, made where the graphs were prepared (the worker thread)
+
+
+def prepare_graphs(session: Any, *, fx: str = "fx_decomposed", expand: Iterable[str] = (), layout: bool = True,
+                   **_: Any) -> PreparedGraphs:
+    """The session's graphs, read once (runs the export stages if needed). A model whose ONNX
+    side cannot be built (translate failed) gives the FX side alone and a note saying why;
+    ``layout`` also lays out the first drawing (collapsed, or ``expand`` open)."""
+    graphs = session.graphs if hasattr(session, "graphs") else session
+    fx_graph = graphs[fx]
+    try:
+        onnx_graph, mapping, note = graphs.onnx_optimized, graphs.mapping, ""
+    except Exception as exc:  # noqa: BLE001 - the FX side is still worth showing
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        onnx_graph, mapping = None, None
+        note = f"The ONNX side is not drawn: {first}. The FX graph is shown alone."
+    prepared = PreparedGraphs(session, graphs, fx_graph, onnx_graph, mapping, note, fx)
+    if layout:
+        from workbench.render.graph_view import fx_alone, side_by_side
+
+        expand = tuple(expand)
+        view = (side_by_side(graphs, expand=expand, fx=fx) if onnx_graph is not None
+                else fx_alone(graphs, expand=expand, fx=fx, note=note))
+        prepared = PreparedGraphs(session, graphs, fx_graph, onnx_graph, mapping, note, fx, view)
+    return prepared
+
+
+def _close(name: str, candidates: Iterable[str], n: int = 8) -> list[str]:
+    """The names nearest to ``name``: close spellings of the whole name or of a dotted
+    name's last part (``fc3`` → ``encoder.layer.0.fc1``), and names containing it."""
+    from exporter.graphs.modules import module_sort_key
+
+    candidates = list(dict.fromkeys(candidates))
+    lowered = name.lower()
+    near = difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
+    by_tail: dict[str, list[str]] = {}
+    for c in candidates:
+        by_tail.setdefault(c.rsplit(".", 1)[-1], []).append(c)
+    for tail in difflib.get_close_matches(name.rsplit(".", 1)[-1], list(by_tail), n=n, cutoff=0.6):
+        near.extend(sorted(by_tail[tail], key=module_sort_key))
+    contains = sorted((c for c in candidates if lowered and lowered in c.lower()), key=len)
+    return list(dict.fromkeys(near + contains))[:n]
+
+
+class GraphWidget(anywidget.AnyWidget):
+    """FX (left) and ONNX (right) graphs of a session, grouped into modules, that you can
+    click, search, pan and zoom. State both ways: ``selected`` (a node name, FX or ONNX, or a
+    module path; ``""`` for nothing), ``expanded`` (module paths drawn open), ``overlay``
+    (``none``, ``error``, ``time``). ``message`` is what the panel says about the last
+    search or overlay (``{"kind", "text", "names"}``)."""
+
+    _esm = STATIC / "graph_widget.js"
+    _css = STATIC / "graph_widget.css"
+
+    svg = traitlets.Unicode("").tag(sync=True)
+    details = traitlets.Dict().tag(sync=True)  # SVG element id → what the panel shows about it
+    names = traitlets.List(traitlets.Unicode()).tag(sync=True)  # search completion
+    selected = traitlets.Unicode("").tag(sync=True)
+    expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    highlight = traitlets.List(traitlets.Unicode()).tag(sync=True)  # element ids drawn selected
+    overlay = traitlets.Unicode("none").tag(sync=True)
+    message = traitlets.Dict().tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+    layout_seconds = traitlets.Float(0.0).tag(sync=True)
+    height = traitlets.Unicode("480px").tag(sync=True)
+
+    def __init__(self, session: Any = None, *, expand: Iterable[str] = (), select: str | None = None,
+                 overlay: str = "none", fx: str = "fx_decomposed", max_children: int = 24, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._prepared: PreparedGraphs | None = None
+        self._values: dict[str, float] = {}
+        self._max_children = max_children
+        self._fx_kind = fx
+        self._quiet = False  # set while Python itself writes a trait the observers would redo
+        self.on_msg(self._on_front_end_msg)
+        if session is not None:
+            self.show_prepared(prepare_graphs(session, fx=fx, expand=expand))
+            if select:
+                self.selected = select
+            if overlay != "none":
+                self.overlay = overlay
+
+    # -- loading ------------------------------------------------------------------------------------
+    def show_prepared(self, prepared: PreparedGraphs) -> None:
+        """Draw another session's graphs (the Workbench's Draw button; the layout may already
+        be done). Selection and open modules are kept where they still exist."""
+        self._prepared = prepared
+        self._values = {}
+        modules = self._module_paths()
+        op_types = {n.op for n in self._nodes()} | {_short(n.op) for n in self._nodes()}
+        self.names = sorted(set(self._node_names()) | modules | op_types)
+        self.note = prepared.note
+        self.message = {}
+        with self.hold_sync():
+            self._quiet = True
+            try:
+                self.overlay = "none"
+                if self.selected and not self._known(self.selected):
+                    self.selected = ""
+            finally:
+                self._quiet = False
+            kept = [p for p in self.expanded if p in modules]
+            view = prepared.view
+            if view is not None and set(view.expanded) >= set(kept):
+                self._draw(view)
+            else:
+                self._relayout(kept)
+
+    @property
+    def session(self) -> Any:
+        return self._prepared.session if self._prepared is not None else None
+
+    # -- the graph data ---------------------------------------------------------------------------
+    def _graphs_by_side(self) -> dict[str, Any]:
+        p = self._prepared
+        out = {"fx": p.fx} if p is not None else {}
+        if p is not None and p.onnx is not None:
+            out["onnx"] = p.onnx
+        return out
+
+    def _nodes(self) -> list[Any]:
+        return [n for g in self._graphs_by_side().values() for n in g.nodes]
+
+    def _node_names(self) -> list[str]:
+        return [n.name for n in self._nodes()]
+
+    def _module_paths(self) -> set[str]:
+        from exporter.graphs.model import module_ancestors
+
+        return {a for n in self._nodes() for a in module_ancestors(n.module or "")}
+
+    def _known(self, name: str) -> bool:
+        return any(name in g for g in self._graphs_by_side().values()) or name in self._module_paths()
+
+    def _counterparts(self, name: str) -> dict[str, set[str]]:
+        """Side → node names selected with ``name`` (itself and the mapped nodes)."""
+        p = self._prepared
+        sides = self._graphs_by_side()
+        out: dict[str, set[str]] = {"fx": set(), "onnx": set()}
+        origins = (lambda e: e.fx_nodes) if p.fx_kind == "fx_decomposed" else (lambda e: e.fx_captured)
+        if "onnx" in sides and name in sides["onnx"]:
+            out["onnx"].add(name)
+            if p.mapping is not None:
+                out["fx"].update(origins(p.mapping[name]))
+        elif name in sides["fx"]:
+            out["fx"].add(name)
+            if p.mapping is not None:
+                out["onnx"].update(e.onnx_node for e in p.mapping.entries if name in origins(e))
+        return out
+
+    # -- state changes (from the page or from Python) -------------------------------------------------
+    @traitlets.validate("selected")
+    def _check_selected(self, proposal: Any) -> str:
+        name = proposal["value"]
+        if name and self._prepared is not None and not self._known(name):
+            close = _close(name, list(self._node_names()) + sorted(self._module_paths()))
+            raise traitlets.TraitError(f"selected={name!r} is no node or module of the graphs"
+                                       + (f"; closest: {', '.join(close)}" if close else ""))
+        return name
+
+    @traitlets.validate("expanded")
+    def _check_expanded(self, proposal: Any) -> list[str]:
+        paths = list(dict.fromkeys(proposal["value"]))
+        if self._prepared is not None:
+            known = self._module_paths()
+            for path in paths:
+                if path not in known:
+                    close = _close(path, sorted(known))
+                    raise traitlets.TraitError(f"expanded: no module {path!r} in the graphs"
+                                               + (f"; closest: {', '.join(close)}" if close else ""))
+        return paths
+
+    @traitlets.validate("overlay")
+    def _check_overlay(self, proposal: Any) -> str:
+        if proposal["value"] not in OVERLAYS:
+            raise traitlets.TraitError(f"overlay must be one of {', '.join(OVERLAYS)}, not {proposal['value']!r}")
+        return proposal["value"]
+
+    @traitlets.observe("selected")
+    def _selected_changed(self, change: Any) -> None:
+        if self._quiet or self._prepared is None:
+            return
+        needed = self._modules_to_open(change["new"])
+        if not needed <= set(self.expanded):
+            self._relayout(sorted(set(self.expanded) | needed))  # also redraws the highlight
+        else:
+            self.highlight = self._highlight_ids()
+
+    @traitlets.observe("expanded")
+    def _expanded_changed(self, change: Any) -> None:
+        if self._quiet or self._prepared is None:
+            return
+        self._relayout(change["new"])
+
+    @traitlets.observe("overlay")
+    def _overlay_changed(self, change: Any) -> None:
+        if self._quiet or self._prepared is None:
+            return
+        self._values, first_bad = {}, None
+        self.message = {}
+        try:
+            if change["new"] == "time":
+                self.status = "profiling in onnxruntime…"
+                self._values = self._time_values()
+            elif change["new"] == "error":
+                self.status = "comparing every intermediate value, FX vs ONNX…"
+                self._values, first_bad = self._error_values()
+        except Exception as exc:  # noqa: BLE001 - shown in the panel, never raised into the page
+            self.message = {"kind": "error", "text": f"the {change['new']} overlay could not be computed: "
+                            f"{(str(exc).splitlines() or [type(exc).__name__])[0]}", "names": []}
+        finally:
+            self.status = ""
+        if first_bad:
+            self.message = {"kind": "error", "text": "verify failed; selected the first node whose error exceeds "
+                            "the tolerance:", "names": [first_bad]}
+            with self.hold_sync():
+                self._relayout(sorted(set(self.expanded) | self._modules_to_open(first_bad)))
+                self.selected = first_bad
+            return
+        self._relayout(self.expanded)
+
+    def _time_values(self) -> dict[str, float]:
+        from workbench.render.graph_overlay import overlay_values
+
+        session = self.session
+        profile = session.analyses.get("profile") if hasattr(session, "analyses") else None
+        profile = profile or session.profile()
+        return overlay_values(profile, self._node_names())
+
+    def _error_values(self) -> tuple[dict[str, float], str | None]:
+        """Max abs error per ONNX node (a shape or dtype mismatch, ``inf``, painted as the
+        worst), and the node to select: the first bad one when the last verify failed."""
+        session = self.session
+        if not hasattr(session, "compare_intermediates"):
+            raise RuntimeError("this version of the exporter has no session.compare_intermediates()")
+        result = session.compare_intermediates()
+        if getattr(result, "error", None) and not getattr(result, "rows", ()):
+            raise RuntimeError(result.error)
+        raw = {k: float(v) for k, v in result.values(metric="max_abs").items() if v is not None and v == v}
+        finite = [v for v in raw.values() if v != float("inf")]
+        worst = max(finite, default=0.0) * 2 or 1.0
+        values = {k: (worst if v == float("inf") else v) for k, v in raw.items()}
+        bad = getattr(result, "first_bad", None)
+        bad_name = getattr(bad, "onnx_node", bad)
+        last = getattr(session, "last_verify", None)
+        failed = last is not None and str(getattr(last, "status", "")) == "failed"
+        if bad_name and not failed:
+            text = bad.describe() if hasattr(bad, "describe") else str(bad_name)
+            self.message = {"kind": "warning", "text": f"first node over the tolerance: {text}; select it:",
+                            "names": [bad_name]}
+        elif getattr(result, "program_differs", None) and not bad_name:
+            self.message = {"kind": "warning", "text": str(result.program_differs), "names": []}
+        return values, (bad_name if failed else None)
+
+    def _modules_to_open(self, name: str) -> set[str]:
+        """Module paths to draw open so that ``name`` (and its counterparts) can be seen."""
+        from exporter.graphs.model import module_ancestors
+
+        if not name:
+            return set()
+        if name in self._module_paths() and not any(name in g for g in self._graphs_by_side().values()):
+            return set(module_ancestors(name))
+        out: set[str] = set()
+        for side, names in self._counterparts(name).items():
+            graph = self._graphs_by_side().get(side)
+            for node in names:
+                if graph is not None and node in graph:
+                    out.update(module_ancestors(graph[node].module or ""))
+        return out
+
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "search":
+            self.search(str(content.get("text", "")))
+
+    # -- search -----------------------------------------------------------------------------------
+    def search(self, text: str) -> str | None:
+        """What Enter in the search box does: a node name selects that node; a module path (or
+        the end of one, ``fc1``) selects and opens that module; an op type (``MatMul``)
+        selects its first node and lists the others; anything else lists the closest names.
+        Returns what was selected (``None`` when nothing matched). Never raises."""
+        text = text.strip()
+        if not text or self._prepared is None:
+            return None
+        sides = self._graphs_by_side()
+        modules = self._module_paths()
+        if any(text in g for g in sides.values()) or text in modules:
+            return self._select_found(text, "")
+        from exporter.graphs.modules import module_sort_key
+
+        tails = sorted((m for m in modules if m.endswith("." + text)), key=module_sort_key)
+        if len(tails) == 1:
+            return self._select_found(tails[0], f"module {tails[0]}")
+        if tails:
+            self.message = {"kind": "info", "text": f"{len(tails)} modules end with {text!r}:", "names": tails[:20]}
+            return None
+        of_op = [n.name for g in sides.values() for n in g.nodes
+                 if text.lower() in (n.op.lower(), _short(n.op).lower())]
+        if of_op:
+            more = f"; {len(of_op)} nodes of op {text}:" if len(of_op) > 1 else ""
+            return self._select_found(of_op[0], f"selected {of_op[0]}{more}", of_op[:20] if len(of_op) > 1 else [])
+        close = _close(text, self.names)
+        self.message = {"kind": "warning", "text": f"no node, op or module is named {text!r}"
+                        + ("; the closest names:" if close else ""), "names": close}
+        return None
+
+    def _select_found(self, name: str, text: str, names: list[str] | None = None) -> str:
+        self.message = {"kind": "info", "text": text, "names": names or []} if text else {}
+        if self.selected == name:
+            self._selected_changed({"new": name})  # re-open what was collapsed since
+        else:
+            self.selected = name
+        return name
+
+    # -- drawing ------------------------------------------------------------------------------------
+    def _relayout(self, expand: Iterable[str]) -> None:
+        from workbench.render.graph_view import fx_alone, side_by_side
+
+        p = self._prepared
+        expand = tuple(expand)
+        self.status = "laying out…"
+        try:
+            if p.onnx is not None:
+                view = side_by_side(p.graphs, expand=expand, overlay=self._values or None, fx=p.fx_kind,
+                                    max_children=self._max_children)
+            else:
+                view = fx_alone(p.graphs, expand=expand, overlay=self._values or None, fx=p.fx_kind,
+                                max_children=self._max_children, note=p.note)
+        finally:
+            self.status = ""
+        self._draw(view)
+
+    def _draw(self, view: Any) -> None:
+        with self.hold_sync():
+            self._quiet = True
+            try:
+                if list(view.expanded) != list(self.expanded):
+                    self.expanded = list(view.expanded)
+            finally:
+                self._quiet = False
+            if view.svg is None:  # no Graphviz: say so in the panel
+                self.message = {"kind": "error", "text": view.message or "no drawing", "names": []}
+                self.svg = ""
+                self.details = {}
+            else:
+                self.details = self._details_for(view.svg)
+                self.svg = view.svg
+            self.layout_seconds = float(view.seconds)
+            self.highlight = self._highlight_ids()
+
+    def _visible_ids(self) -> set[str]:
+        return set(self.details)
+
+    def _unit_id(self, side: str, name: str, visible: set[str]) -> str | None:
+        """The element standing for node ``name`` on ``side``: its own box, or the collapsed
+        module (or folded run) holding it."""
+        from exporter.graphs.model import module_ancestors
+
+        own = f"{side}-op-{name}"
+        if own in visible:
+            return own
+        graph = self._graphs_by_side().get(side)
+        if graph is None or name not in graph:
+            return None
+        for path in module_ancestors(graph[name].module or ""):
+            if f"{side}-module-{path}" in visible:
+                return f"{side}-module-{path}"
+            for element in visible:
+                if element.startswith(f"{side}-more-") and path in self.details[element].get("modules", ()):
+                    return element
+        return None
+
+    def _highlight_ids(self) -> list[str]:
+        name = self.selected
+        if not name or self._prepared is None:
+            return []
+        visible = self._visible_ids()
+        sides = self._graphs_by_side()
+        if name in self._module_paths() and not any(name in g for g in sides.values()):
+            return [e for side in sides for e in (f"{side}-cluster-{name}", f"{side}-module-{name}") if e in visible]
+        out = []
+        for side, names in self._counterparts(name).items():
+            for node in sorted(names):
+                element = self._unit_id(side, node, visible)
+                if element is not None and element not in out:
+                    out.append(element)
+        return out
+
+    def _details_for(self, svg: str) -> dict[str, dict[str, Any]]:
+        """Per element drawn (node, module box, folded run, open module): what the panel shows."""
+        from exporter.graphs.modules import module_tree
+
+        sides = self._graphs_by_side()
+        found = [(side, kind, html.unescape(rest)) for side, kind, rest in _ELEMENT.findall(svg)]
+        drawn = {f"{side}-{kind}-{rest}" for side, kind, rest in found}
+        trees = {side: module_tree({n.module or "" for n in g.nodes}) for side, g in sides.items()}
+        out: dict[str, dict[str, Any]] = {}
+        for side, kind, rest in found:
+            element = f"{side}-{kind}-{rest}"
+            graph = sides.get(side)
+            if graph is None:
+                continue
+            if kind == "op" and rest in graph:
+                out[element] = self._node_details(side, graph[rest], drawn)
+            elif kind in ("module", "cluster"):
+                count = sum(1 for _ in graph.nodes_in(rest))
+                out[element] = {"kind": kind, "side": side, "path": rest, "class": graph.module_classes.get(rest),
+                                "nodes": count, "children": trees[side].get(rest, [])[:40]}
+            elif kind == "more":
+                out[element] = {"kind": "more", "side": side, "path": rest,
+                                "modules": self._folded_run(trees[side], rest, side, drawn)}
+        return out
+
+    @staticmethod
+    def _folded_run(tree: dict[str, list[str]], first: str, side: str, drawn: set[str]) -> list[str]:
+        parent = first.rsplit(".", 1)[0] if "." in first else ""
+        siblings = tree.get(parent, [])
+        if first not in siblings:
+            return [first]
+        run = []
+        for path in siblings[siblings.index(first):]:
+            if run and (f"{side}-module-{path}" in drawn or f"{side}-cluster-{path}" in drawn
+                        or f"{side}-more-{path}" in drawn):
+                break
+            run.append(path)
+        return run
+
+    def _node_details(self, side: str, node: Any, drawn: set[str]) -> dict[str, Any]:
+        types = self._value_types(side)
+        value = self._values.get(node.name)
+        counterparts = self._counterparts(node.name)
+        other = "onnx" if side == "fx" else "fx"
+        mapped = sorted(counterparts[other])
+        if value is None and side == "fx" and mapped:
+            found = [self._values[m] for m in mapped if m in self._values]
+            value = sum(found) if found else None
+        entry = None
+        p = self._prepared
+        if side == "onnx" and p.mapping is not None:
+            entry = p.mapping[node.name]
+        return {
+            "kind": "op", "side": side, "name": node.name, "op": node.op,
+            "attributes": [list(a) for a in node.attributes],
+            "inputs": [[name, types.get(name, "")] for name in node.inputs if name],
+            "outputs": [[v.name, v.type_text()] for v in node.outputs],
+            "module": node.module, "class": node.module_class, "source": node.source or (entry.source if entry else None),
+            "mapped": [[other, m, f"{other}-op-{m}" if f"{other}-op-{m}" in drawn else None] for m in mapped],
+            "origin": entry.origin if entry is not None else None,
+            "value": value, "overlay": self.overlay,
+        }
+
+    def _value_types(self, side: str) -> dict[str, str]:
+        cache = getattr(self, "_types_cache", {})
+        key = (id(self._prepared), side)
+        if key not in cache:
+            graph = self._graphs_by_side()[side]
+            types = {v.name: v.type_text() for v in graph.inputs}
+            types.update({v.name: v.type_text() for n in graph.nodes for v in n.outputs})
+            cache[key] = types
+            self._types_cache = cache
+        return cache[key]
+
+    def __repr__(self) -> str:
+        if self._prepared is None:
+            return "GraphWidget(nothing drawn)"
+        return (f"GraphWidget(selected={self.selected!r}, expanded={list(self.expanded)}, overlay={self.overlay!r}, "
+                f"{len(self.details)} elements drawn)")
+
+
+def _short(op: str) -> str:
+    from exporter.graphs.modules import short_op
+
+    return short_op(op, namespace=False)
