@@ -468,13 +468,18 @@ class Session(Presentable):
         program = self._previous_output("translate")
         opset = resolve_opset(self._options.opset_version)
         constants = constant_outputs(program)
-        hint = (
-            f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
-            "output: return tensors (torch.tensor(value)), or drop them from the outputs"
-            if constants
-            else "an operator has no ONNX translation at this opset: try a newer opset_version, "
-            "or register a translation with torch.onnx's custom_translation_table"
-        )
+        def hint(exc: BaseException) -> str:
+            if constants:
+                return (f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
+                        "output: return tensors (torch.tensor(value)), or drop them from the outputs")
+            root = exc
+            while root.__cause__ is not None:
+                root = root.__cause__
+            if isinstance(root, NotImplementedError) and str(root):
+                return str(root)  # a translation that refused a form says what to do instead
+            return ("an operator has no ONNX translation at this opset: try a newer opset_version, "
+                    "or register a translation with torch.onnx's custom_translation_table")
+
         return self._run_guarded(
             "translate",
             TranslateError,
