@@ -29,7 +29,7 @@ function ancestors(path) {
 
 function render({ model, el }) {
   el.classList.add("wb-graph-widget");
-  const state = { k: 1, x: 0, y: 0, w: 0, h: 0, fitted: false, drag: null, moved: false, lastOpened: "" };
+  const state = { k: 1, x: 0, y: 0, w: 0, h: 0, fitted: false, drag: null, moved: false, lastOpened: "", reveal: false };
 
   // -- toolbar --------------------------------------------------------------------------------
   const listId = `wb-graph-names-${Math.random().toString(36).slice(2)}`;
@@ -109,6 +109,19 @@ function render({ model, el }) {
     paintHighlight(model.get("highlight"));
   }
 
+  function revealHighlight() {
+    // after a search or a clicked name: bring the first highlighted element into view
+    if (!state.reveal || !root) return;
+    const first = root.querySelector(".wb-selected");
+    if (!first) return;
+    state.reveal = false;
+    const v = viewport.getBoundingClientRect(), r = first.getBoundingClientRect();
+    if (r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom) return;
+    state.x += (v.left + v.width / 2) - (r.left + r.width / 2);
+    state.y += (v.top + v.height / 2) - (r.top + r.height / 2);
+    applyTransform();
+  }
+
   function paintHighlight(ids) {
     if (!root) return;
     for (const e of root.querySelectorAll(".wb-selected")) e.classList.remove("wb-selected");
@@ -116,6 +129,7 @@ function render({ model, el }) {
       const e = root.querySelector(`[id="${CSS.escape(id)}"]`);
       if (e) e.classList.add("wb-selected");
     }
+    revealHighlight();
   }
 
   function focusPath() {
@@ -297,6 +311,7 @@ function render({ model, el }) {
       closeBelow(a.dataset.path);
       return;
     }
+    state.reveal = true;
     model.send({ type: "search", text: a.dataset.select });
   });
 
@@ -334,7 +349,7 @@ function render({ model, el }) {
     if (event.key === "Enter") {
       event.preventDefault();
       const text = search.value.trim();
-      if (text) model.send({ type: "search", text });
+      if (text) { state.reveal = true; model.send({ type: "search", text }); }
     }
   });
 

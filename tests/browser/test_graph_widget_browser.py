@@ -1,0 +1,188 @@
+"""The graph widget in a real JupyterLab 4 and Chromium, at a 1000 px window with the file
+browser open (a ~570 px notebook pane), on a model with nested modules
+(``embed``, ``encoder.layer.0`` / ``encoder.layer.1`` each with ``fc1``/``fc2``, ``head``).
+
+What only a browser shows: a click on an ONNX ``MatMul`` highlights its FX origin and fills
+the panel (the click→highlight time is measured in the page and printed, not asserted); a
+click on a module box opens it; typing a module path in the search box opens that module; a
+name that matches nothing lists the closest names; the wheel zooms (the transform changes);
+the widget fits the pane. Screenshots go to the artifacts directory.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from harness import cell_errors, open_notebook, run_all, wait_for_widget, write_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.needs_dot]
+
+CELLS = [
+    "import torch\n"
+    "from torch import nn\n"
+    "from exporter import ExportOptions, export\n"
+    "from workbench.graph_widget import GraphWidget\n"
+    "\n"
+    "class Layer(nn.Module):\n"
+    "    def __init__(self, d=8):\n"
+    "        super().__init__()\n"
+    "        self.fc1, self.fc2 = nn.Linear(d, d), nn.Linear(d, d)\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        return x + self.fc2(torch.relu(self.fc1(x)))\n"
+    "\n"
+    "class Encoder(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.layer = nn.ModuleList(Layer() for _ in range(2))\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        for layer in self.layer:\n"
+    "            x = layer(x)\n"
+    "        return x\n"
+    "\n"
+    "class Net(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.embed, self.encoder, self.head = nn.Linear(4, 8), Encoder(), nn.Linear(8, 2)\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        return self.head(self.encoder(self.embed(x))).softmax(-1)\n"
+    "\n"
+    "session = export(Net().eval(), torch.randn(2, 3, 4), options=ExportOptions(dynamic_shapes={'x': {0: 'batch'}}))\n"
+    "session.run()\n"
+    "session.raise_for_status()\n"
+    "matmul = next(e for e in session.graphs.mapping.entries if e.onnx_op == 'MatMul' and e.module == 'encoder.layer.0.fc1')\n"
+    "view = GraphWidget(session, expand=['encoder.layer.0.fc1'])\n"
+    "view",
+    "print(view.selected, sorted(view.expanded))",
+]
+
+WIDGET = ".jp-Cell-outputArea .wb-graph-widget"
+
+
+def _el(element_id: str) -> str:
+    return f'{WIDGET} [id="{element_id}"]'
+
+
+@pytest.fixture(scope="module")
+def narrow_page(lab, browser):
+    lab.wait_ready()
+    context = browser.new_context(viewport={"width": 1000, "height": 900}, device_scale_factor=1)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.console_errors = errors
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def _ensure_file_browser_open(page) -> None:
+    if not page.locator("#jp-left-stack .jp-FileBrowser").first.is_visible():
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()
+    page.locator("#jp-left-stack .jp-FileBrowser").first.wait_for(state="visible")
+
+
+def _kernel_value(page, lab) -> str:
+    """Re-run the last cell in place (Python's view of the state) and read what it printed."""
+    cell = page.locator(".jp-CodeCell").last
+    before = cell.locator(".jp-Cell-outputArea").inner_text().strip()
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function(
+        """(before) => { const c = [...document.querySelectorAll('.jp-CodeCell')].pop();
+                         const text = c.querySelector('.jp-Cell-outputArea').innerText.trim();
+                         return text !== '' && text !== before; }""", arg=before)
+    return cell.locator(".jp-Cell-outputArea").inner_text().strip()
+
+
+def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
+    page = narrow_page
+    failure_screenshot(page)
+    write_notebook(lab.root, "graphs.ipynb", CELLS)
+    open_notebook(page, lab, "graphs.ipynb")
+    _ensure_file_browser_open(page)
+    run_all(page, timeout=180_000)
+    assert cell_errors(page) == []
+    wait_for_widget(page, ".wb-graph-widget")
+    page.locator(f"{WIDGET} svg .wb-op").first.wait_for(state="attached")
+    page.locator(WIDGET).scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+
+    # The widget fits the pane.
+    fits = page.evaluate(
+        """(sel) => { const w = document.querySelector(sel); const area = w.closest('.jp-OutputArea-output');
+                     return [w.getBoundingClientRect().right, area.getBoundingClientRect().right, area.clientWidth,
+                             area.scrollWidth]; }""", WIDGET)
+    assert fits[0] <= fits[1] + 1 and fits[3] <= fits[2] + 1, f"wider than the pane: {fits}"
+    page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget-first.png"))
+
+    # Click an ONNX MatMul: its FX origin is highlighted and the panel shows the MatMul with its shapes.
+    matmul = page.evaluate(f"() => [...document.querySelectorAll('{WIDGET} g.wb-op')].map(g => g.id)"
+                           ".find(id => /^onnx-op-.*MatMul/.test(id))")
+    assert matmul, "no ONNX MatMul drawn"
+    page.evaluate(
+        """(id) => {
+            const w = document.querySelector('.jp-Cell-outputArea .wb-graph-widget');
+            window.__wbClick = null; window.__wbHighlight = null;
+            w.addEventListener('click', () => { window.__wbClick = performance.now(); }, {capture: true});
+            const fx = [...w.querySelectorAll('g.wb-op')].filter(g => g.id.startsWith('fx-op-'));
+            const seen = new MutationObserver(() => {
+                if (window.__wbHighlight === null && fx.some(g => g.classList.contains('wb-selected')))
+                    window.__wbHighlight = performance.now();
+            });
+            for (const g of fx) seen.observe(g, {attributes: true, attributeFilter: ['class']});
+        }""", matmul)
+    page.locator(_el(matmul)).click()
+    page.locator(f"{WIDGET} g.wb-op.wb-selected[id^='fx-op-']").first.wait_for(state="attached")
+    page.wait_for_function("() => window.__wbHighlight !== null")
+    took = page.evaluate("() => window.__wbHighlight - window.__wbClick")
+    print(f"\nclick → FX counterpart highlighted: {took:.1f} ms (from the click event to the class change, in the page)")
+    fx_selected = page.locator(f"{WIDGET} g.wb-op.wb-selected[id^='fx-op-']").first.get_attribute("id")
+    panel = page.locator(f"{WIDGET} .wb-graph-panel")
+    page.wait_for_function("() => /MatMul/.test(document.querySelector('.wb-graph-widget .wb-graph-panel').innerText)")
+    text = panel.inner_text()
+    assert "MatMul" in text and "float32[batch, 3, 8]" in text, text
+    assert fx_selected.removeprefix("fx-op-") in text  # the mapped FX node, listed (and clickable)
+    page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget-selected.png"))
+    assert _kernel_value(page, lab).startswith(matmul.removeprefix("onnx-op-"))  # Python sees the selection
+
+    # Click a module box: it opens in place and shows its children.
+    page.locator(_el("fx-module-encoder.layer.0.fc2")).click()
+    page.locator(_el("fx-cluster-encoder.layer.0.fc2")).wait_for(state="attached")
+    children = page.evaluate(f"() => [...document.querySelectorAll('{WIDGET} g.wb-op')].map(g => g.id)")
+    assert any(c.startswith("fx-op-") for c in children)
+    assert page.locator(f"{WIDGET} g.wb-selected[id^='onnx-op-']").count() >= 1  # the selection is kept
+
+    # Type a module path in the search box: that module opens.
+    search = page.locator(f"{WIDGET} .wb-graph-search")
+    search.fill("encoder.layer.1")
+    search.press("Enter")
+    page.locator(_el("fx-cluster-encoder.layer.1")).wait_for(state="attached")
+    page.locator(_el("onnx-cluster-encoder.layer.1")).wait_for(state="attached")
+    assert "encoder.layer.1" in _kernel_value(page, lab)
+
+    # A name that matches nothing: the closest names, no error.
+    search.fill("fc3")
+    search.press("Enter")
+    page.wait_for_function("() => /closest/.test(document.querySelector('.wb-graph-widget .wb-graph-message').innerText)")
+    message = page.locator(f"{WIDGET} .wb-graph-message").inner_text()
+    assert "fc1" in message and "Error" not in message, message
+
+    # Wheel zoom changes the transform of the drawing's group.
+    before = page.locator(f"{WIDGET} g.wb-graph-pan").get_attribute("transform")
+    page.locator(f"{WIDGET} .wb-graph-viewport").hover()
+    page.mouse.wheel(0, -300)
+    page.wait_for_timeout(200)
+    after = page.locator(f"{WIDGET} g.wb-graph-pan").get_attribute("transform")
+    assert before != after and re.search(r"scale\(([\d.]+)\)", after), (before, after)
+    assert float(re.search(r"scale\(([\d.]+)\)", after).group(1)) > float(re.search(r"scale\(([\d.]+)\)", before).group(1))
+
+    assert cell_errors(page) == []
+    page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget.png"))
+    page.screenshot(path=str(artifacts / "graph-widget-page.png"))
