@@ -20,6 +20,7 @@ values only, when the first run could not keep them all). Only the metrics stay:
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -222,7 +223,8 @@ def compare_intermediates(
         expected = _eager_outputs(session, case_args, case_kwargs)
     except Exception as exc:  # noqa: BLE001
         return failed(f"eager PyTorch raised {first_line(exc)}")
-    pairs = _pairs(model, program)
+    nodes = _nodes(model)
+    pairs = _pairs(nodes, model, program)
     wanted = {fx for node_pairs in pairs.values() for _, fx in node_pairs}
     inputs = _program_inputs(program, session, case_args, case_kwargs)
     try:
@@ -233,7 +235,7 @@ def compare_intermediates(
     program_differs = _program_vs_eager(name, model, outputs, expected, tolerances)
     del outputs, expected
     fx_runs = 1
-    chunks = _chunks(model, pairs, sizes, max_bytes)
+    chunks = _chunks(nodes, pairs, sizes, max_bytes)
     rows: dict[str, IntermediateRow] = {}
     peak = sum(_nbytes(v) for v in kept.values()) if kept is not None else 0
     runner = _OrtRunner(model)
@@ -258,7 +260,7 @@ def compare_intermediates(
         del onnx_values
         if kept is None:
             del fx_values
-    all_rows = tuple(rows.get(n.name) or _not_compared(n, mapping, pairs) for n in _nodes(model))
+    all_rows = tuple(rows.get(n.name) or _not_compared(n, mapping, pairs) for n in nodes)
     bad = any(r.bad for r in all_rows) or program_differs is not None
     return IntermediateComparison(
         name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
@@ -406,7 +408,7 @@ def _program_vs_eager(case: str, model: Any, outputs: Sequence[Any], expected: S
     return None
 
 
-def _pairs(model: Any, program: Any) -> dict[str, list[tuple[str, str]]]:
+def _pairs(nodes: Sequence[_Node], model: Any, program: Any) -> dict[str, list[tuple[str, str]]]:
     """ONNX node name → its ``(ONNX value, FX node)`` pairs: an output named after an FX node,
     or a graph output paired with the program's user output at its position."""
     fx_names = {n.name for n in program.graph.nodes if n.op == "call_function"}
@@ -415,7 +417,7 @@ def _pairs(model: Any, program: Any) -> dict[str, list[tuple[str, str]]]:
     graph_outputs = [v.name for v in model.graph.outputs]
     by_output = dict(zip(graph_outputs, user_outputs)) if len(graph_outputs) == len(user_outputs) else {}
     pairs: dict[str, list[tuple[str, str]]] = {}
-    for node in _nodes(model):
+    for node in nodes:
         found = []
         for value in node.node.outputs:
             if not value.name or value.dtype is None:
@@ -427,13 +429,13 @@ def _pairs(model: Any, program: Any) -> dict[str, list[tuple[str, str]]]:
     return pairs
 
 
-def _chunks(model: Any, pairs: Mapping[str, list[tuple[str, str]]], sizes: Mapping[str, int],
+def _chunks(nodes: Sequence[_Node], pairs: Mapping[str, list[tuple[str, str]]], sizes: Mapping[str, int],
             budget: int) -> list[list[_Node]]:
     """The nodes with pairs, in order, cut where their output bytes would pass ``budget``."""
     chunks: list[list[_Node]] = []
     current: list[_Node] = []
     total = 0
-    for node in _nodes(model):
+    for node in nodes:
         if not pairs.get(node.name):
             continue
         size = sum(sizes.get(fx, 0) for _, fx in pairs[node.name])
@@ -449,51 +451,97 @@ def _chunks(model: Any, pairs: Mapping[str, list[tuple[str, str]]], sizes: Mappi
 
 class _OrtRunner:
     """The model in onnxruntime (no graph optimization: every node computes its own output),
-    run once per chunk with that chunk's values as extra graph outputs."""
+    run once per chunk with that chunk's values as extra graph outputs. The session of a
+    one-chunk run of a small model (weights under :data:`_CACHED_WEIGHTS`) is kept for the
+    next call on the same model (one entry): another case costs no session build."""
 
     def __init__(self, model: Any) -> None:
-        self._copy = model.clone()
-        self._outputs = list(self._copy.graph.outputs)
-        self._values = {v.name: v for node in self._copy.graph for v in node.outputs if v.name}
+        self._model = model
+        self._proto: Any = None
+        self._copy: Any = None
         self.runs = 0
 
     def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
-        import tempfile
-        from pathlib import Path
+        wanted = list(dict.fromkeys(names))
+        self.runs += 1
+        key = (id(self._model), tuple(wanted))
+        cached = _CACHE.get("entry")
+        if cached is not None and cached[0]() is self._model and cached[1] == key:
+            return self._read(cached[2], wanted, feeds)
+        from ..serialize import initializer_bytes
 
-        import onnx_ir as ir
+        session, directory = self._session(wanted)
+        try:
+            values = self._read(session, wanted, feeds)
+        finally:
+            if directory is not None:
+                del session
+                directory.cleanup()
+        if directory is None and initializer_bytes(self._model) <= _CACHED_WEIGHTS:
+            _CACHE["entry"] = (weakref.ref(self._model), key, session)
+        return values
+
+    def _session(self, names: Sequence[str]) -> tuple[Any, Any]:
         import onnxruntime as ort
 
-        from ..serialize import needs_external_data, write_external_data
+        from ..serialize import needs_external_data
 
-        graph = self._copy.graph
-        present = {v.name for v in self._outputs}
-        extra = [self._values[n] for n in dict.fromkeys(names) if n not in present and n in self._values]
-        graph.outputs.clear()
-        graph.outputs.extend(self._outputs + extra)
         options = ort.SessionOptions()
         options.log_severity_level = 4
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        self.runs += 1
+        if needs_external_data(self._model):  # past 2 GiB: a copy saved with its weights beside it
+            return self._external_session(names, options)
+        import onnx_ir as ir
+
+        if self._proto is None:  # serialized once; each chunk only changes the graph's outputs
+            self._proto = ir.to_proto(self._model)
+            self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
+        outputs = self._proto.graph.output
+        count = len(outputs)
+        present = {o.name for o in outputs}
+        for name in names:
+            if name not in present and self._types.get(name) is not None:
+                added = outputs.add()
+                added.name = name
+                added.type.tensor_type.elem_type = int(self._types[name])
         try:
-            if not needs_external_data(self._copy):
-                session = ort.InferenceSession(ir.to_proto(self._copy).SerializeToString(), options,
-                                               providers=["CPUExecutionProvider"])
-                return self._read(session, names, feeds)
-            with tempfile.TemporaryDirectory(prefix="onnx-workbench-intermediates-") as directory:  # past 2 GiB
-                path = write_external_data(self._copy, Path(directory) / "model.onnx")
-                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-                values = self._read(session, names, feeds)
-                del session
-                return values
+            data = self._proto.SerializeToString()
+        finally:
+            del outputs[count:]
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]), None
+
+    def _external_session(self, names: Sequence[str], options: Any) -> tuple[Any, Any]:
+        import tempfile
+        from pathlib import Path
+
+        import onnxruntime as ort
+
+        from ..serialize import write_external_data
+
+        if self._copy is None:
+            self._copy = self._model.clone()
+            self._outputs = list(self._copy.graph.outputs)
+            self._values = {v.name: v for node in self._copy.graph for v in node.outputs if v.name}
+        graph = self._copy.graph
+        present = {v.name for v in self._outputs}
+        extra = [self._values[n] for n in names if n not in present and n in self._values]
+        graph.outputs.clear()
+        graph.outputs.extend(self._outputs + extra)
+        try:
+            directory = tempfile.TemporaryDirectory(prefix="onnx-workbench-intermediates-")
+            path = write_external_data(self._copy, Path(directory.name) / "model.onnx")
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), directory
         finally:
             graph.outputs.clear()
             graph.outputs.extend(self._outputs)
 
     @staticmethod
     def _read(session: Any, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
-        wanted = list(dict.fromkeys(names))
-        return dict(zip(wanted, session.run(wanted, dict(feeds))))
+        return dict(zip(names, session.run(list(names), dict(feeds))))
+
+
+_CACHED_WEIGHTS = 64 << 20
+_CACHE: dict[str, tuple[Any, tuple, Any]] = {}
 
 
 # -- judging ------------------------------------------------------------------------------------
@@ -549,7 +597,7 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
     import numpy as np
     import torch
 
-    from ..verify.tolerance import _to_numpy, compare
+    from ..verify.tolerance import compare
 
     base = dict(onnx_node=node.name, onnx_op=_op(node.node), fx_nodes=fx_nodes or (fx,), module=_module(entry, node),
                 source=_source(entry, node), onnx_value=value, fx_value=fx)
@@ -560,11 +608,11 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
     if not isinstance(want, torch.Tensor):
         return IntermediateRow(status="not compared", reason=f"the FX value is a {type(want).__name__}, not a tensor",
                                **base)
-    onnx_array = _to_numpy(got, like=want.dtype)
+    raw = got if isinstance(got, torch.Tensor) else np.asarray(got)
     fx_dtype = str(want.dtype).removeprefix("torch.")
-    shapes = dict(onnx_shape=tuple(onnx_array.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
-                  nonfinite_onnx=_nonfinite(onnx_array), nonfinite_fx=_nonfinite(want))
-    raw_dtype = np.asarray(got).dtype if not isinstance(got, torch.Tensor) else None
+    shapes = dict(onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
+                  nonfinite_onnx=_nonfinite(raw), nonfinite_fx=_nonfinite(want))
+    raw_dtype = raw.dtype if not isinstance(got, torch.Tensor) else None
     if (raw_dtype is not None and raw_dtype.kind not in "V" and not want.is_complex() and "float8" not in fx_dtype
             and fx_dtype != "bfloat16" and raw_dtype.name != fx_dtype):
         return IntermediateRow(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX",
@@ -586,8 +634,11 @@ def _nonfinite(value: Any) -> int:
     if isinstance(value, torch.Tensor):
         if not (value.is_floating_point() or value.is_complex()):
             return 0
-        return int((~torch.isfinite(value)).sum())
+        if value.dtype not in (torch.float32, torch.float64, torch.float16):
+            return int((~torch.isfinite(value)).sum())
+        value = value.detach().cpu().numpy()  # a view: numpy's check is cheaper than a torch op
     array = np.asarray(value)
-    if array.dtype.kind not in "fc":
+    if array.dtype.kind not in "fc":  # bfloat16 (raw bits from onnxruntime) is not counted
         return 0
-    return int((~np.isfinite(array)).sum())
+    finite = np.isfinite(array)
+    return 0 if finite.all() else int((~finite).sum())

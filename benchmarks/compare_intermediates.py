@@ -1,0 +1,159 @@
+"""``session.compare_intermediates()`` on a 2-layer BERT against one verify case, and the memory it holds.
+
+Run: ``HF_HUB_OFFLINE=1 python benchmarks/compare_intermediates.py [--hidden 64] [--seq 16] [--repeats 5]``
+
+A ``BertModel`` from a transformers config (2 layers, random weights) is exported once. Then, in
+this process, each the median of ``--repeats`` runs:
+
+* one verify case: what ``verify()`` does per case (ONNX feeds, the eager forward under
+  ``preserved``, one onnxruntime run through the session's cached InferenceSession, the outputs
+  compared), the example inputs;
+* compare_intermediates, cold: the eager forward, the FX interpreter run, onnxruntime with every
+  node output exposed (a new InferenceSession: the model with extra outputs is another model),
+  every pair compared;
+* warm: the same call again (the exposed-outputs session of a small model is kept, one entry,
+  as verify keeps the session it reads outputs through);
+* the same with ``max_bytes`` small enough to stream in about 8 chunks (cold: every chunk is
+  another model).
+
+``--threads`` sets torch's intra-op threads (default: torch's own). On a busy 2-core machine
+eager PyTorch with 2 threads stalls at its barriers (FIELD-NOTES), which inflates both sides.
+
+The ratio is compare_intermediates / one verify case (goal ≤ 2×), from interleaved rounds
+(fastest round of each, and medians). Peak RSS growth is sampled
+every millisecond from ``/proc/self/statm`` during one call, above the RSS just before it;
+``peak_bytes`` is what the result says it held (intermediate values, both sides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import threading
+import time
+import warnings
+
+
+def build_bert(hidden: int, seq: int):
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=128)
+    model = BertModel(config).eval()
+    kwargs = {"input_ids": torch.randint(0, 1000, (2, seq)), "attention_mask": torch.ones(2, seq, dtype=torch.long)}
+    return model, kwargs
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_growth(fn) -> tuple[int, object]:
+    """RSS above the level before ``fn``, at its highest while ``fn`` ran (1 ms sampling)."""
+    base = rss_bytes()
+    peak = [base]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_bytes())
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        result = fn()
+    finally:
+        done.set()
+        thread.join()
+    return max(peak[0], rss_bytes()) - base, result
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--seq", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    options = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    warnings.filterwarnings("ignore")
+    logging.getLogger("onnxscript").setLevel(logging.ERROR)
+
+    import torch
+
+    import exporter
+    from exporter.graphs import intermediates
+    from exporter.verify.core import _run_case  # one case exactly as verify() runs it
+
+    if options.threads:
+        torch.set_num_threads(options.threads)
+
+    def cold(**kw):
+        intermediates._CACHE.clear()
+        return session.compare_intermediates(**kw)
+
+    model, kwargs = build_bert(options.hidden, options.seq)
+    names = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    session = exporter.export(model, **kwargs, options=exporter.ExportOptions(dynamic_shapes=names))
+    onnx_nodes = len(session.graphs.onnx_optimized)
+    output_names = [v.name for v in session.stage_output("optimize").graph.outputs]
+    ort_session = session.output_ort_session
+
+    def one_case():
+        result, _ = _run_case(session, ort_session, "example", (), session.inputs.args, session.inputs.kwargs,
+                              output_names, None)
+        assert result.status == "pass", result.describe()
+
+    one_case()  # warm: the InferenceSession, eager kernels
+    first = session.compare_intermediates()
+    assert first.ok, first.summary()
+    small = max(first.peak_bytes // 16, 1)  # about 8 chunks (the peak counts both sides)
+    streamed_first = session.compare_intermediates(max_bytes=small)
+
+    # Interleaved rounds: the machine's load changes from second to second, so each round times
+    # every variant back to back; noise only adds time, so the fastest round is the steady figure.
+    timings: dict[str, list[float]] = {"case": [], "cold": [], "warm": [], "streamed": []}
+    runs = {"case": one_case, "cold": cold, "warm": lambda: session.compare_intermediates(),
+            "streamed": lambda: cold(max_bytes=small)}
+    for _ in range(options.repeats):
+        for key, fn in runs.items():
+            timings[key].append(median_time(fn, 1))
+    low = {k: min(v) for k, v in timings.items()}
+    mid = {k: statistics.median(v) for k, v in timings.items()}
+    growth, result = peak_rss_growth(lambda: cold())
+    streamed_growth, streamed = peak_rss_growth(lambda: session.compare_intermediates(max_bytes=small))
+
+    print(f"2-layer BERT, hidden {options.hidden}, batch 2 x seq {options.seq}: {onnx_nodes} ONNX nodes, "
+          f"{result.compared} compared, {len(result.rows) - result.compared} not compared")
+    print(f"torch threads {torch.get_num_threads()}; medians of {options.repeats} runs")
+    print(f"{'':34}{'fastest':>9}  {'median':>9}  ratio (fastest, median)")
+    labels = {"case": "one verify case", "cold": "compare_intermediates, cold", "warm": "compare_intermediates, warm",
+              "streamed": f"compare_intermediates, {streamed.chunks} chunks"}
+    for key, label in labels.items():
+        ratio = "" if key == "case" else f"  {low[key] / low['case']:5.1f}x, {mid[key] / mid['case']:5.1f}x"
+        print(f"{label + ':':34}{low[key] * 1e3:7.1f}ms  {mid[key] * 1e3:7.1f}ms{ratio}")
+    print(f"values held (result.peak_bytes):  {result.peak_bytes / 2**20:.2f} MiB in 1 chunk, "
+          f"{streamed.peak_bytes / 2**20:.2f} MiB in {streamed.chunks} chunks (max_bytes {small / 2**20:.2f} MiB)")
+    print(f"peak RSS growth during one call:  {growth / 2**20:.1f} MiB in 1 chunk, "
+          f"{streamed_growth / 2**20:.1f} MiB in {streamed.chunks} chunks")
+    assert streamed_first.values() == first.values()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
