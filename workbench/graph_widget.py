@@ -277,7 +277,12 @@ class GraphWidget(anywidget.AnyWidget):
         session = self.session
         profile = session.analyses.get("profile") if hasattr(session, "analyses") else None
         profile = profile or session.profile()
-        return overlay_values(profile, self._node_names())
+        if getattr(profile, "error", None):
+            raise RuntimeError(profile.error)
+        values = overlay_values(profile, self._node_names())
+        if not values:
+            raise RuntimeError("the profile names no node of the drawing")
+        return values
 
     def _error_values(self) -> tuple[dict[str, float], str | None]:
         """Max abs error per ONNX node (a shape or dtype mismatch, ``inf``, painted as the

@@ -63,6 +63,10 @@ class GraphView:
 
 
 def _graphs(session: Any) -> Any:
+    from exporter.graphs import SessionGraphs
+
+    if isinstance(session, SessionGraphs):  # (its `mapping` raises when the ONNX side failed)
+        return session
     graphs = getattr(session, "graphs", None)
     if graphs is not None and hasattr(graphs, "mapping"):
         return graphs

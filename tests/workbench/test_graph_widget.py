@@ -1,0 +1,279 @@
+"""``GraphWidget`` without a browser: state set as the front end sets it (``update`` and
+``custom`` comm messages, as in ipywidgets' own tests) and from Python, then what Python holds
+and what it sent to the page. Real exports, real Graphviz ``dot``, real onnxruntime."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+import torch
+import traitlets
+from torch import nn
+
+import exporter
+from exporter import masked_attention
+from workbench.graph_widget import GraphWidget
+
+pytestmark = pytest.mark.needs_dot
+
+
+class Layer(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.ModuleList(Layer() for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layer:
+            x = layer(x)
+        return x
+
+
+class Net(nn.Module):
+    """``embed``, ``encoder.layer.0`` / ``encoder.layer.1`` (``fc1``, ``fc2``), ``head``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.encoder, self.head = nn.Linear(4, 8), Encoder(), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x))).softmax(-1)
+
+
+class DummyComm:
+    """Records what the widget sends to the page (ipywidgets' tests/utils.py pattern)."""
+
+    comm_id = "a-b-c-d"
+    kernel = "Truthy"
+
+    def __init__(self, *args, **kwargs):
+        self.messages: list[dict] = []
+
+    def open(self, *args, **kwargs):
+        pass
+
+    def on_msg(self, *args, **kwargs):
+        pass
+
+    def send(self, data=None, *args, **kwargs):
+        self.messages.append(data)
+
+    def close(self, *args, **kwargs):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def dummy_comm(monkeypatch):
+    import ipywidgets.widgets.widget as widget_module
+
+    monkeypatch.setattr(widget_module.comm, "create_comm", lambda *a, **k: DummyComm())
+
+
+def _export(model, x, **options):
+    torch.manual_seed(0)
+    session = exporter.export(model.eval(), x, options=exporter.ExportOptions(**options))
+    session.run()
+    return session
+
+
+@pytest.fixture(scope="module")
+def session():
+    return _export(Net(), torch.randn(2, 3, 4), dynamic_shapes={"x": {0: "batch"}}).raise_for_status()
+
+
+def from_page(widget, **state):
+    """What the front end does with ``model.set(...); model.save_changes()``."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+def page_sends(widget, content):
+    """What the front end does with ``model.send(content)``."""
+    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
+def sent_state(widget) -> dict:
+    """Every trait value sent to the page since the last call, merged."""
+    out: dict = {}
+    for message in widget.comm.messages:
+        if message and message.get("method") == "update":
+            out.update(message["state"])
+    widget.comm.messages.clear()
+    return out
+
+
+def drawn(widget) -> str:
+    return html.unescape(widget.svg)
+
+
+def onnx_matmul(session, module="encoder.layer.0.fc1"):
+    return next(e for e in session.graphs.mapping.entries if e.onnx_op == "MatMul" and e.module == module)
+
+
+def test_first_paint_is_collapsed_to_top_level_modules_with_details_for_each_element_drawn(session):
+    view = GraphWidget(session)
+    assert view.expanded == [] and view.selected == ""
+    assert {"fx-module-encoder", "onnx-module-encoder", "fx-module-embed", "onnx-op-node_softmax"} <= set(view.details)
+    assert view.details["fx-module-encoder"]["children"] == ["encoder.layer"]
+    assert all(f'id="{element}"' in drawn(view) for element in view.details)
+    assert {"encoder.layer.1", "MatMul", "linear"} <= set(view.names)  # completion: modules, op types, nodes
+
+
+def test_clicking_an_onnx_matmul_selects_it_and_its_fx_origin_with_shapes_by_dim_name(session):
+    view = GraphWidget(session, expand=["encoder.layer.0.fc1"])
+    entry = onnx_matmul(session)
+    sent_state(view)
+    from_page(view, selected=entry.onnx_node)
+
+    fx_node = entry.fx_nodes[0]
+    assert view.highlight == [f"fx-op-{fx_node}", f"onnx-op-{entry.onnx_node}"]
+    assert sent_state(view)["highlight"] == view.highlight  # the page hears the highlight, no relayout
+    details = view.details[f"onnx-op-{entry.onnx_node}"]
+    assert details["op"] == "MatMul" and details["module"] == "encoder.layer.0.fc1" and details["class"] == "Linear"
+    assert details["outputs"][0][1] == "float32[batch, 3, 8]"
+    assert ["fx", fx_node, f"fx-op-{fx_node}"] in details["mapped"]
+    assert "self.fc1(x)" in details["source"]
+    assert view.details[f"fx-op-{fx_node}"]["mapped"][0][1] == entry.onnx_node
+
+
+def test_fx_attributes_are_the_non_node_arguments_named_by_the_schema(session):
+    view = GraphWidget(session)
+    assert view.details["fx-op-softmax"]["attributes"] == [["dim", "-1"]]  # softmax(x, dim=-1): x is a node
+    assert view.details["onnx-op-node_softmax"]["attributes"] == [["axis", "-1"]]
+
+
+def test_selecting_from_python_opens_the_modules_of_both_sides_and_redraws_the_page(session):
+    view = GraphWidget(session)
+    entry = onnx_matmul(session, "encoder.layer.1.fc2")
+    sent_state(view)
+    view.selected = entry.onnx_node
+
+    assert {"encoder", "encoder.layer", "encoder.layer.1", "encoder.layer.1.fc2"} <= set(view.expanded)
+    assert f'id="onnx-op-{entry.onnx_node}"' in drawn(view) and f'id="fx-op-{entry.fx_nodes[0]}"' in drawn(view)
+    state = sent_state(view)
+    assert {"svg", "expanded", "highlight", "details"} <= set(state)
+    assert state["highlight"] == [f"fx-op-{entry.fx_nodes[0]}", f"onnx-op-{entry.onnx_node}"]
+
+
+def test_a_module_box_opened_and_closed_in_the_page_keeps_the_selection(session):
+    view = GraphWidget(session, expand=["encoder.layer.0.fc1"])
+    entry = onnx_matmul(session)
+    from_page(view, selected=entry.onnx_node)
+    from_page(view, expanded=list(view.expanded) + ["encoder.layer.1"])  # a click on the box
+    assert "fx-cluster-encoder.layer.1" in view.details and "fx-module-encoder.layer.1.fc1" in view.details
+    assert view.selected == entry.onnx_node and f"onnx-op-{entry.onnx_node}" in view.highlight
+
+    from_page(view, expanded=[])  # a click on the frame of the open `encoder`
+    assert view.expanded == [] and view.selected == entry.onnx_node
+    assert view.highlight == ["fx-module-encoder", "onnx-module-encoder"]  # the boxes holding it
+
+
+def test_search_a_module_path_selects_and_opens_it(session):
+    view = GraphWidget(session)
+    page_sends(view, {"type": "search", "text": "encoder.layer.1"})
+    assert view.selected == "encoder.layer.1"
+    assert "encoder.layer.1" in view.expanded and "fx-cluster-encoder.layer.1" in view.details
+    assert view.highlight == ["fx-cluster-encoder.layer.1", "onnx-cluster-encoder.layer.1"]
+
+
+def test_search_the_end_of_a_module_path_lists_the_modules_it_names(session):
+    view = GraphWidget(session)
+    assert view.search("fc1") is None
+    assert view.message["names"] == ["encoder.layer.0.fc1", "encoder.layer.1.fc1"]
+    assert view.search("head") == "head" and view.selected == "head"
+
+
+def test_search_an_op_type_selects_its_first_node_and_lists_the_others(session):
+    view = GraphWidget(session)
+    first = view.search("MatMul")
+    matmuls = [n.name for n in session.graphs.onnx_optimized.nodes if n.op == "MatMul"]
+    assert first == matmuls[0] and view.message["names"] == matmuls
+
+
+def test_a_name_that_matches_nothing_lists_the_closest_names_and_raises_nothing(session):
+    view = GraphWidget(session)
+    page_sends(view, {"type": "search", "text": "fc3"})
+    assert view.selected == "" and view.message["kind"] == "warning"
+    assert "no node, op or module is named 'fc3'" in view.message["text"]
+    assert "encoder.layer.0.fc1" in view.message["names"]
+
+
+def test_python_setting_an_unknown_name_raises_with_the_closest_names(session):
+    view = GraphWidget(session)
+    with pytest.raises(traitlets.TraitError, match="closest: encoder.layer.0.fc1"):
+        view.selected = "fc1"
+    with pytest.raises(traitlets.TraitError, match="no module 'encoder.layers'"):
+        view.expanded = ["encoder.layers"]
+    with pytest.raises(traitlets.TraitError, match="overlay must be one of none, error, time"):
+        view.overlay = "memory"
+
+
+def test_time_overlay_paints_nodes_with_the_profile(session):
+    view = GraphWidget(session, expand=["encoder.layer.0"])
+    view.overlay = "time"
+    assert view.message == {}
+    assert "wb-overlay" in drawn(view)
+    timed = [d for d in view.details.values() if d["kind"] == "op" and d["side"] == "onnx" and d["value"]]
+    assert timed and all(d["overlay"] == "time" for d in timed)
+    view.overlay = "none"
+    assert "wb-overlay" not in drawn(view)
+
+
+def _relu_plus_a_hundredth(x):
+    from onnxscript import opset18 as op
+
+    return op.Add(op.Relu(x), op.CastLike(op.Constant(value_float=0.01), x))
+
+
+def _refuse_relu(x):
+    raise RuntimeError("no translation for relu here")
+
+
+def _with_relu_translation(monkeypatch, translation):
+    original = masked_attention.translations
+    monkeypatch.setattr(masked_attention, "translations",
+                        lambda *a: original(*a) + ((torch.ops.aten.relu.default, translation),))
+
+
+def test_error_overlay_after_a_failed_verify_selects_the_first_bad_node(monkeypatch):
+    _with_relu_translation(monkeypatch, _relu_plus_a_hundredth)
+    session = _export(Layer(), torch.randn(2, 8), dynamic_shapes={"x": {0: "batch"}})
+    assert session.verify(edge_values=False).status == "failed"
+    first_bad = session.compare_intermediates().first_bad.onnx_node
+
+    view = GraphWidget(session)
+    page_sends(view, {"type": "noise"})  # an unknown message is ignored
+    from_page(view, overlay="error")
+    assert view.selected == first_bad and view.message["kind"] == "error" and view.message["names"] == [first_bad]
+    assert f"onnx-op-{first_bad}" in view.highlight and "wb-overlay" in drawn(view)
+    assert view.details[f"onnx-op-{first_bad}"]["value"] == pytest.approx(1e-2, rel=1e-3)
+
+
+def test_a_model_whose_translate_failed_shows_the_fx_side_alone_and_overlay_errors_in_the_panel(monkeypatch):
+    _with_relu_translation(monkeypatch, _refuse_relu)
+    session = exporter.Session(Layer().eval(), (torch.randn(2, 8),), {}, exporter.ExportOptions())
+    view = GraphWidget(session)
+    assert "The ONNX side is not drawn" in view.note and "translate" in view.note.lower()
+    assert "fx-op-relu" in view.details or "fx-module-fc1" in view.details
+    assert not any(element.startswith("onnx-") for element in view.details)
+    view.selected = "relu"
+    assert view.highlight == ["fx-op-relu"] and view.details["fx-op-relu"]["mapped"] == []
+    view.overlay = "time"  # no ONNX model to profile: said in the panel, not raised
+    assert view.message["kind"] == "error" and "time overlay could not be computed" in view.message["text"]
+
+
+def test_the_front_end_module_and_css_are_package_files():
+    from workbench import graph_widget
+
+    esm, css = graph_widget.STATIC / "graph_widget.js", graph_widget.STATIC / "graph_widget.css"
+    assert esm.is_file() and css.is_file()
+    text = esm.read_text()
+    assert "export default" in text and "change:highlight" in text
