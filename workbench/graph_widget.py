@@ -67,9 +67,11 @@ def prepare_graphs(session: Any, *, fx: str = "fx_decomposed", expand: Iterable[
         note = f"The ONNX side is not drawn: {first}. The FX graph is shown alone."
     prepared = PreparedGraphs(session, graphs, fx_graph, onnx_graph, mapping, note, fx)
     if layout:
+        from exporter.graphs.model import module_ancestors
         from workbench.render.graph_view import fx_alone, side_by_side
 
-        expand = tuple(expand)
+        known = {a for g in (fx_graph, onnx_graph) if g is not None for n in g.nodes for a in module_ancestors(n.module or "")}
+        expand = tuple(p for p in expand if p in known)  # a redraw of another export keeps what it still has
         view = (side_by_side(graphs, expand=expand, fx=fx) if onnx_graph is not None
                 else fx_alone(graphs, expand=expand, fx=fx, note=note))
         prepared = PreparedGraphs(session, graphs, fx_graph, onnx_graph, mapping, note, fx, view)
@@ -126,7 +128,9 @@ class GraphWidget(anywidget.AnyWidget):
         self._quiet = False  # set while Python itself writes a trait the observers would redo
         self.on_msg(self._on_front_end_msg)
         if session is not None:
+            expand = [expand] if isinstance(expand, str) else list(expand)
             self.show_prepared(prepare_graphs(session, fx=fx, expand=expand))
+            self._check_expanded({"value": expand})  # a path that is no module: the closest names
             if select:
                 self.selected = select
             if overlay != "none":

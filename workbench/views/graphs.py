@@ -1,6 +1,8 @@
-"""The Graphs tab: the FX and ONNX graphs side by side (``workbench.render.graph_view``) when
-that module is installed, a placeholder otherwise. Drawn on request: Graphviz layout of a big
-model takes seconds."""
+"""The Graphs tab: the FX and ONNX graphs side by side in the interactive graph widget
+(:class:`workbench.graph_widget.GraphWidget`: click, search, open modules, pan and zoom,
+error/time overlays). Drawn on request: Graphviz layout of a big model takes seconds, so the
+first layout runs on the export worker (:func:`graph_renderer`) and the widget adopts it.
+Without anywidget the tab shows the static drawing; without the graph view, a placeholder."""
 
 from __future__ import annotations
 
@@ -16,13 +18,27 @@ __all__ = ["GraphsView", "graph_renderer"]
 PLACEHOLDER = "The FX ↔ ONNX graph view is not available in this installation."
 
 
+def _widget_class() -> Any:
+    try:
+        from workbench.graph_widget import GraphWidget
+    except ImportError:  # anywidget is not installed: the static drawing instead
+        return None
+    return GraphWidget
+
+
 def graph_renderer() -> Callable[..., Any] | None:
-    """``side_by_side(session, expand=, select=, overlay=)`` if importable, else None."""
+    """What the Draw button runs on the export worker: ``prepare_graphs(session, expand=)``
+    (the graphs read and laid out for the widget), ``side_by_side`` without anywidget, None
+    when neither is importable."""
     try:
         from workbench.render.graph_view import side_by_side
     except ImportError:
         return None
-    return side_by_side
+    if _widget_class() is None:
+        return side_by_side
+    from workbench.graph_widget import prepare_graphs
+
+    return prepare_graphs
 
 
 class GraphsView:
@@ -30,30 +46,34 @@ class GraphsView:
 
     def __init__(self, on_draw: Callable[[], None]) -> None:
         self.available = graph_renderer() is not None
+        widget_class = _widget_class() if self.available else None
         self.button = widgets.Button(description="Draw graphs", icon="project-diagram", disabled=not self.available)
         self.button.add_class("wb-draw-graphs")
         self.button.on_click(lambda _: on_draw())
-        self.expand = widgets.Text(placeholder="modules to open, e.g. encoder.layer.0", continuous_update=False,
-                                   description="expand", layout=widgets.Layout(width="260px"))
-        self.select = widgets.Text(placeholder="an FX or ONNX node name", continuous_update=False,
-                                   description="select", layout=widgets.Layout(width="260px"))
         self.view = widgets.HTML(pane(verdict("not drawn", PLACEHOLDER if not self.available else
-                                              "Click 'Draw graphs' to lay out the FX and ONNX graphs.")))
+                                              "Click 'Draw graphs' to lay out the FX and ONNX graphs; then click a "
+                                              "node, open a module, search by name.")))
         self.view.add_class("wb-graphs")
-        self.widget = widgets.VBox([widgets.HBox([self.button, self.expand, self.select],
-                                                 layout=widgets.Layout(flex_flow="row wrap")), self.view])
+        self.graph = widget_class(height="420px") if widget_class is not None else None
+        if self.graph is not None:
+            self.graph.layout.display = "none"  # until drawn
+        children = [self.button, self.view] + ([self.graph] if self.graph is not None else [])
+        self.widget = widgets.VBox(children, layout=widgets.Layout(max_width="100%"))
 
     def options(self) -> dict[str, Any]:
-        """``side_by_side`` keywords from the fields: ``expand`` (comma-separated) and ``select``."""
-        expand = tuple(p.strip() for p in self.expand.value.split(",") if p.strip())
-        return {"expand": expand, "select": self.select.value.strip() or None}
+        """Keywords for the renderer: the modules the widget has open stay open on a redraw."""
+        return {"expand": tuple(self.graph.expanded)} if self.graph is not None else {}
 
     def show(self, result: Any) -> None:
-        """A ``GraphView`` (``.svg``, or ``.message`` and a table without Graphviz), or an error."""
+        """Prepared graphs (the widget draws them), a ``GraphView`` (static drawing), or an error."""
         if isinstance(result, BaseException):
             from exporter.errors import Failure
 
             self.view.value = failure_html(Failure.from_exception(result, "graphs"), "drawing the graphs failed")
+        elif self.graph is not None and hasattr(result, "fx") and hasattr(result, "graphs"):
+            self.view.value = ""
+            self.graph.show_prepared(result)
+            self.graph.layout.display = None
         elif getattr(result, "svg", None):
             self.view.value = f'<div style="overflow: auto; max-height: 80vh; max-width: 100%">{result.svg}</div>'
         else:
