@@ -19,6 +19,7 @@ values only, when the first run could not keep them all). Only the metrics stay:
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,16 +133,21 @@ class IntermediateComparison(Presentable):
 
     def values(self, metric: str = "max_abs") -> dict[str, float]:
         """ONNX node name → ``metric`` (``max_abs`` or ``max_rel``) for every compared node:
-        what a graph overlay paints. A shape or dtype mismatch counts as ``inf``."""
+        what a graph overlay paints (``overlay=result.values()``). Every number is finite, so a
+        colour scale can divide by the largest: a shape or dtype mismatch, and an infinite
+        error (NaN on one side only), take the largest finite value found (1.0 when there is
+        none); :meth:`to_frame` keeps the true numbers."""
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; metrics are {', '.join(METRICS)}")
-        out: dict[str, float] = {}
+        raw: dict[str, float | None] = {}
         for row in self.rows:
             if row.status == "mismatch":
-                out[row.onnx_node] = float("inf")
+                raw[row.onnx_node] = None
             elif row.status in ("pass", "fail") and getattr(row, metric) is not None:
-                out[row.onnx_node] = float(getattr(row, metric))
-        return out
+                value = float(getattr(row, metric))
+                raw[row.onnx_node] = value if math.isfinite(value) else None
+        worst = max((v for v in raw.values() if v is not None), default=0.0) or 1.0
+        return {name: worst if value is None else value for name, value in raw.items()}
 
     def fx_values(self, metric: str = "max_abs") -> dict[str, float]:
         """FX node name → the largest ``metric`` of the ONNX nodes compared against it."""

@@ -36,6 +36,13 @@ def _relu_plus_a_hundredth(x):
     return op.Add(op.Relu(x), op.CastLike(op.Constant(value_float=0.01), x))
 
 
+def _relu_over_zero(x):
+    """A wrong translation of aten.relu: Relu(x) / 0 (inf, and NaN where relu is 0)."""
+    from onnxscript import opset18 as op
+
+    return op.Div(op.Relu(x), op.CastLike(op.Constant(value_float=0.0), x))
+
+
 def _refuse_relu(x):
     raise RuntimeError("no translation for relu here")
 
@@ -73,6 +80,19 @@ def test_a_node_translated_wrong_on_purpose_is_the_first_bad_node_and_the_nodes_
     # verify's own first-divergence search names the same node
     verified = session.verify(edge_values=False)
     assert verified.status == "failed" and verified.divergence.onnx_node == bad.onnx_node
+
+
+def test_nan_and_inf_in_onnx_only_are_counted_and_the_overlay_values_stay_finite(monkeypatch):
+    _with_relu_translation(monkeypatch, _relu_over_zero)
+    result = _export(Block()).compare_intermediates()
+
+    bad = result.first_bad
+    assert bad.fx_value == "relu" and bad.status == "fail"
+    assert bad.nonfinite_onnx == 2 * 8 and bad.nonfinite_fx == 0  # every element: inf or NaN
+    assert bad.max_abs == float("inf")  # the frame keeps the true number
+    values = result.values()
+    assert all(v == v and v != float("inf") for v in values.values())
+    assert values[bad.onnx_node] == max(values.values())  # painted as the worst
 
 
 def test_a_correct_model_passes_at_every_compared_node_and_its_values_are_onnx_node_names():
