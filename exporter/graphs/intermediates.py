@@ -257,7 +257,7 @@ def compare_intermediates(
             onnx_values = runner.run(value_names, feeds)
         except Exception as exc:  # noqa: BLE001
             return failed(f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}",
-                          fx_runs=fx_runs, chunks=runner.runs)
+                          fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs)
         held = sum(_nbytes(v) for v in onnx_values.values()) + sum(_nbytes(fx_values[fx]) for node in chunk
                                                                   for _, fx in pairs[node.name] if fx in fx_values)
         peak = max(peak, held)

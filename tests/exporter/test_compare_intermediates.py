@@ -29,6 +29,15 @@ class BatchOfTwoOnly(Block):
         return super().forward(x)
 
 
+class EightPositions(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.positions = torch.nn.Embedding(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.positions(torch.arange(x.shape[1]))
+
+
 def _relu_plus_a_hundredth(x):
     """A wrong translation of aten.relu: Relu(x) + 0.01."""
     from onnxscript import opset18 as op
@@ -112,14 +121,21 @@ def test_a_correct_model_passes_at_every_compared_node_and_its_values_are_onnx_n
 
 def test_a_verify_case_at_another_size_compares_at_that_size():
     session = _export(Block())
-    case = next(c for c in session.verify(edge_values=False).cases if not c.is_example)
+    generated = {}
+
+    def keep(case):  # verify's own inputs for each case, to compare with the rebuilt ones
+        generated[case.name] = (case.args, dict(case.kwargs))
+
+    case = next(c for c in session.verify(edge_values=False, make_inputs=keep).cases if not c.is_example)
     by_object = session.compare_intermediates(case)
     by_name = session.compare_intermediates(case.name)
+    as_verify_ran = session.compare_intermediates(case.name, args=generated[case.name][0],
+                                                  kwargs=generated[case.name][1])
 
     size = dict(case.sizes)["batch"]
     assert by_object.case == case.name and by_object.status == "passed"
     assert {r.fx_shape[0] for r in by_object.rows if r.fx_shape} == {size}
-    assert by_name.values() == by_object.values()  # the same inputs, rebuilt as verify built them
+    assert by_name.values() == by_object.values() == as_verify_ran.values()  # the inputs verify built
     with pytest.raises(ValueError, match="no verify case"):
         session.compare_intermediates("no such case")
 
@@ -142,6 +158,16 @@ def test_a_case_eager_pytorch_refuses_is_a_failed_result_with_the_reason():
     assert result.status == "failed" and result.rows == ()
     assert "eager PyTorch raised" in result.error and "batch of 2" in result.error
     assert "batch of 2" in result.summary()
+
+
+def test_a_verify_case_eager_pytorch_refused_is_a_failed_result_with_the_reason():
+    session = exporter.export(EightPositions().eval(), torch.randn(2, 5, 4),
+                              options=exporter.ExportOptions(dynamic_shapes={"x": {1: "seq"}}))
+    refused = next(c for c in session.verify(edge_values=False).cases if c.status == "eager_error")
+    result = session.compare_intermediates(refused)
+
+    assert result.status == "failed" and result.case == refused.name
+    assert result.error.startswith("eager PyTorch raised") and "index out of range" in result.error
 
 
 def test_an_export_whose_translation_failed_raises_its_stage_error(monkeypatch):
