@@ -54,10 +54,18 @@ class SizeRange:
 
 def holds(expr: Any, symbol: Any, size: int) -> bool | None:
     """Whether the sympy boolean ``expr`` holds with ``symbol = size`` (None: undecided)."""
+    return holds_at(expr, {symbol.name: size})
+
+
+def holds_at(expr: Any, sizes: Mapping[str, int]) -> bool | None:
+    """Whether the sympy boolean ``expr`` holds with its symbols at ``sizes`` (by symbol
+    name); None when a symbol has no size or sympy cannot decide."""
     import sympy
 
     try:
-        value = expr.xreplace({symbol: sympy.Integer(size)})
+        if any(sym.name not in sizes for sym in expr.free_symbols):
+            return None
+        value = expr.xreplace({sym: sympy.Integer(sizes[sym.name]) for sym in expr.free_symbols})
     except Exception:  # noqa: BLE001 - an expression sympy cannot evaluate
         return None
     if value is sympy.true or value is True:

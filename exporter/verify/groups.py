@@ -10,6 +10,7 @@ from typing import Any
 from .. import _torch_formats as formats
 from ..axis import Axis
 from ..dims import Dim
+from ..shapes.solve import holds_at
 
 
 @dataclass(frozen=True)
@@ -346,23 +347,6 @@ def _modular_divisors(expr: Any) -> set[int]:
     return found
 
 
-def _holds(expr: Any, values: Mapping[str, int]) -> bool | None:
-    """Whether a guard holds with its symbols at ``values`` (by symbol name); None when unknown."""
-    import sympy
-
-    try:
-        if any(sym.name not in values for sym in expr.free_symbols):
-            return None
-        result = expr.subs({sym: values[sym.name] for sym in expr.free_symbols})
-    except Exception:  # noqa: BLE001 - a guard that does not evaluate says nothing
-        return None
-    if result is sympy.true or result is True:
-        return True
-    if result is sympy.false or result is False:
-        return False
-    return None
-
-
 def _guard_text(guard: Any) -> str:
     expression = guard.expression if len(guard.expression) <= 70 else guard.expression[:67] + "..."
     return f"{expression}" + (f" at {guard.location}" if getattr(guard, "location", None) else "")
@@ -405,16 +389,16 @@ def guard_sizes(group: DimGroup, groups: Sequence[DimGroup], guards: Sequence[An
 
     out: list[tuple[str, int, str]] = []
     for size in pool:
-        if all(_holds(g.expr, at(size)) is not False for g in relevant):
+        if all(holds_at(g.expr, at(size)) is not False for g in relevant):
             out.append(("guards hold", size, "every guard of the group"))
             break
     used = {size for _, size, _ in out}
     for guard, _ in modular:
         if len(out) >= limit + 1:
             break
-        if _holds(guard.expr, base) is not True:
+        if holds_at(guard.expr, base) is not True:
             continue
-        size = next((n for n in pool if _holds(guard.expr, at(n)) is False), None)
+        size = next((n for n in pool if holds_at(guard.expr, at(n)) is False), None)
         if size is not None and size not in used:
             used.add(size)
             out.append(("breaks guard", size, _guard_text(guard)))
