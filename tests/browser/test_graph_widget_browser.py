@@ -186,3 +186,38 @@ def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts
     assert cell_errors(page) == []
     page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget.png"))
     page.screenshot(path=str(artifacts / "graph-widget-page.png"))
+
+
+WORKBENCH_CELLS = [
+    "%load_ext workbench",
+    CELLS[0].split("session = export(")[0] + "model, x = Net().eval(), torch.randn(2, 3, 4)",
+    "%onnx_export --no-verify --dynamic x.0=batch model(x)",
+]
+
+
+def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_page, artifacts, failure_screenshot):
+    page = narrow_page
+    failure_screenshot(page)
+    write_notebook(lab.root, "workbench-graphs.ipynb", WORKBENCH_CELLS)
+    open_notebook(page, lab, "workbench-graphs.ipynb")
+    _ensure_file_browser_open(page)
+    run_all(page, timeout=180_000)
+    assert cell_errors(page) == []
+    wait_for_widget(page, ".wb-workbench")
+    workbench = page.locator(".jp-Cell-outputArea .wb-workbench").first
+    page.wait_for_function("() => /^done/.test((document.querySelector('.wb-job-status') || {}).innerText || '')",
+                           timeout=180_000)
+    workbench.locator(".lm-TabBar-tab", has_text="Graphs").first.click()
+    workbench.locator(".wb-draw-graphs").click()
+    box = '.wb-workbench .wb-graph-widget [id="fx-module-encoder"]'
+    page.locator(box).wait_for(state="attached", timeout=120_000)
+    page.locator(box).click()
+    page.locator('.wb-workbench .wb-graph-widget [id="fx-cluster-encoder"]').wait_for(state="attached")
+    workbench.scroll_into_view_if_needed()
+    fits = page.evaluate(
+        """() => { const w = document.querySelector('.wb-workbench .wb-graph-widget');
+                   const area = w.closest('.jp-OutputArea-output');
+                   return [w.getBoundingClientRect().right, area.getBoundingClientRect().right,
+                           area.scrollWidth, area.clientWidth]; }""")
+    assert fits[0] <= fits[1] + 1 and fits[2] <= fits[3] + 1, f"wider than the pane: {fits}"
+    workbench.screenshot(path=str(artifacts / "tab-graphs-widget.png"))
