@@ -242,9 +242,31 @@ def compare_intermediates(
     del outputs, expected
     fx_runs = 1
     chunks = _chunks(nodes, pairs, sizes, max_bytes)
-    rows: dict[str, IntermediateRow] = {}
     peak = sum(_nbytes(v) for v in kept.values()) if kept is not None else 0
     runner = _OrtRunner(model)
+    try:
+        rows, peak, fx_runs, error = _compare_chunks(name, chunks, pairs, mapping, program, inputs, kept, feeds,
+                                                     runner, tolerances, peak, fx_runs)
+    finally:
+        runner.close()
+    if error is not None:
+        return failed(error, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs)
+    all_rows = tuple(rows.get(n.name) or _not_compared(n, mapping, pairs) for n in nodes)
+    bad = any(r.bad for r in all_rows) or program_differs is not None
+    return IntermediateComparison(
+        name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
+        time.perf_counter() - start,
+    )
+
+
+def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping[str, list[tuple[str, str]]],
+                    mapping: Any, program: Any, inputs: Sequence[Any], kept: dict[str, Any] | None,
+                    feeds: Mapping[str, Any], runner: _OrtRunner, tolerances: Any, peak: int,
+                    fx_runs: int) -> tuple[dict[str, IntermediateRow], int, int, str | None]:
+    """Each chunk: its FX values (kept, or from one more FX run), one onnxruntime run, its rows."""
+    from ..errors import first_line
+
+    rows: dict[str, IntermediateRow] = {}
     for chunk in chunks:
         if kept is not None:
             fx_values = kept
@@ -256,8 +278,7 @@ def compare_intermediates(
         try:
             onnx_values = runner.run(value_names, feeds)
         except Exception as exc:  # noqa: BLE001
-            return failed(f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}",
-                          fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs)
+            return rows, peak, fx_runs, f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}"
         held = sum(_nbytes(v) for v in onnx_values.values()) + sum(_nbytes(fx_values[fx]) for node in chunk
                                                                   for _, fx in pairs[node.name] if fx in fx_values)
         peak = max(peak, held)
@@ -266,12 +287,7 @@ def compare_intermediates(
         del onnx_values
         if kept is None:
             del fx_values
-    all_rows = tuple(rows.get(n.name) or _not_compared(n, mapping, pairs) for n in nodes)
-    bad = any(r.bad for r in all_rows) or program_differs is not None
-    return IntermediateComparison(
-        name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
-        time.perf_counter() - start,
-    )
+    return rows, peak, fx_runs, None
 
 
 def _nodes(model: Any) -> list[Any]:
@@ -457,51 +473,69 @@ def _chunks(nodes: Sequence[_Node], pairs: Mapping[str, list[tuple[str, str]]], 
 
 class _OrtRunner:
     """The model in onnxruntime (no graph optimization: every node computes its own output),
-    run once per chunk with that chunk's values as extra graph outputs. The session of a
-    one-chunk run of a small model (weights under :data:`_CACHED_WEIGHTS`) is kept for the
-    next call on the same model (one entry): another case costs no session build."""
+    run once per chunk with that chunk's values as extra graph outputs.
+
+    The model is serialized once. Its weights stay in that protobuf when they are small
+    (under :data:`_INLINE_WEIGHTS`); otherwise they are written once to a temporary directory
+    and each chunk's model is a small graph file beside them that refers to them, so a chunk
+    never copies the weights in memory. The session of a one-chunk run of a small model
+    (weights under :data:`_CACHED_WEIGHTS`) is kept for the next call on the same model (one
+    entry): another case costs no session build. :meth:`close` removes the directory."""
 
     def __init__(self, model: Any) -> None:
         self._model = model
         self._proto: Any = None
-        self._copy: Any = None
+        self._directory: Any = None
+        self._types: dict[str, Any] = {}
         self.runs = 0
 
     def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
+        from ..serialize import initializer_bytes
+
         wanted = list(dict.fromkeys(names))
         self.runs += 1
         key = (id(self._model), tuple(wanted))
         cached = _CACHE.get("entry")
         if cached is not None and cached[0]() is self._model and cached[1] == key:
             return self._read(cached[2], wanted, feeds)
-        from ..serialize import initializer_bytes
-
-        session, directory = self._session(wanted)
-        try:
-            values = self._read(session, wanted, feeds)
-        finally:
-            if directory is not None:
-                del session
-                directory.cleanup()
-        if directory is None and initializer_bytes(self._model) <= _CACHED_WEIGHTS:
+        session = self._session(wanted)
+        values = self._read(session, wanted, feeds)
+        if self._directory is None and initializer_bytes(self._model) <= _CACHED_WEIGHTS:
             _CACHE["entry"] = (weakref.ref(self._model), key, session)
         return values
 
-    def _session(self, names: Sequence[str]) -> tuple[Any, Any]:
+    def close(self) -> None:
+        if self._directory is not None:
+            self._directory.cleanup()
+            self._directory = None
+
+    def _base_proto(self) -> Any:
+        import onnx_ir as ir
+
+        from ..serialize import initializer_bytes
+
+        self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
+        if initializer_bytes(self._model) <= _INLINE_WEIGHTS:
+            return ir.to_proto(self._model)
+        import tempfile
+        from pathlib import Path
+
+        import onnx
+
+        from ..serialize import write_external_data
+
+        self._directory = tempfile.TemporaryDirectory(prefix="onnx-workbench-intermediates-")
+        path = write_external_data(self._model, Path(self._directory.name) / "model.onnx")
+        return onnx.load(str(path), load_external_data=False)  # the graph, weights by reference
+
+    def _session(self, names: Sequence[str]) -> Any:
         import onnxruntime as ort
 
-        from ..serialize import needs_external_data
-
+        if self._proto is None:
+            self._proto = self._base_proto()
         options = ort.SessionOptions()
         options.log_severity_level = 4
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        if needs_external_data(self._model):  # past 2 GiB: a copy saved with its weights beside it
-            return self._external_session(names, options)
-        import onnx_ir as ir
-
-        if self._proto is None:  # serialized once; each chunk only changes the graph's outputs
-            self._proto = ir.to_proto(self._model)
-            self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
         outputs = self._proto.graph.output
         count = len(outputs)
         present = {o.name for o in outputs}
@@ -514,38 +548,24 @@ class _OrtRunner:
             data = self._proto.SerializeToString()
         finally:
             del outputs[count:]
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]), None
+        if self._directory is None:
+            return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        import os
 
-    def _external_session(self, names: Sequence[str], options: Any) -> tuple[Any, Any]:
-        import tempfile
-        from pathlib import Path
-
-        import onnxruntime as ort
-
-        from ..serialize import write_external_data
-
-        if self._copy is None:
-            self._copy = self._model.clone()
-            self._outputs = list(self._copy.graph.outputs)
-            self._values = {v.name: v for node in self._copy.graph for v in node.outputs if v.name}
-        graph = self._copy.graph
-        present = {v.name for v in self._outputs}
-        extra = [self._values[n] for n in names if n not in present and n in self._values]
-        graph.outputs.clear()
-        graph.outputs.extend(self._outputs + extra)
+        path = os.path.join(self._directory.name, f"chunk_{self.runs}.onnx")
+        with open(path, "wb") as f:
+            f.write(data)
         try:
-            directory = tempfile.TemporaryDirectory(prefix="onnx-workbench-intermediates-")
-            path = write_external_data(self._copy, Path(directory.name) / "model.onnx")
-            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), directory
+            return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         finally:
-            graph.outputs.clear()
-            graph.outputs.extend(self._outputs)
+            os.remove(path)
 
     @staticmethod
     def _read(session: Any, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
         return dict(zip(names, session.run(list(names), dict(feeds))))
 
 
+_INLINE_WEIGHTS = 256 << 20
 _CACHED_WEIGHTS = 64 << 20
 _CACHE: dict[str, tuple[Any, tuple, Any]] = {}
 

@@ -151,6 +151,19 @@ def test_streaming_in_small_chunks_gives_the_same_numbers_as_one_run():
     assert streamed.peak_bytes < whole.peak_bytes
 
 
+def test_weights_written_once_beside_the_chunk_models_give_the_same_numbers(monkeypatch, tmp_path):
+    from exporter.graphs import intermediates
+
+    session = _export(Block())
+    inline = session.compare_intermediates(max_bytes=64)
+    monkeypatch.setattr(intermediates, "_INLINE_WEIGHTS", 0)  # as for a model with large weights
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    beside = session.compare_intermediates(max_bytes=64)
+
+    assert beside.chunks == inline.chunks > 1 and beside.values() == inline.values()
+    assert list(tmp_path.iterdir()) == []  # the weights and chunk models are removed
+
+
 def test_a_case_eager_pytorch_refuses_is_a_failed_result_with_the_reason():
     session = exporter.export(BatchOfTwoOnly().eval(), torch.randn(2, 4))
     result = session.compare_intermediates(args=(torch.randn(5, 4),))
