@@ -14,19 +14,33 @@ timed against a budget: the export itself takes minutes at this size); then, in 
   ``blocks`` (its 600 children folded into runs) and the block (budget 1 s);
 * one node selected: ``select=`` an ONNX MatMul in the middle block (its FX origin highlighted).
 
-Each is the median of ``--repeats`` runs; the ratio is time / budget (≤ 1.0 passes).
+The graph widget (``workbench.graph_widget.GraphWidget``, Python side: layout + the node
+details JSON sent to the page), with no page attached:
+
+* widget first paint (cold): ``GraphWidget(session)`` from fresh graph data, collapsed
+  (budget 3 s);
+* widget expand one module: ``view.expanded = [...] + ["blocks.<middle>"]``, as a click on the
+  module box sets it (budget 1 s);
+* widget select a node: ``view.selected = <MatMul in another block>``, which opens its block.
+
+Each is the median of ``--repeats`` runs; the ratio is time / budget (≤ 1.0 passes). With
+``--browser``, the widget's ES module is also timed in Debian's chromium (a page holding the
+module and the widget's state, no Jupyter): first paint collapsed, the redraw after one module
+opens, and a click → its counterpart highlighted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
 import sys
 import time
 import warnings
 
-BUDGETS = {"collapsed (cold)": 3.0, "one module expanded": 1.0}
+BUDGETS = {"collapsed (cold)": 3.0, "one module expanded": 1.0, "widget first paint (cold)": 3.0,
+           "widget expand one module": 1.0}
 
 
 def build_model(blocks: int):
@@ -57,6 +71,77 @@ def build_model(blocks: int):
     return Stack(blocks).eval(), (torch.randn(2, 3, 8),)
 
 
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><style>%(css)s</style></head>
+<body style="width: 570px"><div id="host"></div><script type="module">
+const states = %(states)s;
+const handlers = {};
+const state = Object.assign({}, states.collapsed);
+const model = {
+  get: (k) => state[k], set: (k, v) => { state[k] = v; }, save_changes() {}, send() {},
+  on: (ev, f) => { (handlers[ev] = handlers[ev] || []).push(f); }, off() {},
+};
+const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+const mod = await import(URL.createObjectURL(new Blob([states.esm], {type: "text/javascript"})));
+const el = document.getElementById("host");
+let t = performance.now();
+mod.default.render({model, el});
+await frame();
+const firstPaint = performance.now() - t;
+t = performance.now();
+Object.assign(state, states.expanded);
+for (const name of ["svg", "highlight", "expanded"]) for (const f of handlers["change:" + name] || []) f();
+await frame();
+const expand = performance.now() - t;
+const op = [...el.querySelectorAll("g.wb-op")].find((g) => g.id.startsWith("onnx-op-") && state.details[g.id]
+  && state.details[g.id].mapped.some((m) => m[2]));
+const counterpart = document.getElementById(state.details[op.id].mapped.find((m) => m[2])[2]);
+t = performance.now();
+op.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+const highlighted = counterpart.classList.contains("wb-selected");
+const click = performance.now() - t;
+await frame();
+const clickPainted = performance.now() - t;
+window.result = {firstPaint, expand, click, clickPainted, highlighted,
+                 elements: el.querySelectorAll("g.node").length};
+</script></body></html>"""
+
+
+def browser_timings(widget, expanded_state: dict) -> dict | None:
+    """First paint, expand and click→highlight of the widget's ES module in Debian's chromium
+    (a page with the module and the widget's state, no Jupyter); None without chromium."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    chromium = os.environ.get("WB_CHROMIUM", "/usr/bin/chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if not os.path.exists(chromium):
+        return None
+    from workbench.graph_widget import STATIC
+
+    keys = ("svg", "details", "names", "selected", "expanded", "highlight", "overlay", "message", "note", "status",
+            "height")
+    states = {"collapsed": {k: getattr(widget, k) for k in keys}, "expanded": expanded_state,
+              "esm": (STATIC / "graph_widget.js").read_text()}
+    page_text = PAGE % {"css": (STATIC / "graph_widget.css").read_text(), "states": json.dumps(states)}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "graph.html"
+        path.write_text(page_text)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            try:
+                page = browser.new_page(viewport={"width": 1000, "height": 900})
+                page.goto(path.as_uri())
+                page.wait_for_function("() => window.result !== undefined", timeout=120_000)
+                return page.evaluate("() => window.result")
+            finally:
+                browser.close()
+
+
 def median_time(fn, repeats: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(repeats):
@@ -70,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--browser", action="store_true",
+                        help="also time the widget's front end in chromium (first paint, expand, click → highlight)")
     options = parser.parse_args(argv)
 
     import torch  # noqa: F401
@@ -107,6 +194,37 @@ def main(argv: list[str] | None = None) -> int:
         seconds, views[name] = median_time(fn, options.repeats)
         rows.append((name, seconds, BUDGETS.get(name)))
 
+    from workbench.graph_widget import GraphWidget
+
+    other = f"blocks.{options.blocks // 3}"
+    other_matmul = next(e.onnx_node for e in graphs.mapping.entries
+                        if e.onnx_op == "MatMul" and e.module and e.module.startswith(other + "."))
+    widget_seconds, widget = median_time(lambda: GraphWidget(graphs_of(session)), options.repeats)
+    rows.append(("widget first paint (cold)", widget_seconds, BUDGETS["widget first paint (cold)"]))
+    first_paint_bytes = len(widget.svg) + len(json.dumps(widget.details)) + len(json.dumps(widget.names))
+
+    def expand_one():
+        widget.expanded = []
+        start = time.perf_counter()
+        widget.expanded = [middle]
+        return time.perf_counter() - start
+
+    def select_one():
+        widget.selected = ""
+        widget.expanded = []
+        start = time.perf_counter()
+        widget.selected = other_matmul
+        return time.perf_counter() - start
+
+    rows.append(("widget expand one module", statistics.median(expand_one() for _ in range(options.repeats)),
+                 BUDGETS["widget expand one module"]))
+    rows.append(("widget select a node", statistics.median(select_one() for _ in range(options.repeats)), None))
+    keys = ("svg", "details", "expanded", "highlight", "selected")
+    expanded_state = {k: getattr(widget, k) for k in keys}  # the node selected, its block open
+    widget.selected = ""
+    widget.expanded = []
+    in_browser = browser_timings(widget, expanded_state) if options.browser else None
+
     print(f"model: {options.blocks} blocks, {len(graphs.onnx_optimized)} ONNX nodes (optimized), "
           f"{len(graphs.onnx)} before optimization, {len(graphs.fx_decomposed)} FX nodes (decomposed); "
           f"export {export_seconds:.1f} s; mapping coverage {graphs.mapping.coverage:.1%}")
@@ -118,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         failed |= bool(budget and seconds > budget)
     expanded = views["one module expanded"]
     print(f"expanded view: {len(expanded.svg) / 1e3:.0f} kB of SVG, modules open: {', '.join(expanded.expanded)}")
+    if in_browser:
+        print(f"in chromium (the widget's ES module, no Jupyter; {in_browser['elements']} SVG nodes after expand): "
+              f"first paint {in_browser['firstPaint']:.0f} ms, expand redraw {in_browser['expand']:.0f} ms, "
+              f"click → counterpart highlighted {in_browser['click']:.1f} ms "
+              f"({in_browser['clickPainted']:.0f} ms to the next painted frame; highlighted: {in_browser['highlighted']})")
+    print(f"widget first paint sends {first_paint_bytes / 1e3:.0f} kB (SVG + details of {len(widget.details)} "
+          f"elements drawn + {len(widget.names)} search names)")
     return 1 if failed else 0
 
 

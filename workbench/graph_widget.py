@@ -181,9 +181,34 @@ class GraphWidget(anywidget.AnyWidget):
         return [n.name for n in self._nodes()]
 
     def _module_paths(self) -> set[str]:
-        from exporter.graphs.model import module_ancestors
+        return self._index()["modules"]
 
-        return {a for n in self._nodes() for a in module_ancestors(n.module or "")}
+    def _index(self) -> dict[str, Any]:
+        """Per prepared graphs, computed once: module paths, node counts per module and side
+        (descendants included), the module trees, FX node → ONNX nodes."""
+        from collections import Counter
+
+        from exporter.graphs.model import module_ancestors
+        from exporter.graphs.modules import module_tree
+
+        p = self._prepared
+        if getattr(self, "_index_of", None) is p:
+            return self._index_cache
+        sides = self._graphs_by_side()
+        counts = {side: Counter(a for n in g.nodes for a in module_ancestors(n.module or "")) for side, g in sides.items()}
+        origins = (lambda e: e.fx_nodes) if p.fx_kind == "fx_decomposed" else (lambda e: e.fx_captured)
+        onnx_of: dict[str, list[str]] = {}
+        for entry in (p.mapping.entries if p.mapping is not None else ()):
+            for name in origins(entry):
+                onnx_of.setdefault(name, []).append(entry.onnx_node)
+        self._index_cache = {
+            "modules": {m for c in counts.values() for m in c},
+            "counts": counts,
+            "trees": {side: module_tree({n.module or "" for n in g.nodes}) for side, g in sides.items()},
+            "onnx_of": onnx_of,
+        }
+        self._index_of = p
+        return self._index_cache
 
     def _known(self, name: str) -> bool:
         return any(name in g for g in self._graphs_by_side().values()) or name in self._module_paths()
@@ -201,7 +226,7 @@ class GraphWidget(anywidget.AnyWidget):
         elif name in sides["fx"]:
             out["fx"].add(name)
             if p.mapping is not None:
-                out["onnx"].update(e.onnx_node for e in p.mapping.entries if name in origins(e))
+                out["onnx"].update(self._index()["onnx_of"].get(name, ()))
         return out
 
     # -- state changes (from the page or from Python) -------------------------------------------------
@@ -448,12 +473,10 @@ class GraphWidget(anywidget.AnyWidget):
 
     def _details_for(self, svg: str) -> dict[str, dict[str, Any]]:
         """Per element drawn (node, module box, folded run, open module): what the panel shows."""
-        from exporter.graphs.modules import module_tree
-
         sides = self._graphs_by_side()
         found = [(side, kind, html.unescape(rest)) for side, kind, rest in _ELEMENT.findall(svg)]
         drawn = {f"{side}-{kind}-{rest}" for side, kind, rest in found}
-        trees = {side: module_tree({n.module or "" for n in g.nodes}) for side, g in sides.items()}
+        trees, counts = self._index()["trees"], self._index()["counts"]
         out: dict[str, dict[str, Any]] = {}
         for side, kind, rest in found:
             element = f"{side}-{kind}-{rest}"
@@ -463,7 +486,7 @@ class GraphWidget(anywidget.AnyWidget):
             if kind == "op" and rest in graph:
                 out[element] = self._node_details(side, graph[rest], drawn)
             elif kind in ("module", "cluster"):
-                count = sum(1 for _ in graph.nodes_in(rest))
+                count = counts[side][rest]
                 out[element] = {"kind": kind, "side": side, "path": rest, "class": graph.module_classes.get(rest),
                                 "nodes": count, "children": trees[side].get(rest, [])[:40]}
             elif kind == "more":
