@@ -43,6 +43,13 @@ class ExportOptions:
             ``v`` for such a row (NaN for a ``-inf`` float mask) and saves three small nodes
             per attention (onnxruntime latency of the demo block: 1.00-1.05x).
             See :mod:`exporter.masked_attention`.
+        skip_passes: names of ONNX optimizer passes not to run (every round of each), e.g.
+            ``("FoldConstantsPass",)``: the fix when one pass breaks a model
+            (``session.bisect_passes()`` names it). Names: :data:`exporter.passes.PASS_NAMES`;
+            an unknown name is a ``ValueError`` listing them.
+        extra_rewrite_rules: onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``)
+            run by the optimizer right after its default rules in each round, as the pass
+            ``ExtraRewritePass``; empty by default.
     """
 
     opset_version: int | None = None
@@ -55,9 +62,15 @@ class ExportOptions:
     input_names: tuple[str, ...] | None = None
     output_names: tuple[str, ...] | None = None
     fully_masked_rows: str = "zero"
+    skip_passes: tuple[str, ...] = ()
+    extra_rewrite_rules: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         from .capture import strategy_names
+        from .passes import check_pass_names
+
+        object.__setattr__(self, "skip_passes", check_pass_names(self.skip_passes or ()))
+        object.__setattr__(self, "extra_rewrite_rules", tuple(self.extra_rewrite_rules or ()))
 
         for field_name in ("input_names", "output_names"):
             names = getattr(self, field_name)

@@ -81,6 +81,8 @@ class StageResult:
     # What the user should know about a stage that gave its output: the trace changed the
     # model (put back), the optimizer failed and the unoptimized model is used.
     warnings: tuple[str, ...] = ()
+    # The optimize stage pass by pass (an exporter.passes.OptimizerPasses), when it ran.
+    passes: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -291,7 +293,9 @@ class Session(Presentable):
             return capture + (registry_opset(opset),)
         translate = capture + (opset, self._options.input_names, self._options.output_names,
                                self._options.fully_masked_rows)
-        return translate if stage == "translate" else translate + (self._options.optimize,)
+        if stage == "translate":
+            return translate
+        return translate + (self._options.optimize, self._options.skip_passes, self._options.extra_rewrite_rules)
 
     def _observer(self, observer: Observer | None) -> Observer:
         logger = self._options.logger
@@ -490,17 +494,29 @@ class Session(Presentable):
         )
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from .translate import optimize, trace_leftover_initializers
+        from .passes import OptimizerPasses
+        from .translate import optimize_recorded, trace_leftover_initializers
 
         model = self._previous_output("optimize")
         if not self._options.optimize:
-            return StageResult("optimize", Status.SKIPPED, 0.0, model, detail="optimize=False")
+            return StageResult("optimize", Status.SKIPPED, 0.0, model, detail="optimize=False",
+                               passes=OptimizerPasses(note="optimize=False: no pass ran"))
+        recorded: list[Any] = []
+
+        def work() -> Any:
+            optimized, passes = optimize_recorded(model, skip_passes=self._options.skip_passes,
+                                                  extra_rewrite_rules=self._options.extra_rewrite_rules)
+            recorded.append(passes)
+            return optimized
+
         result = self._run_guarded(
             "optimize",
             OptimizeError,
             "export with ExportOptions(optimize=False) to get the unoptimized model",
-            lambda: optimize(model),
+            work,
         )
+        passes = recorded[0] if recorded else getattr(result.error, "passes", None)
+        result = dataclasses.replace(result, passes=passes)
         if result.status != Status.FAILED:
             return result
         reason = result.error.reason if isinstance(result.error, ExportError) else str(result.error)
@@ -517,7 +533,8 @@ class Session(Presentable):
         # Only the optimizer failed: the translated model is whole, hand it out as
         # optimize=False would, and say so (a warning, not a failure).
         warning = f"the unoptimized model is used (as with optimize=False): {reason}"
-        return StageResult("optimize", Status.WARNING, result.seconds, model, detail=warning, warnings=(warning,))
+        return StageResult("optimize", Status.WARNING, result.seconds, model, detail=warning, warnings=(warning,),
+                           passes=passes)
 
     # -- results ----------------------------------------------------------------------------
     @property
@@ -870,6 +887,32 @@ class Session(Presentable):
     def last_verify(self) -> Any:
         """The latest :meth:`verify` result of this exported model (see :attr:`analyses`), or None."""
         return self.analyses.get("verify")
+
+    # -- optimizer passes --
+    @property
+    def passes(self) -> Any:
+        """The optimize stage pass by pass: an :class:`~exporter.passes.OptimizerPasses` of
+        :class:`~exporter.passes.PassRecord` (name, seconds, nodes before/after, nodes added /
+        removed / changed, initializers folded, whether the model still checks; ``passes[i].diff()``,
+        ``passes.to_frame()``). Runs the export up to optimize if needed; raises the export's error
+        when an earlier stage failed."""
+        from .passes import OptimizerPasses
+
+        self.stage_output("translate")
+        result = self.result("optimize")
+        return result.passes if result.passes is not None else OptimizerPasses(note=result.detail)
+
+    def bisect_passes(self, case: Any = None, *, tolerances: Any = None) -> Any:
+        """Name the first optimizer pass after which onnxruntime disagrees with PyTorch or cannot
+        load the model, on one case: ``None`` (the example inputs) or ``(args, kwargs)``. A binary
+        search over the passes that changed the model, re-running them from the translated
+        model (each prefix's model is kept): 1 + ceil(log2(changing passes + 1)) verify runs.
+        An :class:`~exporter.passes.Bisection`; its ``fix`` is the ``ExportOptions(skip_passes=...)``
+        that leaves the pass out."""
+        from .passes import bisect_passes
+
+        passes = self.passes
+        return self._keep("bisect_passes", bisect_passes(self, passes, self.stage_output("translate"), case, tolerances))
 
     # -- graphs --
     @functools.cached_property

@@ -17,7 +17,7 @@ from .dims import Dim, DimSpec
 from .errors import OptimizeError, TranslateError
 from .inputs import BoundInputs
 
-__all__ = ["resolve_opset", "translate", "optimize", "optimizer_failure", "OptimizerFailure", "symbol_of"]
+__all__ = ["resolve_opset", "translate", "optimize", "optimize_recorded", "optimizer_failure", "OptimizerFailure", "symbol_of"]
 
 
 def resolve_opset(opset_version: int | None) -> int:
@@ -116,22 +116,29 @@ def check_opset_forms(model: Any, stage: str = "translate") -> None:
         )
 
 
-def optimize(model: Any) -> Any:
-    """Constant folding, dead-code removal and fusions on a copy of ``model``. A failure is an
-    :class:`~exporter.errors.OptimizeError` naming the pass that failed and what it does
-    (onnx_ir's own says ``'<onnx_ir.passes.PassManager object at 0x…>' pass``)."""
+def optimize(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = ()) -> Any:
+    """Constant folding, dead-code removal and fusions on a copy of ``model`` (see
+    :func:`optimize_recorded`, which also gives the record of every pass)."""
+    return optimize_recorded(model, skip_passes=skip_passes, extra_rewrite_rules=extra_rewrite_rules)[0]
+
+
+def optimize_recorded(model: Any, *, skip_passes: Sequence[str] = (),
+                      extra_rewrite_rules: Sequence[Any] = ()) -> tuple[Any, Any]:
+    """What ``torch.onnx.export(optimize=True)`` runs, pass by pass, on a copy of ``model``:
+    ``(optimized, passes)`` with an :class:`~exporter.passes.OptimizerPasses` record.
+    ``skip_passes``: pass names not to run (:data:`exporter.passes.PASS_NAMES`). A failure is
+    an :class:`~exporter.errors.OptimizeError` naming the pass that failed, what it does and
+    how to skip it (onnx_ir's own says ``'<onnx_ir.passes.PassManager object at 0x…>' pass``);
+    it carries the records up to the failing pass as ``.passes``."""
+    from .passes import run_passes
+
+    optimized, passes = run_passes(model.clone(), skip_passes=skip_passes, extra_rewrite_rules=extra_rewrite_rules)
     try:
-        optimized = compat.optimize_onnx_ir(model.clone())
-    except Exception as exc:  # noqa: BLE001 - named below, chained to the original
-        failure = optimizer_failure(exc)
-        error = OptimizeError(
-            str(failure),
-            hint="the unoptimized model is unaffected: export with ExportOptions(optimize=False) to use it",
-        )
-        error.optimizer_failure = failure  # type: ignore[attr-defined]
-        raise error from exc
-    check_opset_forms(optimized, "optimize")
-    return optimized
+        check_opset_forms(optimized, "optimize")
+    except OptimizeError as error:
+        error.passes = passes  # type: ignore[attr-defined]
+        raise
+    return optimized, passes
 
 
 def trace_leftover_initializers(model: Any) -> dict[str, str]:
@@ -165,6 +172,8 @@ OPTIMIZER_PASSES: dict[str, str] = {
     "IdentityEliminationPass": "removes redundant Identity nodes",
     "ShapeInferencePass": "ONNX shape inference over the graph",
     "TopologicalSortPass": "sorts the nodes topologically",
+    "ExtraRewritePass": "pattern rewrites with the rules given in ExportOptions(extra_rewrite_rules=...)",
+    "OnnxFusionsPass": "fuses RMSNormalization, RotaryEmbedding and GQA patterns into opset 23 ops",
 }
 # Containers that only run other passes: the failure is in one of theirs.
 _PASS_CONTAINERS = ("PassManager", "Sequential")
