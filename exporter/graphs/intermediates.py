@@ -536,6 +536,7 @@ class _OrtRunner:
         options = ort.SessionOptions()
         options.log_severity_level = 4
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.enable_cpu_mem_arena = False  # a chunk's values go back to the system, not to an arena
         outputs = self._proto.graph.output
         count = len(outputs)
         present = {o.name for o in outputs}
