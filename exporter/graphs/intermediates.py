@@ -180,7 +180,8 @@ class IntermediateComparison(Presentable):
                 text += f", max abs {bad.max_abs:.3g} > allowed {bad.atol_applied:.3g}"
             return f"{text}; {counts}"
         if self.program_differs:
-            return f"every compared node matches its FX value, but the program differs from eager PyTorch ({self.case}); {counts}"
+            return (f"every compared node matches its FX value, but the program differs from eager PyTorch "
+                    f"({self.case}); {counts}")
         return f"every compared node matches its FX value ({self.case}); {counts}"
 
 
@@ -278,7 +279,8 @@ def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping
         try:
             onnx_values = runner.run(value_names, feeds)
         except Exception as exc:  # noqa: BLE001
-            return rows, peak, fx_runs, f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}"
+            message = f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}"
+            return rows, peak, fx_runs, message
         held = sum(_nbytes(v) for v in onnx_values.values()) + sum(_nbytes(fx_values[fx]) for node in chunk
                                                                   for _, fx in pairs[node.name] if fx in fx_values)
         peak = max(peak, held)
@@ -413,7 +415,8 @@ def _run_fx(program: Any, inputs: Sequence[Any], wanted: set[str],
     return outputs, sizes, (kept if total[1] else None)
 
 
-def _program_vs_eager(case: str, model: Any, outputs: Sequence[Any], expected: Sequence[Any], tolerances: Any) -> str | None:
+def _program_vs_eager(case: str, model: Any, outputs: Sequence[Any], expected: Sequence[Any],
+                      tolerances: Any) -> str | None:
     """Why the program's outputs differ from eager PyTorch's (verify's rule), or None."""
     import torch
 

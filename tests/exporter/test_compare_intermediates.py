@@ -84,6 +84,7 @@ def test_a_node_translated_wrong_on_purpose_is_the_first_bad_node_and_the_nodes_
     assert [r.fx_value for r in before if r.status != "not compared"] == ["linear"]
     assert all(r.status in ("pass", "not compared") for r in before)
     assert "first bad node" in result.summary() and bad.onnx_node in result.summary()
+    assert bad.onnx_node in result._repr_html_()
     assert session.analyses["compare_intermediates"] is result
 
     # verify's own first-divergence search names the same node
