@@ -85,6 +85,7 @@ __all__ = [
     "guards_section",
     "mapping_section",
     "number",
+    "passes_section",
     "profile_section",
     "render",
     "repr_html",
@@ -1202,3 +1203,71 @@ def intermediates_section(result: Any, title: str = "Intermediate values", top: 
         ("seconds", number(result.seconds)),
     )))
     return Section(title, badge, tuple(body), verdict=verdict)
+
+
+# -- the optimizer pass by pass (exporter.passes) ---------------------------------------------------
+
+
+_PASS_TONE = {"changed": "info", "no change": "muted", "skipped": "muted", "failed": "fail", "broken": "fail"}
+
+
+def _pass_badge(status: str) -> Badge:
+    return Badge(status, _PASS_TONE.get(status, "muted"))
+
+
+@presents("exporter.passes.OptimizerPasses", "exporter.passes.PassDiff", "exporter.passes.PassRecord",
+          "exporter.passes.Bisection")
+def passes_section(result: Any, title: str | None = None) -> Section:
+    """``session.passes`` (one row per pass and round), a pass's ``diff()`` (the nodes it
+    added, removed and changed), a single ``PassRecord`` (its diff), ``bisect_passes()``
+    (the verdict, the fix, one row per verify run)."""
+    from dataclasses import replace as _replace
+
+    kind = type(result).__name__
+    if kind == "PassRecord":
+        return passes_section(result.diff(), title)
+    if kind == "Bisection":
+        tone = {"fail": "fail", "pass": "ok"}.get(result.status, "warn")
+        body: list[Block] = []
+        if result.fix:
+            body.append(Code(result.fix))
+        body.append(Table.from_rows(
+            ("passes applied", "after", "onnxruntime", "detail"),
+            [(p.prefix, p.after, p.outcome, p.detail) for p in result.probes],
+            caption=f"{result.verify_runs} verify run(s) on the {result.case} inputs; "
+            f"{result.candidates} of {result.passes} passes changed the model"))
+        return Section(title or "Which pass broke it", Badge.status(result.status), tuple(body),
+                       verdict=Verdict(result.verdict, tone))
+    if kind == "PassDiff":
+        rows = [(c.kind, c.name, c.op, c.what) for c in result.changes]
+        rows += [("initializer added", n, "", "") for n in result.initializers_added]
+        rows += [("initializer removed", n, "", "") for n in result.initializers_removed]
+        headline = (f"{len(result.added)} node(s) added, {len(result.removed)} removed, {len(result.changed)} changed; "
+                    f"{result.nodes_before} → {result.nodes_after} nodes")
+        body = [Note(result.description)] if result.description else []
+        body.append(Table.from_rows(("change", "node", "op", "what"), rows) if rows else Note("nothing changed"))
+        return Section(title or f"Pass {result.index}: {result.label}", None, tuple(body),
+                       verdict=Verdict(headline, "info" if rows else "muted"))
+    records = result.records
+    if not records:
+        return Section(title or "Optimizer passes", Badge.status(Status.SKIPPED),
+                       (Note(result.note or "no pass ran"),))
+    table = Table.from_rows(
+        ("#", "pass", "status", "seconds", "nodes before", "nodes after", "added", "removed", "changed",
+         "initializers folded", "checks", "error"),
+        [(r.index, r.label, r.status, r.seconds, r.nodes_before, r.nodes_after, len(r.added), len(r.removed),
+          len(r.changed), r.initializers_folded, "yes" if r.checks else "no", r.error or r.check_error)
+         for r in records])
+    table = _replace(table, rows=tuple(row[:2] + (_pass_badge(records[i].status),) + row[3:]
+                                       for i, row in enumerate(table.rows)))
+    failed = result.failed
+    changed = sum(1 for r in records if r.ran and r.changes_model)
+    verdict = (Verdict(f"{failed.label} raised: {failed.error}; skip it with "
+                       f"ExportOptions(skip_passes=[{failed.name!r}])", "fail") if failed is not None
+               else Verdict(f"{len(records)} passes, {changed} changed the model: {records[0].nodes_before} → "
+                            f"{records[-1].nodes_after} nodes in {number(result.seconds)} s", "ok"))
+    body = [table]
+    if result.skip_passes:
+        body.append(Note("skipped: " + ", ".join(result.skip_passes)))
+    return Section(title or "Optimizer passes", Badge.status(Status.FAILED if failed else Status.OK), tuple(body),
+                   verdict=verdict)

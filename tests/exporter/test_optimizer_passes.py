@@ -1,0 +1,137 @@
+"""The optimize stage pass by pass (issue 26): the recorded passes are onnxscript's optimizer
+(byte-identical result), a pass that changes the numbers is found by bisect_passes() in at most
+log2(passes)+1 verify runs, a pass that raises is named and skippable, bad names are refused."""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+import pytest
+import torch
+
+from exporter import ExportOptions, export
+from exporter import _torch_compat as compat
+from exporter.errors import Status
+from exporter.examples import demo_block, mlp
+from exporter.passes import PASS_NAMES
+
+
+class ReluMLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def _relu(op, x):
+    return op.Relu(x)
+
+
+def _leaky(op, x):  # wrong on purpose: negative inputs no longer become 0
+    return op.LeakyRelu(x, alpha=0.1)
+
+
+def _raises(op, x):
+    raise RuntimeError("this rewrite is broken")
+
+
+def _rule(replacement):
+    from onnxscript.rewriter import pattern
+
+    return pattern.RewriteRule(_relu, replacement)
+
+
+def _bytes(model) -> bytes:
+    return ir.to_proto(model).SerializeToString()
+
+
+@pytest.mark.parametrize("example", [demo_block, mlp], ids=["demo_block", "mlp"])
+def test_recorded_passes_give_the_same_model_byte_for_byte_as_onnxscripts_optimizer(example):
+    model, args, kwargs, dims = example()
+    session = export(model, *args, options=ExportOptions(dynamic_shapes=dims), **kwargs)
+    plain = compat.optimize_onnx_ir(session.stage_output("translate").clone())
+    assert _bytes(session.stage_output("optimize")) == _bytes(plain)
+
+    passes = session.passes
+    assert passes.names[0] == "InlinePass" and passes.names[-1] == "NameFixPass"
+    assert "FoldConstantsPass (round 0)" in passes.names and "RewritePass (round 0)" in passes.names
+    assert all(r.ran and r.checks and r.seconds >= 0 for r in passes)
+    assert passes[0].nodes_before == len(list(ir.traversal.RecursiveGraphIterator(session.stage_output("translate").graph)))
+    assert passes[-1].nodes_after == len(list(ir.traversal.RecursiveGraphIterator(plain.graph)))
+    for before, after in zip(passes.records, passes.records[1:]):
+        assert after.nodes_before == before.nodes_after
+    frame = passes.to_frame()
+    assert list(frame["pass"]) == list(passes.names)
+    assert frame["nodes after"].iloc[-1] == passes[-1].nodes_after
+
+
+def test_a_pass_diff_names_the_nodes_it_added_removed_and_changed():
+    model, args, kwargs, dims = demo_block()
+    session = export(model, *args, options=ExportOptions(dynamic_shapes=dims), **kwargs)
+    fold = next(r for r in session.passes if r.name == "FoldConstantsPass" and r.removed)
+    diff = fold.diff()
+    assert len(diff.removed) == len(fold.removed) and diff.nodes_after == fold.nodes_after
+    assert fold.nodes_after == fold.nodes_before + len(fold.added) - len(fold.removed)
+    text = diff.summary()
+    assert "FoldConstantsPass (round 0)" in text and diff.removed[0].name in text
+    assert "<table" in diff._repr_html_()
+    assert set(diff.to_frame()["change"]) >= {"removed"}
+    assert "FoldConstantsPass (round 0)" in session.passes.summary()
+
+
+def test_a_rewrite_rule_that_changes_the_numbers_is_found_by_bisect_within_log2_plus_one_verify_runs():
+    torch.manual_seed(0)
+    model = ReluMLP().eval()
+    session = export(model, torch.randn(3, 8), options=ExportOptions(extra_rewrite_rules=(_rule(_leaky),)))
+    assert not session.verify(edge_values=False, locate=False).ok
+    bisection = session.bisect_passes()
+    n = len(session.passes)
+    assert bisection.culprit is not None and bisection.culprit.name == "ExtraRewritePass"
+    assert bisection.culprit.label == "ExtraRewritePass (round 0)"
+    assert bisection.verify_runs <= math.log2(n) + 1
+    assert bisection.fix == "ExportOptions(skip_passes=['ExtraRewritePass'])"
+    assert "disagrees with PyTorch" in bisection.verdict and bisection.status == "fail"
+    assert "ExtraRewritePass" in bisection.summary()
+
+    fixed = session.with_options(skip_passes=["ExtraRewritePass"])
+    assert [r.label for r in fixed.passes if r.skipped] == ["ExtraRewritePass (round 0)"]
+    assert fixed.verify(edge_values=False, locate=False).ok
+    assert fixed.bisect_passes().culprit is None
+
+
+def test_a_pass_that_raises_is_named_with_its_fix_and_the_unoptimized_model_verifies():
+    torch.manual_seed(0)
+    model = ReluMLP().eval()
+    session = export(model, torch.randn(3, 8), options=ExportOptions(extra_rewrite_rules=(_rule(_raises),)))
+    optimize = session.stages[-1]
+    assert optimize.status == Status.WARNING
+    (warning,) = optimize.warnings
+    assert "the ONNX optimizer's ExtraRewritePass (" in warning and "RuntimeError: this rewrite is broken" in warning
+    assert "ExportOptions(skip_passes=['ExtraRewritePass'])" in warning
+    failed = session.passes.failed
+    assert failed is not None and failed.name == "ExtraRewritePass" and failed.status == "failed"
+    assert session.stage_output("optimize") is session.stage_output("translate")
+    assert session.verify(edge_values=False, locate=False).ok
+
+    skipped = session.with_options(skip_passes=("ExtraRewritePass",))
+    assert skipped.passes.failed is None and skipped.stages[-1].status == Status.OK
+    assert _bytes(skipped.stage_output("optimize")) == _bytes(compat.optimize_onnx_ir(session.stage_output("translate").clone()))
+
+
+def test_an_unknown_pass_name_is_a_value_error_listing_the_pass_names():
+    with pytest.raises(ValueError) as info:
+        ExportOptions(skip_passes=["FoldConstants"])
+    text = str(info.value)
+    assert "'FoldConstants'" in text and "did you mean 'FoldConstantsPass'" in text
+    assert all(name in text for name in PASS_NAMES)
+    assert ExportOptions(skip_passes="NameFixPass").skip_passes == ("NameFixPass",)
+
+
+def test_optimize_false_has_no_passes():
+    model, args, kwargs, dims = mlp()
+    session = export(model, *args, options=ExportOptions(optimize=False), **kwargs)
+    assert len(session.passes) == 0 and "optimize=False" in session.passes.summary()
