@@ -4,7 +4,7 @@
 
     onnx-workbench demo [-o OUTDIR]
     onnx-workbench export MODULE:FACTORY [--args k=v ...] [--dynamic INPUT.AXIS=NAME ...]
-                          [--opset N] [--strategy S] [--no-optimize]
+                          [--opset N] [--strategy S] [--no-optimize] [--skip-pass NAME ...]
                           [--runtime-asserts] -o out.onnx
 
 ``-o`` ends in ``.onnx`` (the ONNX model) or ``.pt2`` (the ``torch.export`` ExportedProgram:
@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="capture strategy (default: auto, which tries each in turn)")
     export.add_argument("--no-optimize", dest="optimize", action="store_false",
                         help="skip the ONNX optimizer")
+    export.add_argument("--skip-pass", dest="skip_passes", action="append", default=[], metavar="NAME",
+                        help="do not run this ONNX optimizer pass (repeatable), e.g. FoldConstantsPass; "
+                        "the names are exporter.passes.PASS_NAMES")
     export.add_argument("--runtime-asserts", action="store_true",
                         help="capture like torch.onnx.export: guards that narrow a dynamic dim become "
                         "runtime asserts (dropped from the ONNX model) instead of errors")
@@ -498,7 +501,7 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     export_options = ExportOptions(
         opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
         logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,
-        fully_masked_rows=options.fully_masked_rows,
+        fully_masked_rows=options.fully_masked_rows, skip_passes=tuple(options.skip_passes),
     )
     session = Session(model, args, kwargs, export_options)
     session.run("capture" if program_only else "optimize")

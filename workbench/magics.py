@@ -214,6 +214,8 @@ class ExportMagics(Magics):
     @argument("--fully-masked-rows", choices=("zero", "mean"), default="zero",
               help="attention for a query whose mask allows no key: zero as PyTorch (default), or mean as torch.onnx")
     @argument("--no-optimize", action="store_true", help="skip the ONNX optimizer")
+    @argument("--skip-pass", dest="skip_passes", action="append", default=[], metavar="NAME",
+              help="do not run this ONNX optimizer pass (repeatable), e.g. FoldConstantsPass")
     @argument("--save", type=_path, metavar="PATH", help="write the model (.onnx, or .pt2 for the ExportedProgram)")
     @argument("--no-verify", action="store_true", help="do not compare onnxruntime with PyTorch after exporting")
     @argument("--bench", action="store_true", help="time onnxruntime against PyTorch after exporting")
@@ -290,7 +292,8 @@ class ExportMagics(Magics):
             spec = spec_from_requests(model, args, kwargs, None, options.dynamic)
             export_options = ExportOptions(dynamic_shapes=spec, opset_version=options.opset, strategy=options.strategy,
                                            runtime_asserts=options.runtime_asserts, optimize=not options.no_optimize,
-                                           fully_masked_rows=options.fully_masked_rows)
+                                           fully_masked_rows=options.fully_masked_rows,
+                                           skip_passes=tuple(options.skip_passes or ()))
             return Session(model, args, kwargs, export_options)
         except SpecError as exc:
             raise UsageError(one_line(exc)) from None

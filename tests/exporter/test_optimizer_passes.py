@@ -135,3 +135,24 @@ def test_optimize_false_has_no_passes():
     model, args, kwargs, dims = mlp()
     session = export(model, *args, options=ExportOptions(optimize=False), **kwargs)
     assert len(session.passes) == 0 and "optimize=False" in session.passes.summary()
+
+
+def test_cli_skip_pass_is_repeatable_and_an_unknown_name_exits_1_listing_the_names(tmp_path, capsys):
+    from exporter.cli import main
+
+    output = tmp_path / "mlp.onnx"
+    assert main(["export", "exporter.examples:mlp", "--skip-pass", "NameFixPass", "--skip-pass",
+                 "CommonSubexpressionEliminationPass", "-o", str(output)]) == 0
+    assert output.exists()
+    capsys.readouterr()
+    assert main(["export", "exporter.examples:mlp", "--skip-pass", "NoSuchPass", "-o", str(tmp_path / "x.onnx")]) == 1
+    err = capsys.readouterr().err
+    assert "NoSuchPass" in err and "FoldConstantsPass" in err
+
+
+def test_magic_skip_pass_reaches_the_export_options():
+    from workbench.magics import ExportMagics
+
+    parser = ExportMagics.onnx_export.parser
+    options = parser.parse_args(["--skip-pass", "NameFixPass", "--skip-pass", "RewritePass", "model(x)"])
+    assert options.skip_passes == ["NameFixPass", "RewritePass"]
