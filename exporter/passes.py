@@ -295,21 +295,6 @@ def _op(node: Any) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
 
 
-def _nodes(model: Any) -> list[Any]:
-    import onnx_ir as ir
-
-    return list(ir.traversal.RecursiveGraphIterator(model.graph))
-
-
-def _signature(node: Any) -> tuple:
-    return (
-        node.name,
-        tuple(node.inputs),
-        tuple((k, _attribute_key(a.value)) for k, a in node.attributes.items()),
-        tuple(o.name for o in node.outputs),
-    )
-
-
 def _what_changed(before: tuple, after: tuple) -> str:
     parts = []
     if before[0] != after[0]:
@@ -323,14 +308,58 @@ def _what_changed(before: tuple, after: tuple) -> str:
     return ", ".join(parts)
 
 
+def _walk(graph: Any, outer: set[int], nodes: dict[int, tuple[Any, tuple]], problems: list[str]) -> None:
+    """Every node of ``graph`` and its subgraphs into ``nodes`` (id -> (node, signature)), and
+    the first structural problem into ``problems``: one walk does both (the recording's cost)."""
+    import onnx_ir as ir
+
+    defined = set(outer)
+    defined.update(map(id, graph.inputs))
+    defined.update(map(id, graph.initializers.values()))
+    for node in graph:
+        inputs = tuple(node.inputs)
+        if not problems:
+            for value in inputs:
+                if value is not None and id(value) not in defined:
+                    problems.append(f"node {node.name!r} ({_op(node)}) reads {value.name!r}, which nothing before it produces")
+                    break
+        attributes = []
+        for key, attribute in node.attributes.items():
+            value = attribute.value
+            if isinstance(value, _PLAIN):
+                attributes.append((key, value))
+                continue
+            if isinstance(value, ir.Graph):
+                _walk(value, defined, nodes, problems)
+            elif isinstance(value, (list, tuple)) and value and isinstance(value[0], ir.Graph):
+                for sub in value:
+                    _walk(sub, defined, nodes, problems)
+            attributes.append((key, _attribute_key(value)))
+        nodes[id(node)] = (node, (node.name, inputs, tuple(attributes), tuple(o.name for o in node.outputs)))
+        defined.update(map(id, node.outputs))
+    if not problems:
+        for value in graph.outputs:
+            if id(value) not in defined:
+                problems.append(f"graph output {value.name!r} is produced by no node")
+                break
+
+
+def _nodes(model: Any) -> list[Any]:
+    return [node for node, _ in _Snapshot.of(model).nodes.values()]
+
+
 @dataclass
 class _Snapshot:
     nodes: dict[int, tuple[Any, tuple]]  # id -> (node kept alive, signature)
     initializers: tuple[str, ...]
+    problem: str = ""
 
     @classmethod
     def of(cls, model: Any) -> _Snapshot:
-        return cls({id(n): (n, _signature(n)) for n in _nodes(model)}, tuple(model.graph.initializers))
+        nodes: dict[int, tuple[Any, tuple]] = {}
+        problems: list[str] = []
+        _walk(model.graph, set(), nodes, problems)
+        return cls(nodes, tuple(model.graph.initializers), problems[0] if problems else "")
 
 
 def _diff(before: _Snapshot, after: _Snapshot) -> tuple[tuple[NodeChange, ...], ...]:
@@ -351,29 +380,7 @@ def structure_problem(model: Any) -> str:
     """'' when every node input is produced before it is read (graph inputs, initializers,
     earlier nodes, an outer graph's values for a subgraph) and every graph output is produced;
     else the first problem."""
-
-    def walk(graph: Any, outer: set[int]) -> str:
-        defined = set(outer)
-        defined.update(id(v) for v in graph.inputs)
-        defined.update(id(v) for v in graph.initializers.values())
-        for node in graph:
-            for value in node.inputs:
-                if value is not None and id(value) not in defined:
-                    return f"node {node.name!r} ({_op(node)}) reads {value.name!r}, which nothing before it produces"
-            for attribute in node.attributes.values():
-                graphs = attribute.value if isinstance(attribute.value, (list, tuple)) else [attribute.value]
-                for sub in graphs:
-                    if hasattr(sub, "initializers") and hasattr(sub, "outputs"):
-                        problem = walk(sub, defined)
-                        if problem:
-                            return problem
-            defined.update(id(v) for v in node.outputs)
-        for value in graph.outputs:
-            if id(value) not in defined:
-                return f"graph output {value.name!r} is produced by no node"
-        return ""
-
-    return walk(model.graph, set())
+    return _Snapshot.of(model).problem
 
 
 # -- the pipeline ------------------------------------------------------------------------------
@@ -453,14 +460,21 @@ def run_passes(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rul
     # optimize_ir reuses one instance of each loop pass across its rounds: so do we.
     loop_runs = {step.name: step.make() for step in loop if step.name not in skip}
 
+    last: list[_Snapshot] = []  # the model as the previous pass left it (its after is our before)
+
+    def current() -> _Snapshot:
+        if not last:
+            last.append(_Snapshot.of(model))
+        return last[0]
+
     def run(step: _Step, round_: int | None, runner: Callable[[Any], bool] | None = None) -> bool:
         index = len(records)
         if step.name in skip:
-            count = len(_nodes(model)) if record else 0
+            count = len(current().nodes) if record else 0
             records.append(PassRecord(index, step.name, describe(step.name), round_, 0.0, count, count,
                                       skipped=True, _make=step.make))
             return False
-        snapshot = _Snapshot.of(model) if record else None
+        snapshot = current() if record else None
         runner = runner or step.make()
         began = time.perf_counter()
         try:
@@ -474,12 +488,12 @@ def run_passes(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rul
         seconds = time.perf_counter() - began
         if record:
             after = _Snapshot.of(model)
+            last[0] = after
             added, removed, changed, init_added, init_removed = _diff(snapshot, after)
-            problem = structure_problem(model)
             records.append(PassRecord(
                 index, step.name, describe(step.name), round_, seconds, len(snapshot.nodes), len(after.nodes),
                 modified, added, removed, changed, len(snapshot.initializers), len(after.initializers),
-                init_added, init_removed, not problem, problem, _make=step.make))
+                init_added, init_removed, not after.problem, after.problem, _make=step.make))
         else:
             records.append(PassRecord(index, step.name, describe(step.name), round_, seconds, 0, 0, modified,
                                       _make=step.make))
