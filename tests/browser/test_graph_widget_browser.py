@@ -66,8 +66,9 @@ def _el(element_id: str) -> str:
     return f'{WIDGET} [id="{element_id}"]'
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def narrow_page(lab, browser):
+    """A 1000 px wide page in a fresh context per test (one notebook per page)."""
     lab.wait_ready()
     context = browser.new_context(viewport={"width": 1000, "height": 900}, device_scale_factor=1)
     page = context.new_page()
@@ -199,7 +200,11 @@ def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_pa
     page = narrow_page
     failure_screenshot(page)
     write_notebook(lab.root, "workbench-graphs.ipynb", WORKBENCH_CELLS)
-    open_notebook(page, lab, "workbench-graphs.ipynb")
+    # a workspace of its own: the default one would reopen the first test's notebook beside it
+    page.goto(f"{lab.url}/lab/workspaces/graphs-tab/tree/workbench-graphs.ipynb?token={lab.token}")
+    page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=60_000)
+    page.get_by_text("| Idle").first.wait_for(state="visible", timeout=60_000)
+    page.wait_for_timeout(500)
     _ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
     assert cell_errors(page) == []
