@@ -121,6 +121,19 @@ def _kept(session: Session) -> dict[str, Any]:
         return {}
 
 
+def _recorded_passes(session: Session) -> Any:
+    """``session.passes`` when the optimize stage ran its passes; None otherwise."""
+    result = next((r for r in session.stages if r.name == "optimize"), None)
+    passes = getattr(result, "passes", None)
+    return passes if passes is not None and len(passes) else None
+
+
+def _passes(passes: Any, bisection: Any) -> Section:
+    section = render(passes)
+    body = section.body + ((render(bisection),) if bisection is not None else ())
+    return Section("Optimizer passes", section.badge, body, verdict=section.verdict)
+
+
 def report_document(session: Session, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Document:
     """The report's :class:`~exporter.display.Document`. Runs the session's stages (a failure
     is shown, not raised). ``verify``: a :class:`~exporter.verify.VerifyResult`, or True to run
@@ -144,6 +157,9 @@ def report_document(session: Session, *, verify: Any = None, benchmark: Any = No
         _guarded("Dims", "dims", lambda: dims_section(session.dims)),
         _guarded("Guards", "guards", lambda: guards_section(session.guards)),
     ]
+    passes = _recorded_passes(session)
+    if passes:  # the optimizer pass by pass, and which pass broke the model if that was asked
+        sections.insert(2, _guarded("Optimizer passes", "passes", lambda: _passes(passes, kept.get("bisect_passes"))))
     if graphs:
         sections.append(_guarded("Graphs", "graphs", lambda: _graphs(session)))
     sections.append(_guarded("Verification", "verification", lambda: _analysis(

@@ -156,3 +156,14 @@ def test_magic_skip_pass_reaches_the_export_options():
     parser = ExportMagics.onnx_export.parser
     options = parser.parse_args(["--skip-pass", "NameFixPass", "--skip-pass", "RewritePass", "model(x)"])
     assert options.skip_passes == ["NameFixPass", "RewritePass"]
+
+
+def test_the_report_has_a_pass_table_and_the_bisection_when_it_was_asked(tmp_path):
+    from exporter.report import report_html
+
+    torch.manual_seed(0)
+    session = export(ReluMLP().eval(), torch.randn(3, 8), options=ExportOptions(extra_rewrite_rules=(_rule(_leaky),)))
+    session.bisect_passes()
+    page = report_html(session, graphs=False)
+    assert 'id="passes"' in page and "ExtraRewritePass (round 0)" in page
+    assert "Which pass broke it" in page and "skip_passes=[&#x27;ExtraRewritePass&#x27;]" in page
