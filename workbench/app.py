@@ -183,10 +183,12 @@ class Workbench(widgets.VBox):
                     "applying the suggested fixes")
 
     def draw_graphs(self) -> None:
-        """Lay out the FX and ONNX graphs side by side in the Graphs tab (exports first if needed)."""
+        """Lay out the FX and ONNX graphs side by side in the Graphs tab (exports first if needed).
+        Up to decompose as steps: the graph widget reads the ONNX side itself and, when
+        translate or optimize failed, draws the FX side alone with a note."""
         if graph_renderer() is None:
             return
-        self._start(self.requested_session, steps_until("optimize") + (Step("graphs", self.graphs_view.options()),),
+        self._start(self.requested_session, steps_until("decompose") + (Step("graphs", self.graphs_view.options()),),
                     "drawing the graphs")
 
     def cancel(self) -> None:

@@ -277,3 +277,17 @@ def test_the_front_end_module_and_css_are_package_files():
     assert esm.is_file() and css.is_file()
     text = esm.read_text()
     assert "export default" in text and "change:highlight" in text
+
+
+def test_the_graphs_tab_of_a_model_whose_translate_failed_draws_the_fx_side_alone(monkeypatch):
+    from workbench import Workbench
+
+    _with_relu_translation(monkeypatch, _refuse_relu)
+    session = exporter.Session(Layer().eval(), (torch.randn(2, 8),), {}, exporter.ExportOptions())
+    wb = Workbench(session).wait()
+    assert wb.session.failed_stage.name == "translate"
+    wb.graphs_view.button.click()
+    wb.wait()
+    view = wb.graphs_view.graph
+    assert "The ONNX side is not drawn" in view.note and "fx-module-fc1" in view.details
+    assert not any(element.startswith("onnx-") for element in view.details)
