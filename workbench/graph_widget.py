@@ -407,13 +407,17 @@ class GraphWidget(anywidget.AnyWidget):
         try:
             if p.onnx is not None:
                 view = side_by_side(p.graphs, expand=expand, overlay=self._values or None, fx=p.fx_kind,
-                                    max_children=self._max_children)
+                                    max_children=self._max_children, overlay_reduce=self._reduce())
             else:
                 view = fx_alone(p.graphs, expand=expand, overlay=self._values or None, fx=p.fx_kind,
-                                max_children=self._max_children, note=p.note)
+                                max_children=self._max_children, note=p.note, overlay_reduce=self._reduce())
         finally:
             self.status = ""
         self._draw(view)
+
+    def _reduce(self) -> str:
+        """How a module box sums up its nodes: time adds up, an error is as bad as its worst node."""
+        return "max" if self.overlay == "error" else "sum"
 
     def _draw(self, view: Any) -> None:
         with self.hold_sync():
@@ -516,7 +520,7 @@ class GraphWidget(anywidget.AnyWidget):
         mapped = sorted(counterparts[other])
         if value is None and side == "fx" and mapped:
             found = [self._values[m] for m in mapped if m in self._values]
-            value = sum(found) if found else None
+            value = (max(found) if self.overlay == "error" else sum(found)) if found else None
         entry = None
         p = self._prepared
         if side == "onnx" and p.mapping is not None:
