@@ -167,3 +167,15 @@ def test_the_report_has_a_pass_table_and_the_bisection_when_it_was_asked(tmp_pat
     page = report_html(session, graphs=False)
     assert 'id="passes"' in page and "ExtraRewritePass (round 0)" in page
     assert "Which pass broke it" in page and "skip_passes=[&#x27;ExtraRewritePass&#x27;]" in page
+
+
+def test_the_widgets_stages_tab_shows_the_passes_folded_under_their_verdict():
+    pytest.importorskip("ipywidgets")
+    from exporter import Session
+    from workbench.app import Workbench
+
+    model, args, kwargs, dims = mlp()
+    wb = Workbench(Session(model, args, kwargs, ExportOptions(dynamic_shapes=dims)), run=True, follow="optimize").wait()
+    html = wb.stages_view.passes.value
+    assert "optimizer passes: " in html and "<details" in html
+    assert "FoldConstantsPass (round 0)" in html and "NameFixPass" in html

@@ -1,7 +1,7 @@
 """The Stages tab: capture → decompose → translate → optimize → verify → benchmark, each with
 its status, seconds, whether it came from the cache and its one-line result; the error of a
 failed stage shown once (message, the user's source line, the fix; torch's own text folded);
-every capture attempt, folded; the ONNX inputs and outputs; buttons to run the next step or
+every capture attempt, folded; the optimizer pass by pass, folded; the ONNX inputs and outputs; buttons to run the next step or
 everything (stages and verify; a benchmark only from its own button).
 """
 
@@ -43,6 +43,8 @@ class StagesView:
         self.error.add_class("wb-stages-error")
         self.ports = widgets.HTML()
         self.ports.add_class("wb-onnx-ports")
+        self.passes = widgets.HTML()
+        self.passes.add_class("wb-optimizer-passes")
         self.last_good = widgets.HTML()
         self.next_button = widgets.Button(description="Run next step", icon="step-forward",
                                           layout=widgets.Layout(width="auto"))
@@ -53,7 +55,7 @@ class StagesView:
         self.next_button.on_click(lambda _: on_run("next"))
         self.all_button.on_click(lambda _: on_run("verify"))
         self.widget = widgets.VBox([self.error, widgets.HBox([self.next_button, self.all_button]), self.table,
-                                    self.attempts, self.ports, self.last_good])
+                                    self.attempts, self.passes, self.ports, self.last_good])
         self.reset()
 
     # -- live events ---------------------------------------------------------------------------
@@ -61,6 +63,7 @@ class StagesView:
         self._rows = {step: ("not run", "", "", "") for step in STEPS}
         self._attempts = []
         self.attempts.value = ""
+        self.passes.value = ""
         self._draw()
 
     def started(self, stage: str) -> None:
@@ -78,6 +81,8 @@ class StagesView:
         if result.name == "capture" and result.attempts:
             self._attempts = list(result.attempts)
             self._draw_attempts()
+        if result.name == "optimize":
+            self._draw_passes(getattr(result, "passes", None))
         self._draw()
 
     def attempt(self, attempt: Any) -> None:
@@ -117,6 +122,17 @@ class StagesView:
                 for stage, (status, seconds, cached, detail) in self._rows.items()]
         self.table.value = pane(Table.from_rows(("stage", "status", "s", "cached", "result"), rows,
                                                 badges=("status",)))
+
+    def _draw_passes(self, passes: Any) -> None:
+        """The optimizer pass by pass (``session.passes``), folded under its verdict line."""
+        if passes is None or not len(passes):
+            self.passes.value = ""
+            return
+        from exporter.display import render
+
+        section = render(passes)
+        outline = section.verdict.text if section.verdict else f"{len(passes)} passes"
+        self.passes.value = pane(folded(f"optimizer passes: {outline}", *section.body))
 
     def _draw_attempts(self) -> None:
         if not self._attempts:
