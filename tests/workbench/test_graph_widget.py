@@ -291,3 +291,13 @@ def test_the_graphs_tab_of_a_model_whose_translate_failed_draws_the_fx_side_alon
     view = wb.graphs_view.graph
     assert "The ONNX side is not drawn" in view.note and "fx-module-fc1" in view.details
     assert not any(element.startswith("onnx-") for element in view.details)
+
+
+def test_importing_the_graph_widget_loads_no_heavy_library():
+    import subprocess
+    import sys
+
+    script = "import sys, workbench.graph_widget; print(' '.join(sys.modules))"
+    loaded = set(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split())
+    assert "anywidget" in loaded
+    assert not loaded & {"torch", "onnx", "onnxscript", "onnxruntime", "onnx_ir", "graphviz"}
