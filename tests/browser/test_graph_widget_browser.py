@@ -6,7 +6,7 @@ What only a browser shows: a click on an ONNX ``MatMul`` highlights its FX origi
 the panel (the click→highlight time is measured in the page and printed, not asserted); a
 click on a module box opens it; typing a module path in the search box opens that module; a
 name that matches nothing lists the closest names; the wheel zooms (the transform changes);
-the widget fits the pane. Screenshots go to the artifacts directory.
+the overlay toggle paints the profile's time and clears it; the widget fits the pane. Screenshots go to the artifacts directory.
 """
 
 from __future__ import annotations
@@ -183,6 +183,14 @@ def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts
     after = page.locator(f"{WIDGET} g.wb-graph-pan").get_attribute("transform")
     assert before != after and re.search(r"scale\(([\d.]+)\)", after), (before, after)
     assert float(re.search(r"scale\(([\d.]+)\)", after).group(1)) > float(re.search(r"scale\(([\d.]+)\)", before).group(1))
+
+    # The overlay toggle: "time" paints the nodes with onnxruntime's profile, "none" clears it.
+    page.locator(f"{WIDGET} .wb-graph-overlay-time").click()
+    page.locator(f"{WIDGET} g.wb-overlay").first.wait_for(state="attached", timeout=120_000)
+    assert "wb-active" in page.locator(f"{WIDGET} .wb-graph-overlay-time").get_attribute("class")
+    page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget-time.png"))
+    page.locator(f"{WIDGET} .wb-graph-overlay-none").click()
+    page.wait_for_function(f"() => document.querySelectorAll('{WIDGET} g.wb-overlay').length === 0")
 
     assert cell_errors(page) == []
     page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget.png"))

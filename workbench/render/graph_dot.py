@@ -89,6 +89,8 @@ class _Builder:
         if "filled" not in attrs.get("style", ""):
             attrs["style"] = (attrs.get("style", "") + ",filled").lstrip(",")
         attrs["fillcolor"] = ramp_colour(value / self.value_max)
+        if value / self.value_max > 0.6:  # dark red: black text would be hard to read
+            attrs["fontcolor"] = "white"
         attrs["class"] += " wb-overlay"
         attrs["tooltip"] = attrs.get("tooltip", "") + f"\nvalue: {value:.4g}"
 
