@@ -29,7 +29,7 @@ function ancestors(path) {
 
 function render({ model, el }) {
   el.classList.add("wb-graph-widget");
-  const state = { k: 1, x: 0, y: 0, w: 0, h: 0, fitted: false, drag: null, moved: false, lastOpened: "", reveal: false };
+  const state = { k: 1, x: 0, y: 0, w: 0, h: 0, userMoved: false, drag: null, moved: false, lastOpened: "", reveal: false };
 
   // -- toolbar --------------------------------------------------------------------------------
   const listId = `wb-graph-names-${Math.random().toString(36).slice(2)}`;
@@ -73,6 +73,7 @@ function render({ model, el }) {
   }
 
   function zoomAt(factor, px, py) {
+    state.userMoved = true;
     const k = Math.min(Math.max(state.k * factor, 0.02), 8);
     const f = k / state.k;
     state.x = px - (px - state.x) * f;
@@ -104,8 +105,9 @@ function render({ model, el }) {
     }
     root.append(group);
     viewport.append(root);
-    if (!state.fitted) { requestAnimationFrame(fitView); state.fitted = true; }
-    else applyTransform();
+    // fitted until the user pans or zooms; after that a redraw keeps their view
+    if (!state.userMoved) requestAnimationFrame(() => { if (!state.userMoved) fitView(); });
+    applyTransform();
     paintHighlight(model.get("highlight"));
   }
 
@@ -333,13 +335,14 @@ function render({ model, el }) {
     if (!state.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
     if (!state.moved) { state.moved = true; viewport.setPointerCapture(event.pointerId); viewport.classList.add("wb-panning"); }
     state.x = d.ox + dx; state.y = d.oy + dy;
+    state.userMoved = true;
     applyTransform();
   });
   const endDrag = () => { state.drag = null; viewport.classList.remove("wb-panning"); };
   viewport.addEventListener("pointerup", endDrag);
   viewport.addEventListener("pointercancel", endDrag);
 
-  fit.addEventListener("click", fitView);
+  fit.addEventListener("click", () => { state.userMoved = false; fitView(); });
   zoomIn.addEventListener("click", () => zoomAt(1.25, viewport.clientWidth / 2, viewport.clientHeight / 2));
   zoomOut.addEventListener("click", () => zoomAt(0.8, viewport.clientWidth / 2, viewport.clientHeight / 2));
   for (const b of overlayButtons) b.addEventListener("click", () => { model.set("overlay", b.dataset.overlay); model.save_changes(); });
