@@ -281,3 +281,13 @@ print("checks passed")
     outputs = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
                for v in onnx.load(str(tmp_path / "migrated.onnx")).graph.output}
     assert outputs == {"logits": ["batch", 3]}
+
+
+# -- 07 ---------------------------------------------------------------------------------------
+def test_07_optimizer_passes_finds_the_wrong_rewrite_rule_and_the_fix_verifies(tmp_path):
+    notebook = execute("07_optimizer_passes", tmp_path)
+    assert "FoldConstantsPass (round 0)" in text_of(cell_with(notebook, "session.passes"))
+    assert "Verification FAILED" in text_of(cell_with(notebook, "broken.verify"))
+    found = text_of(cell_with(notebook, "found = broken.bisect_passes()"))
+    assert "ExtraRewritePass (round 0)" in found and "skip_passes=['ExtraRewritePass']" in found
+    assert "Verification PASSED" in text_of(cell_with(notebook, "fixed.verify"))
