@@ -110,7 +110,9 @@ def check_opset_forms(model: Any, stage: str = "translate") -> None:
         by = "the ONNX optimizer" if stage == "optimize" else "onnx's version converter"
         raise (OptimizeError if stage == "optimize" else TranslateError)(
             f"the model at opset {opset_version} has nodes in a form opset {opset_version} does not have: "
-            f"{', '.join(problems)} (left by {by}); onnxruntime would refuse to load it",
+            f"{', '.join(problems)} (left by {by}); onnxruntime would refuse to load it"
+            + ("; session.bisect_passes() names the pass that leaves it, to skip with skip_passes=[...]"
+               if stage == "optimize" else ""),
             hint=f"export at opset_version={newest} or newer (the lowest opset torch.onnx translates at)"
             + (", or with optimize=False" if stage == "optimize" else ", or convert that model down with another tool"),
         )

@@ -179,3 +179,20 @@ def test_the_widgets_stages_tab_shows_the_passes_folded_under_their_verdict():
     html = wb.stages_view.passes.value
     assert "optimizer passes: " in html and "<details" in html
     assert "FoldConstantsPass (round 0)" in html and "NameFixPass" in html
+
+
+def test_at_opset_17_bisect_names_the_pass_that_leaves_a_node_onnxruntime_cannot_load_and_skipping_it_optimizes():
+    # The optimize stage falls back to the unoptimized model there (Split(num_outputs) at opset 17).
+    model, args, kwargs, dims = demo_block()
+    session = export(model, *args, options=ExportOptions(opset_version=17, dynamic_shapes=dims), **kwargs)
+    assert session.stages[-1].status == Status.WARNING
+    assert "session.bisect_passes() names the pass that leaves it" in session.stages[-1].warnings[0]
+    bisection = session.bisect_passes()
+    assert bisection.culprit is not None and bisection.culprit.label == "FoldConstantsPass (round 0)"
+    assert "cannot load the model" in bisection.verdict and "num_outputs" in bisection.verdict
+    assert bisection.verify_runs <= math.log2(len(session.passes)) + 1
+
+    fixed = session.with_options(skip_passes=["FoldConstantsPass"])
+    assert fixed.passes.failed is None and fixed.stages[-1].status == Status.OK
+    assert len(list(fixed.stage_output("optimize").graph)) < len(list(session.stage_output("translate").graph))
+    assert fixed.verify(edge_values=False, locate=False).ok
