@@ -233,7 +233,9 @@ def compare_intermediates(
     nodes = _nodes(model)
     pairs = _pairs(nodes, model, program)
     wanted = {fx for node_pairs in pairs.values() for _, fx in node_pairs}
-    inputs = _program_inputs(program, session, case_args, case_kwargs)
+    from ..verify.divergence import program_inputs
+
+    inputs = program_inputs(program, session, case_args, case_kwargs)
     try:
         outputs, sizes, kept = _run_fx(program, inputs, wanted, max_bytes)
     except Exception as exc:  # noqa: BLE001
@@ -354,25 +356,6 @@ def _eager_outputs(session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list
     with preserved(session.model, what="when called by compare_intermediates"), torch.inference_mode():
         result = session.model(*eager_args, **eager_kwargs)
     return _expected_outputs(compat.tree_flatten_with_path(result))
-
-
-def _program_inputs(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
-    """The flat inputs of the program's graph module: user inputs, parameters, buffers, constants."""
-    from ..inputs import bind_inputs
-
-    leaves = iter(bind_inputs(session.model, args, dict(kwargs)).values)
-    state = program.state_dict
-    constants = getattr(program, "constants", {}) or {}
-    inputs: list[Any] = []
-    for spec in program.graph_signature.input_specs:
-        kind = spec.kind.name
-        if kind == "USER_INPUT":
-            inputs.append(next(leaves))
-        elif kind in ("PARAMETER", "BUFFER") and spec.target in state:
-            inputs.append(state[spec.target])
-        else:
-            inputs.append(constants[spec.target])
-    return inputs
 
 
 def _nbytes(value: Any) -> int:

@@ -53,20 +53,16 @@ class Divergence:
         return self.summary()
 
 
-def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """Run a program's FX graph directly (no input-shape checks) on inputs given like the
-    model's forward. Returns its user outputs and the value of every FX node by name."""
-    import torch
-
+def program_inputs(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+    """The flat inputs of a program's graph module, from inputs given like the model's forward:
+    user inputs, parameters, buffers and constants in the signature's order."""
     from ..inputs import bind_inputs
 
-    leaves = bind_inputs(session.model, args, dict(kwargs)).values
-    signature = program.graph_signature
+    user = iter(bind_inputs(session.model, args, dict(kwargs)).values)
     state = program.state_dict
     constants = getattr(program, "constants", {}) or {}
     inputs: list[Any] = []
-    user = iter(leaves)
-    for spec in signature.input_specs:
+    for spec in program.graph_signature.input_specs:
         kind = spec.kind.name
         if kind == "USER_INPUT":
             inputs.append(next(user))
@@ -74,6 +70,15 @@ def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, An
             inputs.append(state[spec.target])
         else:
             inputs.append(constants[spec.target])
+    return inputs
+
+
+def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Run a program's FX graph directly (no input-shape checks) on inputs given like the
+    model's forward. Returns its user outputs and the value of every FX node by name."""
+    import torch
+
+    inputs = program_inputs(program, session, args, kwargs)
 
     values: dict[str, Any] = {}
 
@@ -88,7 +93,7 @@ def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, An
     flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
     user_outputs = [
         value
-        for value, spec in zip(flat, signature.output_specs)
+        for value, spec in zip(flat, program.graph_signature.output_specs)
         if spec.kind.name == "USER_OUTPUT" and isinstance(value, torch.Tensor)
     ]
     return user_outputs, values

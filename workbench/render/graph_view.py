@@ -124,6 +124,22 @@ def _propagate(values: dict[str, float], fx: Any, onnx: Any, mapping: Any, fx_ki
     return fx_values, onnx_values
 
 
+def _checked_arguments(fx: str, overlay_reduce: str, expand: Iterable[str]) -> tuple[str, ...]:
+    """``fx`` and ``overlay_reduce`` checked; ``expand`` as a tuple (one path may be a string)."""
+    from .graph_overlay import check_reducer
+
+    if fx not in FX_KINDS:
+        raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
+    check_reducer(overlay_reduce)
+    return (expand,) if isinstance(expand, str) else tuple(expand)
+
+
+def _check_expand(expand: Iterable[str], paths: set[str]) -> None:
+    for path in expand:
+        if path not in paths:
+            raise ValueError(f"expand: no module {path!r} in the graphs{_close(path, paths)}")
+
+
 def side_by_side(
     session: Any,
     expand: Iterable[str] = (),
@@ -151,22 +167,16 @@ def side_by_side(
     ``session`` is an :class:`exporter.Session` (or its ``graphs``). A name that matches
     nothing raises ``ValueError`` with the closest names."""
     from .graph_dot import SideStyle, side_digraph
-    from .graph_overlay import check_reducer, overlay_values
+    from .graph_overlay import overlay_values
     from .graph_svg import DotMissing, layout_svgs, side_by_side_svg
 
     start = time.perf_counter()
-    if fx not in FX_KINDS:
-        raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
-    check_reducer(overlay_reduce)
-    if isinstance(expand, str):
-        expand = (expand,)
+    expand = _checked_arguments(fx, overlay_reduce, expand)
     graphs = _graphs(session)
     fx_graph, onnx_graph, mapping = graphs[fx], graphs.onnx_optimized, graphs.mapping
 
     paths = _module_paths(fx_graph, onnx_graph)
-    for path in expand:
-        if path not in paths:
-            raise ValueError(f"expand: no module {path!r} in the graphs{_close(path, paths)}")
+    _check_expand(expand, paths)
     fx_selected: set[str] = set()
     onnx_selected: set[str] = set()
     if select is not None:
@@ -215,21 +225,15 @@ def fx_alone(
     from exporter.graphs.model import module_ancestors
 
     from .graph_dot import SideStyle, side_digraph
-    from .graph_overlay import check_reducer, overlay_values
+    from .graph_overlay import overlay_values
     from .graph_svg import DotMissing, layout_svgs, side_by_side_svg
 
     start = time.perf_counter()
-    if fx not in FX_KINDS:
-        raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
-    check_reducer(overlay_reduce)
-    if isinstance(expand, str):
-        expand = (expand,)
+    expand = _checked_arguments(fx, overlay_reduce, expand)
     graphs = _graphs(session)
     fx_graph = graphs[fx]
     paths = _module_paths(fx_graph)
-    for path in expand:
-        if path not in paths:
-            raise ValueError(f"expand: no module {path!r} in the graphs{_close(path, paths)}")
+    _check_expand(expand, paths)
     expanded = {a for path in expand for a in module_ancestors(path)}
     values = overlay_values(overlay, fx_graph.names)
     title = "FX (decomposed)" if fx == "fx_decomposed" else "FX (captured)"
