@@ -135,7 +135,6 @@ def test_a_dynamic_number_of_groups_is_refused_with_the_transformers_workaround(
 
 
 def test_transformers_fallback_op_is_swapped_for_aten_grouped_mm_at_decompose():
-    pytest.importorskip("transformers")
     import transformers.integrations.moe  # noqa: F401 - registers transformers::grouped_mm_fallback
 
     class Fallback(torch.nn.Module):  # float32, as transformers calls it for non-bfloat16 weights
@@ -180,7 +179,6 @@ def qwen2_moe():
 
 @pytest.mark.parametrize("build", [mixtral, qwen2_moe], ids=["mixtral", "qwen2_moe"])
 def test_moe_model_with_default_experts_exports_named_dims_matches_eager_at_3x5_and_verifies(build):
-    pytest.importorskip("transformers")
     torch.manual_seed(0)
     model = build()
     assert model.config._experts_implementation == "grouped_mm"  # the default, not a workaround

@@ -170,7 +170,6 @@ def test_the_report_has_a_pass_table_and_the_bisection_when_it_was_asked(tmp_pat
 
 
 def test_the_widgets_stages_tab_shows_the_passes_folded_under_their_verdict():
-    pytest.importorskip("ipywidgets")
     from exporter import Session
     from workbench.app import Workbench
 
