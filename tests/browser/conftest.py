@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import CHROMIUM, CHROMIUM_FLAGS, require_prerequisites, start_lab, stop_lab
+from harness import CHROMIUM, CHROMIUM_FLAGS, new_page, require_prerequisites, start_lab, stop_lab
 
 HERE = Path(__file__).resolve().parent
 
@@ -60,18 +60,8 @@ def browser():
 @pytest.fixture(scope="module")
 def page(lab, browser):
     """A page in a fresh browser context, once the server answers."""
-    lab.wait_ready()
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.console_errors = errors  # read by wait_for_widget
-    try:
+    with new_page(browser, lab, width=1400, height=1000, timeout=30_000) as page:
         yield page
-    finally:
-        context.close()
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +140,33 @@ def stop_lab(process: subprocess.Popen) -> None:
         process.kill()
         process.wait(timeout=5)
 
+
+
+@contextmanager
+def new_page(browser, lab: Lab, *, width: int, height: int, timeout: float, clipboard: bool = False) -> Iterator:
+    """A page in a fresh browser context once the server answers; console and page errors are
+    collected in ``page.console_errors`` (read by :func:`wait_for_widget`)."""
+    lab.wait_ready()
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
+    if clipboard:
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.url)
+    page = context.new_page()
+    page.set_default_timeout(timeout)
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.console_errors = errors
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def ensure_file_browser_open(page) -> None:
+    """Open JupyterLab's file browser in the left sidebar (a notebook pane ~570 px wide at 1000 px)."""
+    if not page.locator("#jp-left-stack .jp-FileBrowser").first.is_visible():
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()
+    page.locator("#jp-left-stack .jp-FileBrowser").first.wait_for(state="visible")
 
 
 def write_notebook(root: Path, name: str, cells: list[str]) -> Path:

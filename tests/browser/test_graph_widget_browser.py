@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from harness import cell_errors, open_notebook, run_all, wait_for_widget, write_notebook
+from harness import cell_errors, ensure_file_browser_open, new_page, open_notebook, run_all, wait_for_widget, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_dot]
 
@@ -69,24 +69,8 @@ def _el(element_id: str) -> str:
 @pytest.fixture
 def narrow_page(lab, browser):
     """A 1000 px wide page in a fresh context per test (one notebook per page)."""
-    lab.wait_ready()
-    context = browser.new_context(viewport={"width": 1000, "height": 900}, device_scale_factor=1)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    errors: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.console_errors = errors
-    try:
+    with new_page(browser, lab, width=1000, height=900, timeout=60_000) as page:
         yield page
-    finally:
-        context.close()
-
-
-def _ensure_file_browser_open(page) -> None:
-    if not page.locator("#jp-left-stack .jp-FileBrowser").first.is_visible():
-        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()
-    page.locator("#jp-left-stack .jp-FileBrowser").first.wait_for(state="visible")
 
 
 def _kernel_value(page, lab) -> str:
@@ -107,7 +91,7 @@ def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts
     failure_screenshot(page)
     write_notebook(lab.root, "graphs.ipynb", CELLS)
     open_notebook(page, lab, "graphs.ipynb")
-    _ensure_file_browser_open(page)
+    ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
     assert cell_errors(page) == []
     wait_for_widget(page, ".wb-graph-widget")
@@ -213,7 +197,7 @@ def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_pa
     page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=60_000)
     page.get_by_text("| Idle").first.wait_for(state="visible", timeout=60_000)
     page.wait_for_timeout(500)
-    _ensure_file_browser_open(page)
+    ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
     assert cell_errors(page) == []
     wait_for_widget(page, ".wb-workbench")

@@ -17,7 +17,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import CHROMIUM, CHROMIUM_FLAGS, cell_errors, open_notebook, run_all, wait_for_widget, write_notebook
+from harness import (cell_errors, ensure_file_browser_open, new_page, open_notebook, run_all, wait_for_widget,
+                     write_notebook)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,18 +54,8 @@ TORCH_SENTENCE = "satisfy the generated guard"
 @pytest.fixture(scope="module")
 def narrow_page(lab, browser):
     """A 1000 px wide page with clipboard access, once the server answers."""
-    lab.wait_ready()
-    context = browser.new_context(viewport={"width": 1000, "height": 900}, device_scale_factor=1)
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.url)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    errors: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.console_errors = errors
-    try:
+    with new_page(browser, lab, width=1000, height=900, timeout=60_000, clipboard=True) as page:
         yield page
-    finally:
-        context.close()
 
 
 def _widget(page, index: int):
@@ -140,19 +131,12 @@ def _shot(page, index: int, name: str, artifacts: Path) -> None:
         shutil.copy(path, REPO / "docs" / path.name)
 
 
-def _ensure_file_browser_open(page) -> None:
-    open_panel = page.locator("#jp-left-stack .jp-FileBrowser")
-    if not open_panel.first.is_visible():
-        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()
-    page.locator("#jp-left-stack .jp-FileBrowser").first.wait_for(state="visible")
-
-
 def test_every_tab_reads_at_a_glance_in_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
     page = narrow_page
     failure_screenshot(page)
     write_notebook(lab.root, "tabs.ipynb", CELLS)
     open_notebook(page, lab, "tabs.ipynb")
-    _ensure_file_browser_open(page)
+    ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
     assert cell_errors(page) == []
     wait_for_widget(page, ".wb-workbench")
