@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("onnxscript").setLevel(logging.ERROR)
     from exporter import export
     from exporter.graphs import graphs_of
-    from workbench.render.graph_view import side_by_side
+    from exporter.graphs.draw import side_by_side
 
     model, args = build_model(options.blocks)
     start = time.perf_counter()

@@ -6,7 +6,7 @@ For each model and strategy (non-strict, strict), in this one process and altern
 
 * bare: ``torch.export.export(model, args, kwargs, dynamic_shapes=..., strict=...)`` under the
   same ``backed_size_oblivious`` setting the exporter's capture uses;
-* with guards: the same call inside ``_torch_compat.record_shape_guards()``, plus turning the
+* with guards: the same call inside ``compat.record_shape_guards()``, plus turning the
   events into :class:`exporter.guards.Guard` records (sources → input axes, user lines).
 
 Every input axis is AUTO so torch adds guards (equalities between the block's inputs, a
@@ -77,7 +77,7 @@ def auto_shapes(bound: Any) -> Any:
 def bare(model: Any, args: tuple, kwargs: dict, shapes: Any, strict: bool) -> Any:
     import torch
 
-    from exporter._torch_compat import size_oblivious_capture
+    from exporter.compat import size_oblivious_capture
 
     with size_oblivious_capture():
         return torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=strict)
@@ -87,9 +87,9 @@ OWN_SECONDS: list[float] = []  # time spent in the exporter's own guard code, pe
 
 
 def count_own_time() -> None:
-    """Time the collector's per-guard work (``_torch_compat._guard_event``) so its own cost
+    """Time the collector's per-guard work (``compat._guard_event``) so its own cost
     can be printed apart from run-to-run noise in the export itself."""
-    from exporter import _torch_compat as compat
+    from exporter import compat
 
     original = compat._guard_event
 
@@ -104,7 +104,7 @@ def count_own_time() -> None:
 
 
 def with_guards(model: Any, args: tuple, kwargs: dict, shapes: Any, strict: bool, bound: Any) -> Any:
-    from exporter._torch_compat import record_shape_guards
+    from exporter.compat import record_shape_guards
     from exporter.guards import guards_from_events
 
     OWN_SECONDS.append(0.0)

@@ -12,7 +12,7 @@ its own process, so the pytree registration one installs cannot help another:
   eager (max abs diff of the logits).
 * ``ours``: ``exporter.export(model, ..., options=ExportOptions(dynamic_shapes=...))``, then
   ``session.verify()`` (sizes including an empty cache).
-* ``torch_onnx_flat``: the same after ``exporter._torch_compat.register_kv_cache_pytree()``
+* ``torch_onnx_flat``: the same after ``exporter.compat.register_kv_cache_pytree()``
   (our DynamicCache flattening, nothing else): which failures that alone removes.
 * ``bare``: ``torch.export.export`` (non-strict, the same capture settings) + our
   ``decompose_for_onnx`` + translation, timed step by step, with our cache flattening: the floor
@@ -70,7 +70,7 @@ def run_torch_onnx_with_our_flattening(name: str) -> dict:
     """torch.onnx.export after the exporter's DynamicCache registration (no other change)."""
     import transformers.cache_utils  # noqa: F401 - the registration needs it imported
 
-    from exporter import _torch_compat as compat
+    from exporter import compat
 
     compat.register_kv_cache_pytree()
     return run_torch_onnx(name, ours=True)
@@ -141,8 +141,8 @@ def run_ours(name: str) -> dict:
 def run_bare(name: str) -> dict:
     import torch
 
-    from exporter import _torch_compat as compat
-    from exporter.translate import registry_opset, resolve_opset
+    from exporter import compat
+    from exporter.pipeline.translate import registry_opset, resolve_opset
 
     model, kwargs, shapes, _ = _case(name)
     compat.prepare_kv_cache_pytree(model, (), kwargs)

@@ -6,7 +6,7 @@ Run: ``python benchmarks/optimizer_passes.py [--repeats N] [--stack BLOCKS]``
 On the translated model of the demo block (and, with ``--stack N``, of N demo blocks in a
 row), alternating in one process, each on a fresh ``clone()`` of the translated model:
 
-- plain: ``_torch_compat.optimize_onnx_ir`` (onnxscript's ``optimize``);
+- plain: ``compat.optimize_onnx_ir`` (onnxscript's ``optimize``);
 - recorded: ``exporter.passes.run_passes`` (the same passes one by one, each recorded:
   node snapshots and diff, initializer names, the structural check);
 - unrecorded: ``run_passes(record=False)`` (the pass-by-pass loop alone).
@@ -51,7 +51,7 @@ def translated(blocks: int) -> Any:
 def measure(model: Any, repeats: int) -> dict[str, float]:
     import onnx_ir as ir
 
-    from exporter import _torch_compat as compat
+    from exporter import compat
     from exporter.passes import run_passes
 
     contenders = {

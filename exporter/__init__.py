@@ -9,7 +9,7 @@ Importing this package is cheap: torch, onnx and onnxruntime load on first use.
 
 from .api import ExportOptions, Serializer, export
 from .axis import Axis
-from .capture import STRATEGIES, CaptureAttempt, CaptureStrategy
+from .pipeline.capture import STRATEGIES, CaptureAttempt, CaptureStrategy
 from .dims import AUTO, DYNAMIC, STATIC, Dim, DimSpec, Policy
 from .errors import (
     CaptureError,

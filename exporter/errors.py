@@ -11,7 +11,7 @@ import copy
 import enum
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from .axis import Axis
 from .presentation import Presentable
@@ -174,7 +174,7 @@ def user_source_line(exc: BaseException) -> str | None:
     torch often names the user frame in the message ("File x.py, line 12, in forward");
     otherwise the innermost traceback frame (cause chain included) that is the user's, by
     :func:`exporter.frames.is_user_file` (installed model code such as transformers counts)."""
-    from ._torch_formats import traceback_frames
+    from .compat.formats import traceback_frames
     from .frames import source_label, user_frame
 
     named = user_frame(traceback_frames(str(exc)))
@@ -242,6 +242,22 @@ class Failure(Presentable):
         # An ExportError's message is already written for the user; another one's type matters.
         headline = self.message if self.type in _export_error_names() else self.first_line
         return _report_text(self.stage, headline, source=self.source, hint=self.hint)
+
+
+@runtime_checkable
+class Outcome(Protocol):
+    """The envelope every stage and analysis result shares, so a front end shows any of them the
+    same way: what happened (one :class:`Status`), why it failed (a :class:`Failure`, or None),
+    and how long it took."""
+
+    @property
+    def status(self) -> Status: ...
+
+    @property
+    def failure(self) -> Failure | None: ...
+
+    @property
+    def seconds(self) -> float: ...
 
 
 def _export_error_names() -> set[str]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .capture import CaptureAttempt
+    from .pipeline.capture import CaptureAttempt
     from .session import StageResult
 
 __all__ = ["CancelToken", "Cancelled", "LoggerObserver", "Observer", "ProgressBarObserver", "Reporter", "fan_out"]

@@ -2,7 +2,7 @@
 the user's code made it assume it.
 
 Every capture attempt records the guards torch's ShapeEnv added while tracing (see
-``_torch_compat.record_shape_guards``); :func:`guards_of` turns those events into
+``compat.record_shape_guards``); :func:`guards_of` turns those events into
 :class:`Guard` records in the inputs' own terms::
 
     kind            expression                        symbolic          file:line  code
@@ -18,13 +18,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import _torch_formats as formats
+from .compat import formats
 from .axis import Axis
 from .frames import source_label
 from .presentation import Presentable
 
 if TYPE_CHECKING:
-    from .capture import CaptureAttempt
+    from .pipeline.capture import CaptureAttempt
     from .inputs import BoundInputs
 
 __all__ = [
@@ -157,7 +157,7 @@ def input_sources(bound: BoundInputs) -> dict[str, str]:
     ``L['cache'][0]['key']``, ``L['nt'].b``, ``L['args'][0]`` for ``*args``, ``L['kw']['y']``
     for ``**kw``), the same under ``inputs`` (torch's dynamic_shapes messages), and in strict
     mode ``L['flat_args'][i]`` by pytree leaf position."""
-    from ._torch_compat import pytree_keystr, tree_flatten_with_path
+    from .compat import pytree_keystr, tree_flatten_with_path
     from .inputs import key_path_to_str
 
     paths = set(bound.paths)

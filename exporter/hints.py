@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import _torch_formats as formats
+from .compat import formats
 
 _OPERATOR = re.compile(r"\b(aten\.\w+(?:\.\w+)?|aten::\w+(?:\.\w+)?)")
 
@@ -61,7 +61,7 @@ def kv_cache_kwarg_hint(bound: Any) -> str | None:
     """When a KV cache reached forward through ``**kwargs`` (torch 2.13 cannot put dims on it)
     while forward has a cache parameter left unset, e.g. ``past_key_values=`` on a
     transformers 5 model, whose parameter is now ``cache``: say to pass it by that name."""
-    from . import _torch_compat as compat
+    from . import compat
 
     var = getattr(bound, "var_keyword", None) if bound is not None else None
     if not var:

@@ -65,7 +65,7 @@ class BoundInputs:
     def rebuild(self, leaves: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(args, kwargs)`` shaped like :attr:`args` / :attr:`kwargs` with every pytree leaf
         replaced by ``leaves`` (in :attr:`values` order, which ``Leaf.index`` indexes)."""
-        from ._torch_compat import tree_flatten_with_path, tree_replace_leaves
+        from .compat import tree_flatten_with_path, tree_replace_leaves
 
         leaves = list(leaves)
         tops, start = [], 0
@@ -168,7 +168,7 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     """
     import torch
 
-    from ._torch_compat import kv_cache_leaf_names, prepare_kv_cache_pytree, tree_flatten_with_path
+    from .compat import kv_cache_leaf_names, prepare_kv_cache_pytree, tree_flatten_with_path
 
     caches = prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
     signature = _signature(model)

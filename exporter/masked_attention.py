@@ -75,7 +75,7 @@ def translations(fully_masked_rows: str, opset_version: int) -> tuple[tuple[Any,
         return ()
     import torch
 
-    from . import _torch_compat as compat
+    from . import compat
 
     target = torch.ops.aten.scaled_dot_product_attention.default
     original = compat.registered_translation(opset_version, target)

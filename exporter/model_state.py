@@ -146,7 +146,7 @@ def _join(path: str, name: str) -> str:
 
 
 def _trace_kind(value: Any) -> str | None:
-    from ._torch_compat import trace_tensor_kind
+    from .compat import trace_tensor_kind
 
     if isinstance(value, (list, tuple)):
         return next((kind for kind in map(_trace_kind, value) if kind), None)

@@ -66,7 +66,7 @@ class ExportOptions:
     extra_rewrite_rules: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
-        from .capture import strategy_names
+        from .pipeline.capture import strategy_names
         from .passes import check_pass_names
 
         object.__setattr__(self, "skip_passes", check_pass_names(self.skip_passes or ()))

@@ -5,7 +5,7 @@ onnxruntime disagrees with PyTorch.
 :func:`run_passes` runs exactly what ``torch.onnx.export(optimize=True)`` runs (onnxscript
 0.7's ``optimizer.optimize_ir`` with its defaults, then ``rewriter.onnx_fusions.fuse``), in the
 same order, with the same options, so the final model is byte-identical to
-``_torch_compat.optimize_onnx_ir``'s::
+``compat.optimize_onnx_ir``'s::
 
     InlinePass
     round 0, 1 (stops after a round that changed nothing; optimize_ir(num_iterations=2)):
@@ -92,7 +92,7 @@ def check_pass_names(names: Any) -> tuple[str, ...]:
 
 
 def describe(name: str) -> str:
-    from .translate import OPTIMIZER_PASSES
+    from .pipeline.translate import OPTIMIZER_PASSES
 
     return OPTIMIZER_PASSES.get(name, "")
 
@@ -405,7 +405,7 @@ def _pipeline(model: Any, extra_rewrite_rules: Sequence[Any]) -> tuple[list[_Ste
     """(before the loop, the loop's passes, after the loop, rounds): optimize_ir's defaults."""
     import onnx_ir.passes.common as common
 
-    from . import _torch_compat as compat
+    from . import compat
 
     parts = compat.onnxscript_optimizer_parts()
     fold = lambda: parts["FoldConstantsPass"](  # noqa: E731
@@ -514,7 +514,7 @@ def run_passes(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rul
 
 def _failure(step: _Step, round_: int | None, index: int, exc: BaseException, seconds: float,
              snapshot: _Snapshot | None, records: list[PassRecord]) -> PassRecord:
-    from .translate import optimizer_failure
+    from .pipeline.translate import optimizer_failure
 
     cause = optimizer_failure(exc).cause
     count = len(snapshot.nodes) if snapshot is not None else 0
@@ -523,7 +523,7 @@ def _failure(step: _Step, round_: int | None, index: int, exc: BaseException, se
 
 
 def _pass_error(failed: PassRecord, passes: OptimizerPasses, exc: BaseException) -> PassFailed:
-    from .translate import OptimizerFailure
+    from .pipeline.translate import OptimizerFailure
 
     failure = OptimizerFailure(failed.name, failed.description, failed.error,
                                tuple(r.name for r in passes.records[:-1] if r.ran))
@@ -603,7 +603,7 @@ class _Checker:
     def __init__(self, session: Any, args: tuple, kwargs: dict, tolerances: Any) -> None:
         import torch
 
-        from . import _torch_compat as compat
+        from . import compat
         from .model_state import preserved
         from .verify.core import _clone_tensors, _expected_outputs
 

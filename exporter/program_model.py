@@ -48,7 +48,7 @@ def as_model(model: Any, args: tuple, kwargs: dict, options: Any) -> tuple[Any, 
 
     from .inputs import bind_inputs
     from .options import ExportOptions
-    from .translate import symbol_of
+    from .program_symbols import symbol_of
 
     program = model
     wrapped = ProgramModel(program)

@@ -83,7 +83,7 @@ def _graphs(session: Session) -> Section:
     if not session.succeeded:
         return Section("Graphs", Badge("not drawn", "muted"), (Note("no graphs: the export did not finish"),))
     try:
-        from workbench.render.graph_view import side_by_side
+        from exporter.graphs.draw import side_by_side
     except ImportError as exc:
         return Section("Graphs", Badge("not drawn", "muted"),
                        (Note(f"the graph view is not installed ({exc}); pip install 'onnx-export-workbench[workbench]'"),))

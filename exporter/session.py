@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .capture import STRATEGIES, CaptureAttempt, capture_error, get_strategy, is_constraint_violation
+from .pipeline.capture import STRATEGIES, CaptureAttempt, capture_error, get_strategy, is_constraint_violation
 from .dims import DimSpec
 from .errors import (
     CaptureError,
@@ -282,8 +282,8 @@ class Session(Presentable):
         """What a stage's result depends on. Capture depends on the model's state (train/eval,
         its tensors) too, and decompositions on the opset's torchlib registry, which decides
         which operators stay whole (every opset below torchlib's own shares one)."""
-        from ._torch_compat import module_state
-        from .translate import registry_opset, resolve_opset
+        from .compat import module_state
+        from .pipeline.translate import registry_opset, resolve_opset
 
         capture = (self._spec, self._options.strategy, self._options.runtime_asserts, module_state(self._model))
         if stage == "capture":
@@ -452,9 +452,9 @@ class Session(Presentable):
         return StageResult(stage, Status.OK, time.perf_counter() - start, output)
 
     def _run_decompose(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from . import _torch_compat as compat
+        from . import compat
         from .hints import decompose_hint
-        from .translate import registry_opset, resolve_opset
+        from .pipeline.translate import registry_opset, resolve_opset
 
         program = self._previous_output("decompose")
         opset = registry_opset(resolve_opset(self._options.opset_version))
@@ -467,7 +467,7 @@ class Session(Presentable):
 
     def _run_translate(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from .masked_attention import translations
-        from .translate import constant_outputs, registry_opset, resolve_opset, translate
+        from .pipeline.translate import constant_outputs, registry_opset, resolve_opset, translate
 
         program = self._previous_output("translate")
         opset = resolve_opset(self._options.opset_version)
@@ -495,7 +495,7 @@ class Session(Presentable):
 
     def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
         from .passes import OptimizerPasses
-        from .translate import optimize_recorded, trace_leftover_initializers
+        from .pipeline.translate import optimize_recorded, trace_leftover_initializers
 
         model = self._previous_output("optimize")
         if not self._options.optimize:

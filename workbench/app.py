@@ -467,7 +467,7 @@ class Workbench(widgets.VBox):
 
     @staticmethod
     def _onnx_ports(session: Any) -> list[Any]:
-        from exporter.cli import onnx_ports
+        from exporter.ports import onnx_ports
 
         return onnx_ports(session.stage_output("optimize"))
 

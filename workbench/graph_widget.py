@@ -9,7 +9,7 @@
     view.search("encoder.layer.1")       # what Enter in the search box does
     view.overlay = "time"                # "none", "error" (session.compare_intermediates()), "time" (profile)
 
-A thin skin: the layout is :func:`workbench.render.graph_view.side_by_side` (Graphviz ``dot``),
+A thin skin: the layout is :func:`exporter.graphs.draw.side_by_side` (Graphviz ``dot``),
 the node details come from :mod:`exporter.graphs` (sent to the page as a compact JSON keyed by
 the SVG element id, for the elements drawn), the overlays from the session's analyses. The
 front end (``workbench/static/graph_widget.js``, an anywidget ES module) highlights a clicked
@@ -68,7 +68,7 @@ def prepare_graphs(session: Any, *, fx: str = "fx_decomposed", expand: Iterable[
     prepared = PreparedGraphs(session, graphs, fx_graph, onnx_graph, mapping, note, fx)
     if layout:
         from exporter.graphs.model import module_ancestors
-        from workbench.render.graph_view import fx_alone, side_by_side
+        from exporter.graphs.draw import fx_alone, side_by_side
 
         known = {a for g in (fx_graph, onnx_graph) if g is not None for n in g.nodes for a in module_ancestors(n.module or "")}
         expand = tuple(p for p in expand if p in known)  # a redraw of another export keeps what it still has
@@ -301,7 +301,7 @@ class GraphWidget(anywidget.AnyWidget):
         self._relayout(self.expanded)
 
     def _time_values(self) -> dict[str, float]:
-        from workbench.render.graph_overlay import overlay_values
+        from exporter.graphs.overlay import overlay_values
 
         session = self.session
         profile = session.analyses.get("profile") if hasattr(session, "analyses") else None
@@ -399,7 +399,7 @@ class GraphWidget(anywidget.AnyWidget):
 
     # -- drawing ------------------------------------------------------------------------------------
     def _relayout(self, expand: Iterable[str]) -> None:
-        from workbench.render.graph_view import fx_alone, side_by_side
+        from exporter.graphs.draw import fx_alone, side_by_side
 
         p = self._prepared
         expand = tuple(expand)

@@ -46,7 +46,7 @@ def _opset(text: str) -> int:
 
 
 def _strategy(text: str) -> str:
-    from exporter.capture import strategy_names
+    from exporter.pipeline.capture import strategy_names
 
     choices = ("auto",) + strategy_names()
     if text not in choices:
@@ -142,7 +142,7 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
     """Export, save, verify and benchmark ``session`` in the foreground and print what happened
     (``--no-widget`` and terminal IPython). A failure is printed as its message, source line and
     fix, never a traceback; Ctrl-C cancels at the next step. Returns whether the export worked."""
-    from exporter.cli import ports_section
+    from exporter.ports import ports_section
     from exporter.display import render
     from exporter.errors import Failure
     from exporter.events import CancelToken, ProgressBarObserver

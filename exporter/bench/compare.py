@@ -117,7 +117,7 @@ def eager_contender(name: str, model: Any, args: tuple, kwargs: Mapping[str, Any
 
     kwargs = dict(kwargs)
     if _holds_object_container((args, kwargs)):
-        from .._torch_compat import tree_flatten_with_path, tree_replace_leaves
+        from ..compat import tree_flatten_with_path, tree_replace_leaves
 
         inputs = (tuple(args), kwargs)
         leaves = [leaf for _, leaf in tree_flatten_with_path(inputs)]

@@ -81,7 +81,7 @@ class ProfileResult(Presentable):
 
 
 def _node_map(model: Any) -> dict[str, tuple[str, str | None, str | None]]:
-    from .. import _torch_formats as formats
+    from ..compat import formats
     from ..graphs.metadata import fx_name_of, module_path_of
 
     out = {}

@@ -162,7 +162,7 @@ def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
 
 
 def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | None:
-    from .._torch_compat import dim_hint_policy, torch_dim_kind
+    from ..compat import dim_hint_policy, torch_dim_kind
 
     kind = torch_dim_kind(value)
     if kind == "hint":
@@ -175,7 +175,7 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
             )
         return Policy[name]
     if kind == "derived":
-        from .._torch_compat import derived_dim_parts
+        from ..compat import derived_dim_parts
 
         root, scale, offset = derived_dim_parts(value)
         converted = _from_torch_dim(root, leaf, axis)
@@ -193,13 +193,13 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
 
 
 def _is_dim_hint(value: Any) -> bool:
-    from .._torch_compat import torch_dim_kind
+    from ..compat import torch_dim_kind
 
     return torch_dim_kind(value) == "hint"
 
 
 def _is_static_hint(value: Any) -> bool:
-    from .._torch_compat import dim_hint_policy
+    from ..compat import dim_hint_policy
 
     return _is_dim_hint(value) and dim_hint_policy(value)[0] == "STATIC"
 
@@ -260,7 +260,7 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
 
 
 def _is_torch_dim(value: Any) -> bool:
-    from .._torch_compat import torch_dim_kind
+    from ..compat import torch_dim_kind
 
     return torch_dim_kind(value) == "dim"
 

@@ -13,7 +13,7 @@ class Tree:
     lists, tuples, registered dataclasses, ``*args``, ``**kwargs``) and other values."""
 
     def __init__(self, bound: BoundInputs) -> None:
-        from .._torch_compat import pytree_children
+        from ..compat import pytree_children
 
         self.bound = bound
         self.leaves: dict[str, Leaf] = {leaf.path: leaf for leaf in bound.leaves}

@@ -15,7 +15,7 @@ _SYMBOL = re.compile(r"\b[su]\d+\b")
 
 
 def _dim_text(size: Any, names: Mapping[str, str]) -> Any:
-    from .. import _torch_compat as compat
+    from .. import compat
 
     text = compat.size_expression(size)
     if text.lstrip("-").isdigit():

@@ -348,7 +348,7 @@ def _rebuild(session: Any, case: Any) -> tuple[tuple, dict]:
 def _eager_outputs(session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
     import torch
 
-    from .. import _torch_compat as compat
+    from .. import compat
     from ..model_state import preserved
     from ..verify.core import _clone_tensors, _expected_outputs
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._torch_formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes, traceback_frames
+from ..compat.formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes, traceback_frames
 
 __all__ = [
     "FX_NODE_KEY",

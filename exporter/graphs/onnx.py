@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from .._torch_formats import CLASS_HIERARCHY_KEY
+from ..compat.formats import CLASS_HIERARCHY_KEY
 from .metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of, source_of_stack
 from .model import Graph, GraphNode, ValueInfo
 

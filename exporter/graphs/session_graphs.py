@@ -49,7 +49,7 @@ class SessionGraphs:
 
     @functools.cached_property
     def _dim_names(self) -> dict[str, str]:
-        from ..translate import dim_names
+        from ..program_symbols import dim_names
 
         return dim_names(self.session.stage_output("capture"), self.session.inputs, self.session.spec)
 
@@ -73,7 +73,7 @@ class SessionGraphs:
     def mapping(self) -> NodeMapping:
         """Each node of :attr:`onnx_optimized` → the :attr:`fx_decomposed` nodes it came from
         (and, in ``fx_captured``, their origins in :attr:`fx`)."""
-        from .. import _torch_compat as compat
+        from .. import compat
 
         fx_names: dict[str, str | None] = {}
         for stage in ("translate", "optimize"):

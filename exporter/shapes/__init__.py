@@ -13,7 +13,7 @@
 
 About size-0/1 examples: plain ``torch.export`` specializes such a dim to the example value;
 capture here runs size-obliviously like ``torch.onnx.export`` (see
-``_torch_compat.size_oblivious_capture``), which keeps it dynamic; the table says so.
+``compat.size_oblivious_capture``), which keeps it dynamic; the table says so.
 """
 
 from . import fixes, outcomes

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import _torch_formats as formats
+from ..compat import formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name
 from ..errors import SpecError

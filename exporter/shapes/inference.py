@@ -22,7 +22,7 @@ FORMS_HINT = "session.infer_dims([(x2,), (x3,)]) or [{'x': x2}, {'x': x3}] or [(
 
 
 def _examples(more_inputs: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    from .._torch_compat import additional_inputs_examples
+    from ..compat import additional_inputs_examples
 
     held = additional_inputs_examples(more_inputs)
     if held is not None:

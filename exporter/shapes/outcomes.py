@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _torch_formats as formats
+from ..compat import formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import first_line
@@ -255,8 +255,8 @@ def dim_outcomes(session: Session) -> DimOutcomes:
     if capture.status != "ok":
         return _failed_outcomes(session, capture, guards)
 
-    from .._torch_compat import program_ranges
-    from ..translate import dim_names, symbol_of
+    from ..compat import program_ranges
+    from ..program_symbols import dim_names, symbol_of
 
     from .solve import axis_ranges
 

@@ -36,7 +36,7 @@ def dim_warnings(spec: DimSpec, bound: BoundInputs) -> tuple[DimWarning, ...]:
     """Axes the spec asks to be dynamic that torch cannot keep dynamic, before any export:
     a named Dim whose max is below 2 (torch rejects the range), and, on a torch without
     size-oblivious capture, a size-0/1 example (torch would specialize it)."""
-    from .._torch_compat import size_oblivious_available
+    from ..compat import size_oblivious_available
 
     oblivious = size_oblivious_available()
     out = []

@@ -10,7 +10,7 @@ solved for the widest range of integer sizes around the example size in which it
 * above it, sympy evaluates the guard at probes (doublings, and every constant of the
   expression and its neighbours) and bisects between the last size that holds and the first
   that fails: ``Eq(s, Min(128, s))`` gives max 128;
-* torch's value-range analysis (``bound_sympy``, through ``_torch_compat``) confirms the
+* torch's value-range analysis (``bound_sympy``, through ``exporter.compat``) confirms the
   range when it can prove it.
 
 Only sympy evaluation and torch's value ranges are used, never the guard's text.
@@ -151,7 +151,7 @@ def guard_ranges(guards: Iterable[Guard], bound: BoundInputs, base: Mapping[str,
     """Per torch symbol of the inputs, the range every guard on that symbol alone allows
     (intersected with ``base``, e.g. the program's ``range_constraints``). Guards on several
     symbols (equalities, products) are left to torch."""
-    from .._torch_compat import condition_holds_on
+    from ..compat import condition_holds_on
 
     out: dict[str, SizeRange] = {}
     for guard in guards:

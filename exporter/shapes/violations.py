@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import _torch_formats as formats
+from ..compat import formats
 from ..axis import Axis
 
 if TYPE_CHECKING:

@@ -78,8 +78,8 @@ def check_contract(session: Any, onnx_model: Any | None = None, program: Any | N
     """Check the ONNX model's inputs and outputs against what the user asked for:
     every requested dynamic axis is symbolic and carries the user's name, related axes share
     one name, no requested input was dropped, outputs have stable (non-FX) names."""
-    from .. import _torch_compat as compat
-    from ..translate import symbol_of
+    from .. import compat
+    from ..program_symbols import symbol_of
 
     model = onnx_model if onnx_model is not None else session.stage_output("optimize")
     program = program if program is not None else session.exported_program

@@ -8,7 +8,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from .. import _torch_formats as formats
+from ..compat import formats
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
@@ -34,7 +34,7 @@ def _run_case(
 ) -> tuple[CaseResult, list[Any] | None]:
     import torch
 
-    from .._torch_compat import tree_flatten_with_path
+    from ..compat import tree_flatten_with_path
     from ..model_state import preserved
 
     start = time.perf_counter()
@@ -104,7 +104,7 @@ def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
 
 def _training_modules(model: Any) -> list[str]:
     """Dropout / batch-norm submodules left in training mode (names, at most three)."""
-    from .._torch_compat import train_mode_dependent_modules
+    from ..compat import train_mode_dependent_modules
 
     kinds = train_mode_dependent_modules()
     modules = getattr(model, "named_modules", None)
@@ -117,7 +117,7 @@ def _training_modules(model: Any) -> list[str]:
 def _clone_tensors(value: Any) -> Any:
     import torch
 
-    from .. import _torch_compat as compat
+    from .. import compat
 
     leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
     return compat.tree_replace_leaves(value, leaves)

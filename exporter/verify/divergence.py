@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import _torch_formats as formats
+from ..compat import formats
 from ..errors import first_line
 from ..serialize import needs_external_data, write_external_data
 from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack  # noqa: F401  (imported from here too)

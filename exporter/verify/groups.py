@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _torch_formats as formats
+from ..compat import formats
 from ..axis import Axis
 from ..dims import Dim
 from ..shapes.solve import holds_at
@@ -150,7 +150,7 @@ def input_dims_by_path(session: Any, model: Any) -> dict[str, tuple[str | int | 
 def _guards(session: Any, program: Any) -> list[tuple[str, str, str | None, tuple | None]]:
     """Guards as ``(expression, text to match, user source or None, axes or None)``: the
     session's guards (with the user's line), else the program's guard expressions."""
-    from .. import _torch_compat as compat
+    from .. import compat
 
     out = [
         (guard.expression, f"{guard.expression} {guard.symbolic}", _short_source(guard), guard.axes or None)
@@ -249,7 +249,7 @@ def dim_groups(
     callers size together move together (see :func:`_merged`), and a group the model's guards
     tie to others is ``derived`` from them (see :mod:`exporter.verify.derived`);
     ``independent=True`` keeps one group per torch symbol, none derived."""
-    from ..translate import symbol_of
+    from ..program_symbols import symbol_of
 
     program = program if program is not None else session.exported_program
     onnx_dims = input_dims_by_path(session, onnx_model if onnx_model is not None else session.stage_output("optimize"))

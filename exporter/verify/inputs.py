@@ -26,7 +26,7 @@ class InputCase:
 def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignment: Mapping[str, int]) -> dict[tuple[str, int], int]:
     """The size of every input axis for a case: group sizes (``assignment`` names every
     group: see :func:`complete_sizes`), derived dims evaluated."""
-    from ..translate import symbol_of
+    from ..program_symbols import symbol_of
 
     sizes: dict[tuple[str, int], int] = {}
     by_symbol: dict[str, int] = {}

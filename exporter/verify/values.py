@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..translate import input_placeholders
+from ..program_symbols import input_placeholders
 
 __all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
 

@@ -227,7 +227,7 @@ def build(name: str) -> RealModel:
 
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:
-    from exporter._torch_compat import tree_flatten_with_path
+    from exporter.compat import tree_flatten_with_path
 
     return [leaf for _, leaf in tree_flatten_with_path(value) if isinstance(leaf, torch.Tensor)]
 

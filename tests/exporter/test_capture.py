@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from exporter import STRATEGIES, Dim, ExportOptions, Session
-from exporter.capture import CaptureStrategy, get_strategy, strategy_names, suggested_fixes
+from exporter.pipeline.capture import CaptureStrategy, get_strategy, strategy_names, suggested_fixes
 
 
 class AddMul(torch.nn.Module):

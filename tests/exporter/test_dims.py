@@ -15,7 +15,7 @@ import torch
 import exporter
 from exporter import AUTO, DYNAMIC, STATIC, Dim, DimSpec, ExportOptions, Session
 from exporter.dims import AxisEntry, Name
-from exporter.translate import symbol_of
+from exporter.program_symbols import symbol_of
 
 TorchDim = torch.export.Dim
 

@@ -16,7 +16,7 @@ import transformers  # the test extra installs it: missing, this fails instead o
 
 import kv_models
 from exporter import ExportOptions, export
-from exporter import _torch_compat as compat
+from exporter import compat
 
 CACHE_NAMES = ["past_key_values.0.key", "past_key_values.0.value", "past_key_values.1.key", "past_key_values.1.value"]
 PRESENT_NAMES = ["present.0.key", "present.0.value", "present.1.key", "present.1.value"]
@@ -168,7 +168,7 @@ def test_t5_exports_with_dynamic_batch_and_seq_and_verifies():
     assert result.ok, result.summary()
 
 
-# -- the private APIs this uses (exporter/_torch_compat.py) --------------------------------
+# -- the private APIs this uses (exporter/compat/) --------------------------------
 
 
 def test_register_kv_cache_pytree_flattens_a_dynamic_cache_by_layer_after_transformers_own():

@@ -245,7 +245,7 @@ def test_limit_is_read_at_call_time(exported, monkeypatch):
 
 
 def test_ports_past_the_limit_are_read_from_the_model_without_serializing_its_weights(large):
-    from exporter.cli import default_opset, onnx_ports
+    from exporter.ports import default_opset, onnx_ports
 
     model = large.stage_output("optimize")
     ports = onnx_ports(model)

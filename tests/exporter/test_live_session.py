@@ -246,7 +246,7 @@ class Specializes(torch.nn.Module):
 def test_failed_and_cancelled_runs_leave_fx_config_loggers_and_dim_marks_as_they_were():
     import torch.fx.experimental._config as fx_config
 
-    from exporter._torch_compat import onnx_registry
+    from exporter.compat import onnx_registry
 
     onnx_registry.cache_clear()
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")

@@ -167,7 +167,7 @@ def test_a_value_that_is_not_a_module_is_left_alone():
 def test_trace_tensor_kind_names_fake_and_meta_tensors_and_passes_real_ones():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from exporter._torch_compat import trace_tensor_kind
+    from exporter.compat import trace_tensor_kind
 
     with FakeTensorMode():
         fake = torch.ones(2)

@@ -58,13 +58,13 @@ def test_a_failing_pass_is_named_by_class_and_purpose_and_a_broken_model_is_not_
 def test_optimizer_failure_names_the_innermost_pass_and_the_passes_before_it():
     import onnx_ir as ir
 
-    from exporter.translate import optimizer_failure
+    from exporter.pipeline.translate import optimizer_failure
 
     model = RegistersTable()
     torch.export.export(model, (torch.ones(2, 4),), strict=False)
     session = export(model, torch.ones(2, 4), options=ExportOptions(optimize=False))
     translated = session.stage_output("translate").clone()
-    from exporter import _torch_compat as compat
+    from exporter import compat
 
     with pytest.raises(ir.passes.PassError) as info:
         compat.optimize_onnx_ir(translated)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from exporter import ExportOptions, export
-from exporter import _torch_compat as compat
+from exporter import compat
 from exporter.errors import Status
 from exporter.examples import demo_block, mlp
 from exporter.passes import PASS_NAMES

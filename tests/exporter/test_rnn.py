@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from exporter import AUTO, STATIC, Dim, ExportOptions, Session
-from exporter import _torch_compat as compat
-from exporter.capture import DraftExportStrategy, NonStrictStrategy, StrictStrategy
+from exporter import compat
+from exporter.pipeline.capture import DraftExportStrategy, NonStrictStrategy, StrictStrategy
 
 HIDDEN = 16
 FEATURES = 8

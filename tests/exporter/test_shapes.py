@@ -196,8 +196,8 @@ def test_infer_dims_keeps_the_users_dim_names():
 
 
 def test_to_code_reproduces_the_obtained_dims():
-    from exporter._torch_compat import program_ranges, size_oblivious_capture
-    from exporter.translate import symbol_of
+    from exporter.compat import program_ranges, size_oblivious_capture
+    from exporter.program_symbols import symbol_of
 
     exported = session(GuardedAdd(), torch.randn(5, 3), torch.randn(5, 3), x={0: AUTO, 1: AUTO}, y={0: AUTO, 1: AUTO})
     code = exported.dims.to_code()
@@ -265,10 +265,10 @@ def test_unnamed_dims_get_one_default_name_everywhere():
 def test_guards_dims_and_fixes_are_computed_once_per_session(monkeypatch):
     import exporter.guards
     import exporter.shapes
-    import exporter.translate
+    import exporter.program_symbols
 
     calls = {"guards_of": 0, "symbol_of": 0}
-    for module, name in [(exporter.guards, "guards_of"), (exporter.translate, "symbol_of")]:
+    for module, name in [(exporter.guards, "guards_of"), (exporter.program_symbols, "symbol_of")]:
         original = getattr(module, name)
 
         def counting(*args, _original=original, _name=name, **kwargs):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from exporter import Dim, ExportOptions, Session
-from exporter import _torch_formats as formats
+from exporter.compat import formats
 from exporter.hints import decompose_hint
 
 

@@ -1,4 +1,4 @@
-"""One test per private torch/onnxscript API used through exporter._torch_compat.
+"""One test per private torch/onnxscript API used through exporter.compat.
 
 When torch moves or changes one of them, the failing test here names it.
 """
@@ -11,7 +11,7 @@ import onnx_ir as ir
 import pytest
 import torch
 
-from exporter import _torch_compat as compat
+from exporter import compat
 from exporter.inputs import key_path_to_str
 
 
@@ -183,7 +183,7 @@ def test_train_mode_dependent_modules_cover_dropout_and_batch_norm_variants():
 
 
 def test_fx_node_origins_lead_decomposed_nodes_back_to_captured_nodes(program):
-    from exporter.translate import registry_opset, resolve_opset
+    from exporter.pipeline.translate import registry_opset, resolve_opset
 
     decomposed = compat.decompose_for_onnx(program, registry_opset(resolve_opset(None)))
     captured = {n.name for n in program.graph.nodes}

@@ -1,4 +1,4 @@
-"""One test per private torch API the shapes work uses through exporter._torch_compat:
+"""One test per private torch API the shapes work uses through exporter.compat:
 ``ShapeEnv._log_guard`` (wrapped to record guards), ``ShapeEnv.source_to_var`` /
 ``replacements``, ``torch._guards.TracingContext.extract_stack`` (strict-mode user frames),
 ``ExportedProgram.range_constraints`` value ranges, ``fx_config.backed_size_oblivious``,
@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.export import Dim
 
-from exporter import _torch_compat as compat
+from exporter import compat
 
 
 class BranchThenAdd(torch.nn.Module):

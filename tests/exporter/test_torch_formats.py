@@ -1,5 +1,5 @@
 """Golden tests of every torch / onnxruntime text format the exporter parses
-(``exporter._torch_formats``): each error, source name, traceback and metadata value is
+(``exporter.compat.formats``): each error, source name, traceback and metadata value is
 produced by the real torch 2.13 / onnxruntime here, with tiny inline models, and parsed."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 from torch.export import Dim, export
 
 from exporter import AUTO, ExportOptions, Session
-from exporter import _torch_compat as compat
-from exporter import _torch_formats as formats
+from exporter import compat
+from exporter.compat import formats
 from exporter.frames import user_frame
 
 

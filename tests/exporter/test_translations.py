@@ -15,7 +15,7 @@ from torch._export.db.examples import all_examples
 from torch.utils._pytree import tree_leaves
 
 from exporter import Dim, ExportOptions, Session
-from exporter import _torch_compat as compat
+from exporter import compat
 from exporter import translations
 
 EXAMPLES = all_examples()

@@ -6,7 +6,7 @@ node is mapped back to the FX node, module and source line.
 Observed on torch 2.13 (what these tests are built on): a shape-dependent Python branch with
 AUTO on the example size 3 is *specialized* by capture (guard ``L['x'].size()[0] == 3``); the
 translator would name that ONNX dim ``'3'`` (accepting any size and silently computing the
-size-3 branch), so exporter.translate makes it the static 3 it is, and onnxruntime refuses
+size-3 branch), so exporter.pipeline.translate makes it the static 3 it is, and onnxruntime refuses
 other sizes. With a size-1 example, size-oblivious capture keeps the dim symbolic (range
 [1, 2]) and bakes in the ``== 1`` branch: wrong at size 2 *inside* the obtained range, and at
 3+ outside it.
@@ -24,7 +24,7 @@ import torch
 from shape_models import BranchOnOne
 
 from exporter import AUTO, Dim, ExportOptions, Session
-from exporter import _torch_compat as compat
+from exporter import compat
 from exporter.verify import DEFAULT_TOLERANCES, InputCase, Tolerance, compare
 
 

@@ -196,7 +196,7 @@ def test_tiny_bert_ids_and_mask_edges_raise_no_false_alarm():
 
 # -- the translation, through the compat module --------------------------------------------------
 def test_fix_is_a_copy_of_the_registry_and_leaves_the_shared_one_to_torchlib():
-    from exporter import _torch_compat as compat
+    from exporter import compat
     from exporter.masked_attention import translations
 
     target = torch.ops.aten.scaled_dot_product_attention.default

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from exporter import ExportOptions, export
-from workbench.render.graph_view import side_by_side
+from exporter.graphs.draw import side_by_side
 
 pytestmark = pytest.mark.needs_dot
 
@@ -166,6 +166,6 @@ def test_view_displays_as_svg_and_html(session):
 
 
 def test_importing_the_graph_view_loads_no_heavy_library():
-    script = "import sys, workbench.render.graph_view, workbench.netron; print(' '.join(sys.modules))"
+    script = "import sys, exporter.graphs.draw, workbench.netron; print(' '.join(sys.modules))"
     loaded = set(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split())
     assert not loaded & {"torch", "onnx", "onnxscript", "onnxruntime", "onnx_ir", "graphviz"}

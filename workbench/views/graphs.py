@@ -31,7 +31,7 @@ def graph_renderer() -> Callable[..., Any] | None:
     (the graphs read and laid out for the widget), ``side_by_side`` without anywidget, None
     when neither is importable."""
     try:
-        from workbench.render.graph_view import side_by_side
+        from exporter.graphs.draw import side_by_side
     except ImportError:
         return None
     if _widget_class() is None:

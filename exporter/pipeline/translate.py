@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _torch_compat as compat
-from .dims import Dim, DimSpec
-from .errors import OptimizeError, TranslateError
-from .inputs import BoundInputs
+from .. import compat
+from ..dims import DimSpec
+from ..errors import OptimizeError, TranslateError
+from ..inputs import BoundInputs
+from ..program_symbols import dim_names, symbol_of, user_input_names
 
-__all__ = ["resolve_opset", "translate", "optimize", "optimize_recorded", "optimizer_failure", "OptimizerFailure", "symbol_of"]
+__all__ = ["resolve_opset", "translate", "optimize", "optimize_recorded", "optimizer_failure", "OptimizerFailure"]
 
 
 def resolve_opset(opset_version: int | None) -> int:
@@ -57,7 +58,7 @@ def _refuse_lstm_projection(program: Any) -> None:
     """An ``nn.LSTM`` with ``proj_size``: torchlib's LSTM translation drops the projection
     weights (ONNX's LSTM op has none), so onnxruntime would refuse the model at run time
     ("Input initial_c must have shape ..."). Refuse it here, naming the line."""
-    from .graphs.metadata import source_of_stack
+    from ..graphs.metadata import source_of_stack
 
     for node in program.graph.nodes:
         if node.op != "call_function" or "aten.lstm.input" not in str(node.target) or len(node.args) < 8:
@@ -132,7 +133,7 @@ def optimize_recorded(model: Any, *, skip_passes: Sequence[str] = (),
     an :class:`~exporter.errors.OptimizeError` naming the pass that failed, what it does and
     how to skip it (onnx_ir's own says ``'<onnx_ir.passes.PassManager object at 0x…>' pass``);
     it carries the records up to the failing pass as ``.passes``."""
-    from .passes import run_passes
+    from ..passes import run_passes
 
     optimized, passes = run_passes(model.clone(), skip_passes=skip_passes, extra_rewrite_rules=extra_rewrite_rules)
     try:
@@ -252,14 +253,10 @@ def _make_specialized_dims_static(model: Any) -> None:
         )
 
 
-def _user_input_names(program: Any) -> tuple[str | None, ...]:
-    return tuple(program.graph_signature.user_inputs)
-
-
 def _name_inputs(model: Any, program: Any, bound: BoundInputs, input_names: Sequence[str] | None) -> None:
-    from .inputs import onnx_input_names
+    from ..inputs import onnx_input_names
 
-    placeholders = _user_input_names(program)
+    placeholders = user_input_names(program)
     by_name = {value.name: value for value in model.graph.inputs}
     names = onnx_input_names(bound, input_names)
     for leaf in bound.leaves:
@@ -327,50 +324,3 @@ def _identity_of(model: Any, value: Any, index: int) -> Any:
     copy.shape, copy.type = value.shape, value.type
     model.graph.outputs[index] = copy
     return copy
-
-
-def input_placeholders(program: Any, bound: BoundInputs) -> dict[str, Any]:
-    """The program's placeholder node of every tensor input, by input path."""
-    placeholders = _user_input_names(program)
-    nodes = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
-    return {
-        leaf.path: nodes[placeholders[leaf.index]]
-        for leaf in bound.leaves
-        if leaf.index < len(placeholders) and placeholders[leaf.index] in nodes
-    }
-
-
-def symbol_of(program: Any, bound: BoundInputs) -> dict[tuple[str, int], str]:
-    """The symbol (``s77``) or static size (``"4"``) of every input axis in the program."""
-    out: dict[tuple[str, int], str] = {}
-    for path, node in input_placeholders(program, bound).items():
-        value = node.meta.get("val")
-        if value is None:
-            continue
-        for axis, size in enumerate(value.shape):
-            out[(path, axis)] = compat.size_expression(size)
-    return out
-
-
-def dim_names(
-    program: Any, bound: BoundInputs, spec: DimSpec, symbols: dict[tuple[str, int], str] | None = None
-) -> dict[str, str]:
-    """Map torch symbols to ONNX dim names: the user's Dim name, else ``<input>_dim<axis>``
-    (``dims.model.default_dim_name``). ``symbols``: ``symbol_of(program, bound)`` if known."""
-    from .dims.model import default_dim_name
-
-    symbols = symbol_of(program, bound) if symbols is None else symbols
-    mapping: dict[str, str] = {}
-    named = [e for e in spec if isinstance(e.policy, Dim)]
-    unnamed_axes = [key for key in symbols if not any((e.path, e.axis) == key for e in named)]
-    for entry in named:
-        symbol = symbols.get((entry.path, entry.axis))
-        if symbol and (symbol.isidentifier() or not symbol.lstrip("-").isdigit()):
-            # An expression too (``s1 + s2``: the code made this axis the sum of two others):
-            # the ONNX dim takes the name asked for, as in torch.onnx.export.
-            mapping.setdefault(symbol, entry.policy.name)
-    for path, axis in unnamed_axes:
-        symbol = symbols[(path, axis)]
-        if symbol.isidentifier() and symbol not in mapping:
-            mapping[symbol] = default_dim_name(path, axis)
-    return mapping

@@ -22,7 +22,7 @@ def pytree_children(value: Any) -> list[tuple[str, Any]] | None:
     """The direct children of a pytree node as ``(key, child)``; None for a leaf."""
     from torch.utils import _pytree
 
-    from .inputs import key_path_to_str
+    from ..inputs import key_path_to_str
 
     if _pytree.tree_is_leaf(value):
         return None
@@ -300,7 +300,7 @@ def onnx_registry(opset_version: int) -> Any:
         # torch.onnx.export(custom_translation_table=...) registers its entries. A translation
         # whose arguments are not tensors (map_impl's body) has no inferable ONNX signature:
         # torch logs a warning and dispatches every such node to it, which is what we want.
-        from .translations import translation_table
+        from ..pipeline.translations import translation_table
 
         for target, translation in translation_table().items():
             registry.register_op(target, translation, is_complex=False)
@@ -368,7 +368,7 @@ def decompose_for_onnx(program: Any, opset_version: int) -> Any:
     from torch.export import exported_program
     from torch.onnx._internal.exporter import _fx_passes
 
-    from .translations import use_translated_equivalents
+    from ..pipeline.translations import use_translated_equivalents
 
     composite, python = _split_onnx_decompositions(opset_version)
     rnn = bool(getattr(program, "range_constraints", None)) and program_has_rnn(program)
@@ -504,7 +504,7 @@ def output_paths(program: Any) -> list[str]:
     ``output`` for a single tensor, ``output.0`` / ``logits`` for tuples / dicts."""
     from torch.utils import _pytree
 
-    from .inputs import key_path_to_str
+    from ..inputs import key_path_to_str
 
     spec = program.call_spec.out_spec
     if spec is None:
@@ -622,7 +622,7 @@ def _user_frames(limit: int = 4) -> tuple[tuple[str, int, str, str], ...]:
 
     from torch._guards import TracingContext
 
-    from .frames import is_user_file
+    from ..frames import is_user_file
 
     traced = TracingContext.extract_stack()  # strict mode: dynamo's stack of the user's code
     if len(traced):
@@ -822,7 +822,7 @@ def fx_node_origins(node: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(roots))
 
 
-# -- exception types torch raises (exporter/_torch_formats.py reads their text) ------------
+# -- exception types torch raises (exporter/compat/formats.py reads their text) ------------
 
 
 def is_constraint_violation_error(exc: BaseException) -> bool:
@@ -924,7 +924,7 @@ def _dynamic_cache_layers(cache: Any, layer_cls: type) -> list[Any]:
     quantized layer keeps state besides its tensors, which this flattening would drop)."""
     other = next((type(layer) for layer in cache.layers if type(layer) is not layer_cls), None)
     if other is not None:
-        from .errors import SpecError
+        from ..errors import SpecError
 
         raise SpecError(
             f"the exporter flattens a DynamicCache made of {layer_cls.__name__}s only, and this one holds a "
@@ -1026,7 +1026,7 @@ def kv_cache_leaf_names(prefix: str, value: Any) -> dict[str, str]:
     ``past_key_values0.`` / ``past_key_values1.``)."""
     from torch.utils import _pytree
 
-    from .inputs import key_path_to_str
+    from ..inputs import key_path_to_str
 
     classes = _dynamic_cache_classes()
     if classes is None:

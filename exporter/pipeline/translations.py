@@ -1,7 +1,7 @@
 """ONNX translations we add beyond torchlib, for FX nodes torch.onnx cannot translate.
 
 Each entry of ``TRANSLATIONS`` maps an FX node target to a translation function, the same
-form as ``torch.onnx.export(custom_translation_table=...)``; ``_torch_compat.onnx_registry``
+form as ``torch.onnx.export(custom_translation_table=...)``; ``compat.onnx_registry``
 registers them on the torchlib registry (as custom translations, so they win over any torchlib
 entry). A translation is called while the graph is being built: ONNX values in, ONNX values
 out, nodes recorded as they are created.
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _torch_compat as compat
+from .. import compat
 
 __all__ = ["translation_table", "map_impl", "symbolic_round", "grouped_mm", "use_translated_equivalents"]
 

@@ -13,9 +13,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from . import _torch_formats as formats
-from .errors import CaptureError, first_line, user_source_line
-from .frames import source_label
+from ..compat import formats
+from ..errors import CaptureError, first_line, user_source_line
+from ..frames import source_label
 
 __all__ = [
     "CaptureAttempt",
@@ -103,8 +103,8 @@ class CaptureStrategy(abc.ABC):
         return {"prefer_deferred_runtime_asserts_over_guards": self.runtime_asserts}
 
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
-        from ._torch_compat import clear_dim_marks, onnx_capture_patches, record_shape_guards, size_oblivious_capture
-        from .model_state import preserved
+        from ..compat import clear_dim_marks, onnx_capture_patches, record_shape_guards, size_oblivious_capture
+        from ..model_state import preserved
 
         start = time.perf_counter()
         given = getattr(model, "program", None) if type(model).__name__ == "ProgramModel" else None
@@ -226,7 +226,7 @@ def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
 
 def _kwargs_hint(bound: Any) -> str:
     """What to do when torch.export cannot match ``dynamic_shapes`` to a ``**kwargs`` forward."""
-    from .hints import kv_cache_kwarg_hint
+    from ..hints import kv_cache_kwarg_hint
 
     cache_hint = kv_cache_kwarg_hint(bound)
     if cache_hint:
@@ -288,9 +288,9 @@ def _hint_for(exc: BaseException, bound: Any = None) -> str:
 def _diagnosis(attempt: CaptureAttempt, spec: Any, bound: Any) -> tuple[Any, tuple[Any, ...]]:
     """The suggested fixes of a rejected spec, solved from the guards (``exporter.shapes``),
     and its rejected ranges in the user's terms; ``(None, ())`` when they cannot be built."""
-    from .guards import guards_from_events
-    from .shapes.fixes import build_fixes
-    from .shapes.violations import rejected_ranges
+    from ..guards import guards_from_events
+    from ..shapes.fixes import build_fixes
+    from ..shapes.violations import rejected_ranges
 
     try:
         guards = guards_from_events(attempt.guards, bound, attempt.strategy)
@@ -305,7 +305,7 @@ def _solved_hint(fixes: Any) -> str | None:
     changes = fixes.changes() if fixes is not None else []
     if not changes or fixes.error:
         return None
-    from .axis import Axis
+    from ..axis import Axis
 
     lines = [f"{Axis(path, axis).label}: {after}" for path, axis, _, after in changes]
     return "change these dims (session.apply_suggested_fixes() applies them):\n" + "\n".join(lines)
@@ -314,8 +314,8 @@ def _solved_hint(fixes: Any) -> str | None:
 def _spec_of_attempt(attempt: CaptureAttempt) -> tuple[Any, Any]:
     """The spec and bound inputs an attempt was given, rebuilt from its torch form (names
     given as strings come back as DYNAMIC: only strict Dims need solved fixes)."""
-    from .dims import DimSpec
-    from .inputs import bind_inputs
+    from ..dims import DimSpec
+    from ..inputs import bind_inputs
 
     model, args, kwargs, dynamic_shapes = attempt.context
     try:
@@ -376,7 +376,7 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound:
     first = failed[0]
     if (spec is None or bound is None) and first.context is not None:
         spec, bound = _spec_of_attempt(first)
-    from .shapes.violations import plain_violation
+    from ..shapes.violations import plain_violation
 
     rejected = formats.is_constraint_violation(first.error)
     fixes, ranges = _diagnosis(first, spec, bound) if rejected and spec is not None and bound is not None else (None, ())

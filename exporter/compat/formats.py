@@ -1,10 +1,10 @@
 """Every undocumented *text* format of torch and onnxruntime the exporter reads, in one place.
 
-The sibling of :mod:`exporter._torch_compat` (private APIs): the wording of torch.export's
+The sibling of :mod:`exporter.compat` (private APIs): the wording of torch.export's
 errors, torch's source names for inputs (``L['x'].size()[0]``), the tracebacks torch writes
 into messages and FX ``stack_trace``s, the ``pkg.torch.onnx.*`` metadata the ONNX translator
 writes on nodes, and onnxruntime's error text. Where torch raises a dedicated exception type,
-the type is checked first (through ``_torch_compat``) and the text only as a fallback.
+the type is checked first (through ``exporter.compat``) and the text only as a fallback.
 
 ``tests/exporter/test_torch_formats.py`` produces each format with real torch / onnxruntime
 calls and checks the parse, so a change of wording fails there, loudly and in one place.
@@ -42,7 +42,7 @@ def _line_matches(pattern: re.Pattern[str], exc: BaseException | str) -> list[re
 def is_constraint_violation(exc: BaseException) -> bool:
     """torch rejected the dim spec itself: a ``UserError`` of type ``CONSTRAINT_VIOLATION`` (or
     the ``ConstraintViolationError`` under it); for other types, its wording."""
-    from ._torch_compat import is_constraint_violation_error
+    from . import is_constraint_violation_error
 
     if is_constraint_violation_error(exc):
         return True
@@ -53,7 +53,7 @@ def is_constraint_violation(exc: BaseException) -> bool:
 def is_data_dependent(exc: BaseException) -> bool:
     """A guard on a value that depends on tensor data (``if x.sum() > 0``):
     ``GuardOnDataDependentSymNode``, or a message that says so."""
-    from ._torch_compat import is_data_dependent_error
+    from . import is_data_dependent_error
 
     if is_data_dependent_error(exc):
         return True

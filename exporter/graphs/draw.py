@@ -1,6 +1,6 @@
 """FX and ONNX side by side, grouped by module, with the node mapping between them::
 
-    from workbench.render.graph_view import side_by_side
+    from exporter.graphs.draw import side_by_side
 
     side_by_side(session)                                  # collapsed to top-level modules
     side_by_side(session, expand=("encoder.layer.0",))     # open one module (and its parents)
@@ -104,7 +104,7 @@ def _counterparts(select: str, fx: Any, onnx: Any, mapping: Any, fx_kind: str) -
 
 def _propagate(values: dict[str, float], fx: Any, onnx: Any, mapping: Any, fx_kind: str, reduce: str) -> tuple[dict, dict]:
     """Split overlay values by side; a side with none gets them through the mapping."""
-    from .graph_overlay import reduce_values
+    from .overlay import reduce_values
 
     fx_values = {k: v for k, v in values.items() if k in fx}
     onnx_values = {k: v for k, v in values.items() if k in onnx}
@@ -126,7 +126,7 @@ def _propagate(values: dict[str, float], fx: Any, onnx: Any, mapping: Any, fx_ki
 
 def _checked_arguments(fx: str, overlay_reduce: str, expand: Iterable[str]) -> tuple[str, ...]:
     """``fx`` and ``overlay_reduce`` checked; ``expand`` as a tuple (one path may be a string)."""
-    from .graph_overlay import check_reducer
+    from .overlay import check_reducer
 
     if fx not in FX_KINDS:
         raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
@@ -166,9 +166,9 @@ def side_by_side(
 
     ``session`` is an :class:`exporter.Session` (or its ``graphs``). A name that matches
     nothing raises ``ValueError`` with the closest names."""
-    from .graph_dot import SideStyle, side_digraph
-    from .graph_overlay import overlay_values
-    from .graph_svg import DotMissing, layout_svgs, side_by_side_svg
+    from .dot import SideStyle, side_digraph
+    from .overlay import overlay_values
+    from .svg import DotMissing, layout_svgs, side_by_side_svg
 
     start = time.perf_counter()
     expand = _checked_arguments(fx, overlay_reduce, expand)
@@ -224,9 +224,9 @@ def fx_alone(
     whose ONNX side could not be built (translate failed). ``note`` goes into the title."""
     from exporter.graphs.model import module_ancestors
 
-    from .graph_dot import SideStyle, side_digraph
-    from .graph_overlay import overlay_values
-    from .graph_svg import DotMissing, layout_svgs, side_by_side_svg
+    from .dot import SideStyle, side_digraph
+    from .overlay import overlay_values
+    from .svg import DotMissing, layout_svgs, side_by_side_svg
 
     start = time.perf_counter()
     expand = _checked_arguments(fx, overlay_reduce, expand)

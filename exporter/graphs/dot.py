@@ -20,7 +20,7 @@ from typing import Any
 from exporter.graphs.model import module_ancestors
 from exporter.graphs.modules import module_tree, short_op
 
-from .graph_overlay import ramp_colour, reduce_values
+from .overlay import ramp_colour, reduce_values
 
 __all__ = ["SideStyle", "side_digraph"]
 
