@@ -1,0 +1,113 @@
+"""What the analyses read from an export, named as typed records instead of the whole session.
+
+:func:`exporter.verify.verify`, :func:`exporter.bench.benchmark`, :func:`exporter.bench.profile`,
+:func:`exporter.graphs.compare_intermediates` and :mod:`exporter.shapes` take an object that has
+these members; :class:`exporter.Session` has them all (it satisfies the protocols structurally,
+nothing here imports it). A function that needs less asks for the narrower record:
+
+- :class:`ExportInputs`: the model and what it was exported with (inputs, spec, options);
+- :class:`ExportArtifacts`: that, plus what the pipeline produced (each stage's output, the
+  guards) and the model as onnxruntime runs it;
+- :class:`OrtModel`: the exported model as onnxruntime loads it, with its lifecycle (one cached
+  ``InferenceSession``; make room before building another one of a large model; release).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .dims import DimSpec
+from .inputs import BoundInputs
+
+if TYPE_CHECKING:
+    from .guards import Guards
+    from .options import ExportOptions
+
+__all__ = ["ExportArtifacts", "ExportInputs", "OrtModel"]
+
+
+class OrtModel(Protocol):
+    """The exported model as onnxruntime loads it, and the onnxruntime session built from it."""
+
+    @property
+    def source(self) -> bytes | str:
+        """What ``onnxruntime.InferenceSession`` loads: the serialized model, or the path of the
+        model saved with external data (past the 2 GiB protobuf limit)."""
+        ...
+
+    @property
+    def inference_session(self) -> Any:
+        """The CPU ``onnxruntime.InferenceSession`` of :attr:`source`, built once."""
+        ...
+
+    def make_room(self) -> None:
+        """Before another onnxruntime session of a large model is built (a benchmark's, a
+        profile's), free the cached ones: at most one copy of the weights is alive."""
+        ...
+
+    def release(self) -> None:
+        """Free everything built for onnxruntime; rebuilt when next asked."""
+        ...
+
+
+class ExportInputs(Protocol):
+    """The model and what it is exported with."""
+
+    @property
+    def model(self) -> Any:
+        """The ``torch.nn.Module`` (or callable) being exported."""
+        ...
+
+    @property
+    def inputs(self) -> BoundInputs: ...
+
+    @property
+    def spec(self) -> DimSpec: ...
+
+    @property
+    def options(self) -> ExportOptions: ...
+
+
+class ExportArtifacts(ExportInputs, Protocol):
+    """What an export produced: each stage's output, the guards torch recorded while capturing,
+    and the final model as onnxruntime runs it."""
+
+    def stage_output(self, stage: str) -> Any:
+        """A stage's output (``capture`` / ``decompose``: an ``ExportedProgram``; ``translate`` /
+        ``optimize``: an ``onnx_ir.Model``), running the stages up to it; raises the stage's
+        :class:`~exporter.ExportError` if it failed. Shared: read it, never change it."""
+        ...
+
+    @property
+    def exported_program(self) -> Any:
+        """``stage_output("capture")``."""
+        ...
+
+    @property
+    def decomposed_program(self) -> Any:
+        """``stage_output("decompose")``."""
+        ...
+
+    @property
+    def guards(self) -> Guards: ...
+
+    @property
+    def onnx_input_names(self) -> dict[str, str]:
+        """The ONNX input name of every tensor input, by its path."""
+        ...
+
+    def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """ONNX input feeds for inputs given like the model's forward."""
+        ...
+
+    @property
+    def ort_model(self) -> OrtModel: ...
+
+    @property
+    def output_ort_session(self) -> Any:
+        """The onnxruntime session outputs are read through (numpy-readable dtypes)."""
+        ...
+
+    def with_options(self, **changes: Any) -> ExportArtifacts:
+        """The same export with other options (computed lazily, sharing the stage cache)."""
+        ...
