@@ -15,7 +15,7 @@ its own process, so the pytree registration one installs cannot help another:
 * ``torch_onnx_flat``: the same after ``exporter.compat.register_kv_cache_pytree()``
   (our DynamicCache flattening, nothing else): which failures that alone removes.
 * ``bare``: ``torch.export.export`` (non-strict, the same capture settings) + our
-  ``decompose_for_onnx`` + translation, timed step by step, with our cache flattening: the floor
+  decompose stage (``exporter.pipeline.decompose``) + translation, timed step by step, with our cache flattening: the floor
   our pipeline is measured against.
 
 Prints one table row per (model, tool): status, seconds, and ours / bare and ours / torch.onnx
@@ -142,6 +142,7 @@ def run_bare(name: str) -> dict:
     import torch
 
     from exporter import compat
+    from exporter.pipeline.decompose import decompose
     from exporter.pipeline.translate import registry_opset, resolve_opset
 
     model, kwargs, shapes, _ = _case(name)
@@ -159,7 +160,7 @@ def run_bare(name: str) -> dict:
                                       prefer_deferred_runtime_asserts_over_guards=True)
     times["capture"] = time.perf_counter() - start
     mark = time.perf_counter()
-    decomposed = compat.decompose_for_onnx(program, opset)
+    decomposed = decompose(program, opset)
     times["decompose"] = time.perf_counter() - mark
     mark = time.perf_counter()
     onnx_model = compat.translate_to_onnx_ir(decomposed, compat.onnx_registry(opset))
