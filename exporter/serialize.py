@@ -12,9 +12,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SerializeError
+
+if TYPE_CHECKING:
+    from .artifacts import ExportArtifacts
 
 __all__ = [
     "OnnxSerializer",
@@ -143,29 +146,30 @@ class OnnxSerializer:
 
     external_data: bool | None = None
 
-    def serialize(self, session: Any, destination: Any) -> Any:
+    def serialize(self, session: ExportArtifacts, destination: Any) -> Any:
+        ort_model = session.ort_model
         external = self.external_data
         if external is None:
-            external = needs_external_data(session.stage_output("optimize"))
+            external = ort_model.is_large
         if not _is_path(destination):
             if external:
                 raise SerializeError(
                     "external data needs a file path, not a file object",
                     hint="save to a path such as 'model.onnx'",
                 )
-            return _write_to_file_object(destination, lambda f: f.write(session.model_bytes))
+            return _write_to_file_object(destination, lambda f: f.write(ort_model.model_bytes))
         target = Path(destination)
         if external:
-            written = getattr(session, "_external_model_path", lambda: None)()
+            written = ort_model.external_path
 
             def write(directory: Path) -> None:
                 if written is not None and _copy_external(written, directory / target.name):
                     return
-                write_external_data(session.onnx_model, directory / target.name)
+                write_external_data(ort_model.model, directory / target.name)  # ir.save leaves the model as it was
         else:
 
             def write(directory: Path) -> None:
-                (directory / target.name).write_bytes(session.model_bytes)
+                (directory / target.name).write_bytes(ort_model.model_bytes)
 
         return _write_atomically(target, write)
 
@@ -211,7 +215,7 @@ def _tensors_of(graph: Any) -> Any:
 class Pt2Serializer:
     """The captured ``torch.export.ExportedProgram`` (``torch.export.save``)."""
 
-    def serialize(self, session: Any, destination: Any) -> Any:
+    def serialize(self, session: ExportArtifacts, destination: Any) -> Any:
         import torch
 
         program = session.exported_program

@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import shutil
-import tempfile
 import threading
 import time
 import warnings
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -47,6 +43,7 @@ from .errors import (
 from ._quiet import captured_library_output, quiet_library_warnings
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .inputs import BoundInputs, bind_inputs
+from .ort_model import OrtModel, ort_inference_session  # noqa: F401 - until passes.py imports it from ort_model
 from .presentation import Presentable
 from .worker import submit_work
 
@@ -176,19 +173,6 @@ class _StageCache:
 _TORCH_LOCK = threading.RLock()
 
 
-def ort_inference_session(source: Any, options: Any = None, providers: Any = ("CPUExecutionProvider",)) -> Any:
-    """An onnxruntime ``InferenceSession`` from :attr:`Session.ort_model_source` (bytes, or the
-    path of a model with external data), with warnings silenced unless ``options`` say."""
-    import onnxruntime as ort
-
-    if options is None:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-    if isinstance(source, os.PathLike):
-        source = os.fspath(source)
-    return ort.InferenceSession(source, options, providers=list(providers))
-
-
 class Session(Presentable):
     """A lazily-run export of one model with one set of example inputs and options.
 
@@ -226,13 +210,7 @@ class Session(Presentable):
         self._cache = _cache or _StageCache()
         self._results: dict[str, StageResult] = {}
         self._lock = threading.RLock()
-        self._proto: Any = None
-        self._bytes: bytes | None = None
-        self._ort: Any = None
-        self._readable_ort: Any = None  # output_ort_session's copy reading bfloat16/float8 outputs; False: not needed
-        self._external: Any = None  # path of the model saved with external data, once written
-        self._tempdir: str | None = None
-        self._tempdir_finalizer: weakref.finalize | None = None
+        self._ort_model: OrtModel | None = None
         self._applied_fixes: tuple[Any, ...] = ()
 
     # -- read-only fields ---------------------------------------------------------------------
@@ -586,64 +564,35 @@ class Session(Presentable):
         return self.stage_output("optimize").clone()
 
     @property
+    def ort_model(self) -> OrtModel:
+        """The final model as onnxruntime loads it, with its lifecycle: an
+        :class:`~exporter.ort_model.OrtModel` (source, cached ``InferenceSession``, make room,
+        release). Runs the export up to optimize if needed; raises the export's error when a
+        stage failed."""
+        model = self.stage_output("optimize")
+        with self._lock:
+            if self._ort_model is None:
+                self._ort_model = OrtModel(model)
+            return self._ort_model
+
+    @property
     def model_proto(self) -> Any:
         """A copy of the final ``onnx.ModelProto`` (what :meth:`save` writes). It holds every
         weight: for a large model (:attr:`is_large`) it is built on each call and not kept."""
-        import onnx
-
-        if self.is_large:
-            import onnx_ir as ir
-
-            return ir.to_proto(self.stage_output("optimize"))
-        proto = onnx.ModelProto()
-        proto.CopyFrom(self._final_proto())
-        return proto
-
-    def _final_proto(self) -> Any:
-        with self._lock:
-            if self._proto is None:
-                import onnx_ir as ir
-
-                self._proto = ir.to_proto(self.stage_output("optimize"))
-            return self._proto
+        return self.ort_model.model_proto
 
     @property
     def is_large(self) -> bool:
         """Whether the model's weights are too large for one serialized protobuf (2 GiB,
         :data:`exporter.serialize.PROTOBUF_LIMIT`): it then exists only with external data."""
-        from .serialize import needs_external_data
-
-        return needs_external_data(self.stage_output("optimize"))
+        return self.ort_model.is_large
 
     @property
     def model_bytes(self) -> bytes:
         """The final model serialized (what ``save`` writes without external data). Past the
         2 GiB protobuf limit (:attr:`is_large`) it cannot exist: raises
         :class:`~exporter.SerializeError` saying what to use instead."""
-        with self._lock:
-            if self._bytes is None:
-                self._bytes = self._serialize()
-            return self._bytes
-
-    def _serialize(self) -> bytes:
-        from .errors import SerializeError
-        from .serialize import PROTOBUF_LIMIT, initializer_bytes
-
-        model = self.stage_output("optimize")
-        size = initializer_bytes(model)
-        hint = ("save it with session.save('model.onnx') (weights go to model.onnx.data beside it); "
-                "run it with session.run_onnx() / session.ort_session, or give onnxruntime "
-                "session.ort_model_source (a path to the model with external data)")
-        if self.is_large:
-            raise SerializeError(
-                f"the model cannot be one serialized protobuf: its weights are {size / 2**30:.2f} GiB "
-                f"({size} bytes), at or past the protobuf limit of {PROTOBUF_LIMIT / 2**30:.2f} GiB",
-                hint=hint,
-            )
-        try:
-            return self._final_proto().SerializeToString()
-        except Exception as exc:  # protobuf's EncodeError: the graph itself pushed it past the limit
-            raise SerializeError(f"the model cannot be one serialized protobuf: {exc}", hint=hint) from exc
+        return self.ort_model.model_bytes
 
     @property
     def ort_model_source(self) -> bytes | str:
@@ -651,58 +600,17 @@ class Session(Presentable):
         protobuf, else the path of the model saved with its weights as external data in a
         temporary directory this session owns (written once; removed by :meth:`release` or
         when the session is garbage-collected). Give it to ``onnxruntime.InferenceSession``."""
-        with self._lock:
-            if not self.is_large:
-                return self.model_bytes
-            return str(self._write_external())
-
-    def _external_model_path(self) -> Any:
-        """The path of the external-data copy if this session has written one, else None."""
-        with self._lock:
-            return self._external
-
-    def _write_external(self) -> Any:
-        from pathlib import Path
-
-        from .serialize import write_external_data
-
-        if self._external is not None and Path(self._external).is_file():
-            return self._external
-        if self._tempdir is None or not os.path.isdir(self._tempdir):
-            self._tempdir = tempfile.mkdtemp(prefix="onnx-workbench-")
-            self._tempdir_finalizer = weakref.finalize(self, shutil.rmtree, self._tempdir, True)
-        staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=self._tempdir))
-        try:  # written whole in a staging directory, then moved into place: never half a model
-            write_external_data(self.stage_output("optimize"), staging / "model.onnx")
-            final = Path(self._tempdir) / "model"
-            shutil.rmtree(final, ignore_errors=True)  # a copy whose files were removed under us
-            os.replace(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        self._external = final / "model.onnx"
-        return self._external
+        return self.ort_model.source
 
     @property
     def ort_session(self) -> Any:
         """An onnxruntime CPU ``InferenceSession`` of the final model (from
         :attr:`ort_model_source`), built once; :meth:`release` frees it."""
-        with self._lock:
-            if self._ort is None:
-                self._ort = ort_inference_session(self.ort_model_source)
-            return self._ort
+        return self.ort_model.inference_session
 
     def _make_room_for_ort(self) -> None:
-        """Before another onnxruntime session of a large model is built (a benchmark's or a
-        profile's, with their own options), free this session's: at most one onnxruntime copy
-        of the weights is alive. :attr:`ort_session` rebuilds it when next asked."""
-        with self._lock:
-            if (self._ort is None and not self._readable_ort) or not self.is_large:
-                return
-            self._ort = self._readable_ort = None
-        import gc
-
-        gc.collect()
+        # Until bench/latency.py and bench/profiling.py call ort_model.make_room() themselves.
+        self.ort_model.make_room()
 
     def release(self) -> None:
         """Free what this session built for onnxruntime: the ``InferenceSession``, the
@@ -712,18 +620,10 @@ class Session(Presentable):
         session still works, and rebuilds what it needs when next asked. Also called on leaving
         ``with session:``."""
         with self._lock:
-            self._ort = None
-            self._readable_ort = None
-            self._bytes = None
-            self._proto = None
-            self._external = None
+            ort_model = self._ort_model
             self.__dict__.pop("graphs", None)
-            finalizer, self._tempdir_finalizer, self._tempdir = self._tempdir_finalizer, None, None
-        if finalizer is not None:
-            import gc
-
-            gc.collect()  # onnxruntime sessions are freed before their model files are removed
-            finalizer()
+        if ort_model is not None:
+            ort_model.release()
 
     def clear_cache(self) -> int:
         """Drop the stage results cached for this session and every session derived from it
@@ -786,12 +686,7 @@ class Session(Presentable):
         :attr:`ort_session`, or, when an output has a dtype onnxruntime cannot hand to numpy
         (bfloat16, float8), a copy with those outputs cast exactly to float32 (built once;
         :meth:`release` frees it)."""
-        with self._lock:
-            if self._readable_ort is None:
-                from .ort_values import readable_outputs_session
-
-                self._readable_ort = readable_outputs_session(self) or False
-            return self._readable_ort or self.ort_session
+        return self.ort_model.output_session
 
     # -- display -----------------------------------------------------------------------------
     def to_frame(self) -> Any:
