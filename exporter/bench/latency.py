@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..artifacts import ExportArtifacts
+from ..cases import dim_groups, resolve_group
 from ..errors import ExportError, Failure, first_line
 from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
@@ -557,7 +559,6 @@ def _failed(exc: BaseException) -> BenchmarkResult:
 def _resolve_dim(session: Any, dim: Any) -> str:
     """The label of the dim group ``dim`` names (its label, or one of its axes as an ``Axis``,
     ``("x", 0)``, ``"x.0"`` or ``"x.shape[0]"``); the first group for None."""
-    from ..verify.groups import dim_groups, resolve_group
 
     groups = dim_groups(session)
     if not groups:

@@ -8,6 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..artifacts import ExportArtifacts
+from ..cases import dim_groups, make_case_inputs, sizes_by_label
+
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 SPINNING_KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
@@ -186,14 +189,11 @@ def default_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def inputs_for(session: Any, sizes: Mapping[Any, int] | None, inputs: tuple[tuple, dict] | None, seed: int) -> tuple[tuple, dict, tuple[tuple[str, int], ...]]:
+def inputs_for(session: ExportArtifacts, sizes: Mapping[Any, int] | None, inputs: tuple[tuple, dict] | None, seed: int) -> tuple[tuple, dict, tuple[tuple[str, int], ...]]:
     if inputs is not None:
         return tuple(inputs[0]), dict(inputs[1]), ()
     if not sizes:
         return session.inputs.args, dict(session.inputs.kwargs), ()
-    from ..verify import dim_groups, make_case_inputs
-    from ..verify.groups import sizes_by_label
-
     program = session.exported_program
     groups = dim_groups(session, program)
     by_label = sizes_by_label(groups, sizes)  # keys may be labels or axes (Axis, "x.0")

@@ -324,8 +324,7 @@ def _case_inputs(session: Any, case: Any, args: Sequence[Any] | None,
 
 def _rebuild(session: Any, case: Any) -> tuple[tuple, dict]:
     """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
-    from ..verify.groups import dim_groups, plan_cases
-    from ..verify.inputs import make_case_inputs
+    from ..cases import dim_groups, make_case_inputs, plan_cases
     from ..verify.values import edge_value_inputs
 
     if getattr(case, "edge", None) is not None:

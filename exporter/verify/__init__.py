@@ -14,13 +14,13 @@ than the example; when none of those lies in the obtained range with the other p
 above the example, the example + 1 and about twice the example (past ``max_size``: a raw-audio
 length of 2640 is varied at 2641 and 5281); and for every remainder/divisibility guard torch
 recorded (``Mod(h, 4) == 0``), the nearest in-range size that keeps all the group's guards and
-the nearest that breaks each (Swin's window partition), see :func:`groups.guard_sizes`. Cases
+the nearest that breaks each (Swin's window partition), see :func:`exporter.cases.guard_sizes`. Cases
 inside the obtained range run first. Each case says whether it lies inside the range torch *obtained* for the dim
 (``ExportedProgram.range_constraints``); the ONNX model does not check that range, so a size
 outside it is exactly where a dropped runtime assert shows up. A group the model's guards tie
 to others is *derived*, not swept: GPT-2 with a KV cache reads its attention mask over
 ``total = past_seq + seq``, so every case sizes ``total`` from ``past_seq`` and ``seq``
-(:mod:`exporter.verify.derived`; ``independent=True`` sweeps it on its own).
+(:mod:`exporter.cases.derived`; ``independent=True`` sweeps it on its own).
 
 Inputs. Floating tensors are random normal; 0/1 and bool tensors (masks) keep their pattern
 (all ones stays all ones, otherwise a random padding suffix per row, never a whole row);
@@ -54,12 +54,11 @@ Everything returned is a frozen dataclass with ``to_frame()`` and ``summary()``;
 raises for a wrong model or a failing run: failures are data.
 """
 
+from ..cases import DimGroup, InputCase, dim_groups, make_case_inputs
 from ..progress import Progress
 from .contract import ContractCheck, ContractReport, check_contract
 from .core import verify
 from .divergence import Divergence, first_divergence, run_program, source_of_stack
-from .groups import DimGroup, dim_groups
-from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
 from .values import EdgeValue, edge_values
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import compat
+from ..artifacts import ExportArtifacts
 from ..axis import Axis
+from ..cases import input_dims_by_path, policy_text
 from ..dims import AUTO, Derived, Dim
-from .groups import input_dims_by_path, policy_text
+from ..program_symbols import symbol_of
 
 
 @dataclass(frozen=True)
@@ -74,18 +77,15 @@ def _is_name(dim: Any) -> bool:
     return isinstance(dim, str) and dim.isidentifier()
 
 
-def check_contract(session: Any, onnx_model: Any | None = None, program: Any | None = None) -> ContractReport:
+def check_contract(session: ExportArtifacts, onnx_model: Any | None = None, program: Any | None = None) -> ContractReport:
     """Check the ONNX model's inputs and outputs against what the user asked for:
     every requested dynamic axis is symbolic and carries the user's name, related axes share
     one name, no requested input was dropped, outputs have stable (non-FX) names."""
-    from .. import compat
-    from ..program_symbols import symbol_of
-
     model = onnx_model if onnx_model is not None else session.stage_output("optimize")
     program = program if program is not None else session.exported_program
-    dims = input_dims_by_path(session, model)
+    onnx_name = session.onnx_input_names
+    dims = input_dims_by_path(onnx_name, model)
     onnx_inputs = {v.name for v in model.graph.inputs}
-    onnx_name = getattr(session, "onnx_input_names", {})
     checks: list[ContractCheck] = []
     symbols = symbol_of(program, session.inputs)
     requested = {(e.path, e.axis): e.policy for e in session.spec}

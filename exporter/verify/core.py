@@ -8,14 +8,15 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from ..artifacts import ExportArtifacts
+from ..cases import DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
+from ..cases.plan import CasePlan
 from ..compat import formats
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
-from .groups import DimGroup, dim_groups, plan_cases, sizes_by_label
-from .inputs import InputCase, make_case_inputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 from .values import EdgeValue, Explanation, edge_value_inputs, explain
@@ -23,7 +24,7 @@ from .values import edge_values as find_edge_values
 
 
 def _run_case(
-    session: Any,
+    session: ExportArtifacts,
     ort_session: Any,
     name: str,
     sizes: tuple[tuple[str, int], ...],
@@ -123,7 +124,7 @@ def _clone_tensors(value: Any) -> Any:
     return compat.tree_replace_leaves(value, leaves)
 
 
-def _ort_error_text(exc: BaseException, session: Any) -> str:
+def _ort_error_text(exc: BaseException, session: ExportArtifacts) -> str:
     """onnxruntime's message, plus the FX node and source line of the ONNX node it names."""
     text = formats.ort_error_message(exc)
     name = formats.ort_error_node(exc)
@@ -180,7 +181,7 @@ def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
 
 
 def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract: ContractReport | None,
-              session: Any = None, divergence: Divergence | None = None,
+              session: ExportArtifacts | None = None, divergence: Divergence | None = None,
               named: frozenset[str] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     example = next((c for c in cases if c.is_example), None)
@@ -326,7 +327,7 @@ def _state_findings(cases: Sequence[CaseResult]) -> list[Finding]:
     )]
 
 
-def _edge_findings(cases: Sequence[CaseResult], session: Any, divergence: Divergence | None) -> list[Finding]:
+def _edge_findings(cases: Sequence[CaseResult], session: ExportArtifacts | None, divergence: Divergence | None) -> list[Finding]:
     """Failing edge-value cases in plain words, with the fix when known: one finding per
     input and explanation (``attention_mask`` all False and one row all False fail for one
     reason); one per case the module itself refuses."""
@@ -363,7 +364,7 @@ def _edge_findings(cases: Sequence[CaseResult], session: Any, divergence: Diverg
 
 
 def verify(
-    session: Any,
+    session: ExportArtifacts,
     *,
     tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
     sizes: Mapping[Any, Sequence[int]] | None = None,
@@ -399,7 +400,7 @@ def verify(
             (``input_ids`` and ``attention_mask`` batch), so no case feeds sizes no caller sends.
             A group the model's guards tie to others is derived from them, not swept: GPT-2 with
             a cache reads its attention mask over ``total = past_seq + seq`` (a ``derived_dim``
-            finding says so; see :mod:`exporter.verify.derived`). ``independent=True`` derives none.
+            finding says so; see :mod:`exporter.cases.derived`). ``independent=True`` derives none.
         edge_values: also try edge values at the example size (see :mod:`exporter.verify.values`):
             a mask input all ones, all zeros and with one fully masked row; ids at 0 and at
             the last row of the embedding that reads them. The ``make_inputs`` hook is not
@@ -456,7 +457,7 @@ def verify(
         return VerifyResult("cancelled", tuple(cases), groups, contract, seconds=time.perf_counter() - start)
 
 
-def _edge_cases(session: Any, program: Any) -> tuple[EdgeValue, ...]:
+def _edge_cases(session: ExportArtifacts, program: Any) -> tuple[EdgeValue, ...]:
     try:
         return find_edge_values(session, program)
     except Exception:  # noqa: BLE001 - no edge case is better than no verification
@@ -469,8 +470,9 @@ def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: 
                         failure=Failure.from_exception(exc, "verify"))
 
 
-def _verify_cases(session: Any, program: Any, model: Any, groups: Any, plans: Any, contract: ContractReport,
-                  ort_session: Any, tolerances: Any, make_inputs: Any, locate: bool, seed: int,
+def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Sequence[DimGroup], plans: Sequence[CasePlan],
+                  contract: ContractReport, ort_session: Any, tolerances: Mapping[str, Tolerance] | Tolerance | None,
+                  make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None, locate: bool, seed: int,
                   reporter: Reporter, start: float, cases: list[CaseResult],
                   edge_cases: Sequence[EdgeValue] = (), named: frozenset[str] | None = None) -> VerifyResult:
     output_names = [v.name for v in model.graph.outputs]

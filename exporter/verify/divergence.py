@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import ExportArtifacts, ExportInputs
 from ..compat import formats
 from ..errors import first_line
 from ..serialize import needs_external_data, write_external_data
-from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack  # noqa: F401  (imported from here too)
-from .tolerance import compare
+from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack
+from ..inputs import bind_inputs
+from .tolerance import Tolerance, compare
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,9 @@ class Divergence:
         return self.summary()
 
 
-def program_inputs(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+def program_inputs(program: Any, session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
     """The flat inputs of a program's graph module, from inputs given like the model's forward:
     user inputs, parameters, buffers and constants in the signature's order."""
-    from ..inputs import bind_inputs
-
     user = iter(bind_inputs(session.model, args, dict(kwargs)).values)
     state = program.state_dict
     constants = getattr(program, "constants", {}) or {}
@@ -73,7 +73,7 @@ def program_inputs(program: Any, session: Any, args: tuple, kwargs: Mapping[str,
     return inputs
 
 
-def run_program(program: Any, session: Any, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def run_program(program: Any, session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """Run a program's FX graph directly (no input-shape checks) on inputs given like the
     model's forward. Returns its user outputs and the value of every FX node by name."""
     import torch
@@ -128,13 +128,13 @@ def _ort_intermediates(model: Any, feeds: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def first_divergence(
-    session: Any,
+    session: ExportArtifacts,
     case: str,
     args: tuple,
     kwargs: Mapping[str, Any],
     expected: Sequence[Any],
     *,
-    tolerances: Any = None,
+    tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
     onnx_model: Any | None = None,
 ) -> Divergence:
     """Find where a case first goes wrong: in capture, or at the first ONNX node (in

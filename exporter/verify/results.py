@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import Failure
 from .contract import ContractReport
 from .divergence import Divergence
-from .groups import DimGroup
+from ..cases import DimGroup
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance
 from .values import EdgeValue
 

@@ -23,6 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..artifacts import ExportArtifacts, ExportInputs
+from ..cases import is_mask
+from ..masked_attention import attention_nodes
 from ..program_symbols import input_placeholders
 
 __all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
@@ -94,7 +97,7 @@ def _embedding_rows(placeholder: Any) -> int | None:
     return None
 
 
-def _example_tensors(session: Any) -> dict[str, Any]:
+def _example_tensors(session: ExportInputs) -> dict[str, Any]:
     import torch
 
     values = session.inputs.values
@@ -102,11 +105,9 @@ def _example_tensors(session: Any) -> dict[str, Any]:
             if leaf.index < len(values) and isinstance(values[leaf.index], torch.Tensor)}
 
 
-def edge_values(session: Any, program: Any) -> tuple[EdgeValue, ...]:
+def edge_values(session: ExportInputs, program: Any) -> tuple[EdgeValue, ...]:
     """The edge-value cases for a session's inputs (see the module docstring), in input order."""
     import torch
-
-    from .inputs import _is_mask
 
     placeholders = input_placeholders(program, session.inputs)
     cases: list[EdgeValue] = []
@@ -121,7 +122,7 @@ def edge_values(session: Any, program: Any) -> tuple[EdgeValue, ...]:
                 if not bool((example == value).all()):
                     cases.append(EdgeValue(path, kind, label, dtype, rows))
             continue
-        if not _is_mask(example):
+        if not is_mask(example):
             continue
         true, false = ("True", "False") if example.dtype == torch.bool else ("ones", "zeros")
         one_row = example.dim() >= 1 and example.numel() // max(example.shape[-1], 1) > 1
@@ -152,10 +153,9 @@ def _mask_value(example: Any, kind: str) -> Any:
     return rows.reshape(example.shape)
 
 
-def edge_value_inputs(session: Any, edge: EdgeValue) -> tuple[tuple, dict]:
+def edge_value_inputs(session: ExportInputs, edge: EdgeValue) -> tuple[tuple, dict]:
     """The example ``(args, kwargs)`` with ``edge.input`` set to the edge value."""
     import torch
-
 
     bound = session.inputs
     leaf = next(leaf for leaf in bound.leaves if leaf.path == edge.input)
@@ -182,7 +182,7 @@ class Explanation:
     options: tuple[tuple[str, Any], ...] = ()
 
 
-def explain(edge: EdgeValue, session: Any, divergence: Any = None) -> Explanation:
+def explain(edge: EdgeValue, session: ExportArtifacts, divergence: Divergence | None = None) -> Explanation:
     """A failing edge case in plain words. The cause comes from the program, not from the
     model's name: a fully masked row that reaches a masked ``scaled_dot_product_attention``
     (or a softmax); a divergence located in the captured program for this case rules the
@@ -193,7 +193,7 @@ def explain(edge: EdgeValue, session: Any, divergence: Any = None) -> Explanatio
         # A divergence already in the captured program is not the translation's doing.
         if found and not (located and divergence.stage == "capture"):
             attention = found[0]
-            rows = getattr(session.options, "fully_masked_rows", "zero")
+            rows = session.options.fully_masked_rows
             where = f" ({attention.source})" if attention.source else ""
             if rows != "zero":
                 returns = "the mean of v" if attention.mask_dtype == "bool" else "NaN"
@@ -232,9 +232,7 @@ def explain(edge: EdgeValue, session: Any, divergence: Any = None) -> Explanatio
     return Explanation(f"onnxruntime differs from PyTorch with this {'mask' if edge.kind in _MASK_KINDS else 'id'} value")
 
 
-def _attention_reading(session: Any, path: str) -> list[Any]:
-    from ..masked_attention import attention_nodes
-
+def _attention_reading(session: ExportArtifacts, path: str) -> list[Any]:
     try:
         program = session.decomposed_program
         paths = {node.name: path_ for path_, node in input_placeholders(program, session.inputs).items()}
@@ -243,7 +241,7 @@ def _attention_reading(session: Any, path: str) -> list[Any]:
         return []
 
 
-def _softmax_reading(session: Any, path: str) -> bool:
+def _softmax_reading(session: ExportArtifacts, path: str) -> bool:
     try:
         program = session.decomposed_program
         start = input_placeholders(program, session.inputs).get(path)

@@ -180,7 +180,7 @@ def test_input_sources_map_every_torch_source_form_to_its_input():
 
 def test_verify_matches_guard_text_by_the_same_sources():
     from exporter.guards import input_sources
-    from exporter.verify.groups import _source_patterns
+    from exporter.cases.grouping import _source_patterns
 
     class TakesArgs(torch.nn.Module):
         def forward(self, x, *args):

@@ -24,8 +24,7 @@ import transformers  # noqa: F401 - the test extra installs it: missing, this fa
 import kv_models
 from exporter import Dim, ExportOptions, export
 from exporter.axis import Axis
-from exporter.verify.derived import derive_groups
-from exporter.verify.groups import DimGroup, plan_cases
+from exporter.cases import DimGroup, derive_groups, plan_cases
 
 
 class PadOrCrop(torch.nn.Module):

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..guards import Guard
+from ..inputs import BoundInputs
 from .groups import DimGroup
 
 _RELATION = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*")
@@ -107,7 +109,7 @@ def _solved(difference: Any, symbol: Any) -> Any | None:
     return sympy.expand(-rest / coefficient)
 
 
-def derive_groups(groups: Sequence[DimGroup], guards: Sequence[Any], bound: Any) -> tuple[DimGroup, ...]:
+def derive_groups(groups: Sequence[DimGroup], guards: Sequence[Guard], bound: BoundInputs) -> tuple[DimGroup, ...]:
     """``groups`` with ``derived`` set on every group the guards tie to other groups (see the
     module docstring); the others unchanged. Never raises: a guard it cannot read is skipped."""
     try:
@@ -116,7 +118,7 @@ def derive_groups(groups: Sequence[DimGroup], guards: Sequence[Any], bound: Any)
         return tuple(groups)
 
 
-def _derive(groups: Sequence[DimGroup], guards: Sequence[Any], bound: Any) -> tuple[DimGroup, ...]:
+def _derive(groups: Sequence[DimGroup], guards: Sequence[Guard], bound: BoundInputs) -> tuple[DimGroup, ...]:
     import sympy
 
     dynamic = {g.label: g for g in groups if not g.specialized}
@@ -124,7 +126,7 @@ def _derive(groups: Sequence[DimGroup], guards: Sequence[Any], bound: Any) -> tu
         return tuple(groups)
     values: dict[str, Any] = {}
     for leaf in bound.leaves:
-        for index, size in enumerate(getattr(leaf, "shape", None) or ()):
+        for index, size in enumerate(leaf.shape):
             values[f"{leaf.path}.shape[{index}]"] = sympy.Integer(int(size))
     symbols: dict[str, Any] = {}
     for group in dynamic.values():

@@ -1,4 +1,4 @@
-"""Generated inputs for one size assignment of the dim groups."""
+"""Generated inputs for one size assignment of the dim groups (:func:`make_case_inputs`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..artifacts import ExportInputs
+from ..inputs import BoundInputs
+from ..program_symbols import symbol_of
 from .groups import DimGroup, complete_sizes
+
+__all__ = ["InputCase", "is_mask", "make_case_inputs"]
 
 
 @dataclass(frozen=True)
@@ -23,11 +28,10 @@ class InputCase:
     kwargs: Mapping[str, Any]
 
 
-def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignment: Mapping[str, int]) -> dict[tuple[str, int], int]:
+def _axis_sizes(bound: BoundInputs, program: Any, groups: Sequence[DimGroup],
+                assignment: Mapping[str, int]) -> dict[tuple[str, int], int]:
     """The size of every input axis for a case: group sizes (``assignment`` names every
     group: see :func:`complete_sizes`), derived dims evaluated."""
-    from ..program_symbols import symbol_of
-
     sizes: dict[tuple[str, int], int] = {}
     by_symbol: dict[str, int] = {}
     for group in groups:
@@ -36,7 +40,7 @@ def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignme
             sizes[axis] = size
         for symbol in group.symbols or ((group.symbol,) if group.symbol else ()):
             by_symbol[symbol] = size
-    for (path, axis), expr in symbol_of(program, session.inputs).items():
+    for (path, axis), expr in symbol_of(program, bound).items():
         if (path, axis) in sizes or expr.lstrip("-").isdigit():
             continue
         try:
@@ -49,7 +53,8 @@ def _axis_sizes(session: Any, program: Any, groups: Sequence[DimGroup], assignme
     return sizes
 
 
-def _is_mask(example: Any) -> bool:
+def is_mask(example: Any) -> bool:
+    """Whether a tensor holds a mask: bool, or integers that are all 0 or 1."""
     import torch
 
     if example.dtype == torch.bool:
@@ -80,7 +85,7 @@ def _make_tensor(example: Any, shape: tuple[int, ...], generator: Any, index_cap
         return torch.randn(shape, generator=generator, dtype=torch.float32).to(example.dtype)
     if example.is_complex():
         return torch.randn(shape, generator=generator, dtype=example.dtype)
-    if _is_mask(example):
+    if is_mask(example):
         return _make_mask(example, shape, generator)
     if example.numel() == 0:
         return torch.zeros(shape, dtype=example.dtype)
@@ -92,7 +97,7 @@ def _make_tensor(example: Any, shape: tuple[int, ...], generator: Any, index_cap
 
 
 def make_case_inputs(
-    session: Any,
+    export: ExportInputs,
     program: Any,
     groups: Sequence[DimGroup],
     assignment: Mapping[str, int],
@@ -100,13 +105,13 @@ def make_case_inputs(
     seed: int = 0,
 ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, tuple[int, ...]]]:
     """Generated ``(args, kwargs, shapes)`` for one size assignment (group label → size;
-    a group missing from it at its example size, a derived group sized from the others)."""
+    a group missing from it at its example size, a derived group sized from the others) of
+    ``export``'s inputs (a :class:`~exporter.Session`); ``program`` is its captured program."""
     import torch
 
-
-    bound = session.inputs
+    bound = export.inputs
     assignment = complete_sizes(groups, assignment)
-    axis_sizes = _axis_sizes(session, program, groups, assignment)
+    axis_sizes = _axis_sizes(bound, program, groups, assignment)
     caps = [(g.example, assignment[g.label]) for g in groups]
     generator = torch.Generator().manual_seed(seed)
     leaves = list(bound.values)
