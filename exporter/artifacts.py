@@ -8,8 +8,11 @@ nothing here imports it). A function that needs less asks for the narrower recor
 - :class:`ExportInputs`: the model and what it was exported with (inputs, spec, options);
 - :class:`ExportArtifacts`: that, plus what the pipeline produced (each stage's output, the
   guards) and the model as onnxruntime runs it;
-- :class:`OrtModel`: the exported model as onnxruntime loads it, with its lifecycle (one cached
-  ``InferenceSession``; make room before building another one of a large model; release).
+- :class:`ExportGraphs`: an export's FX and ONNX graphs and the mapping between them.
+
+The final model as onnxruntime runs it is an :class:`~exporter.ort_model.OrtModel` (its source,
+one cached ``InferenceSession``, make room before building another one of a large model,
+release): ``ExportArtifacts.ort_model``.
 """
 
 from __future__ import annotations
@@ -20,34 +23,12 @@ from .dims import DimSpec
 from .inputs import BoundInputs
 
 if TYPE_CHECKING:
+    from .graphs.session_graphs import SessionGraphs
     from .guards import Guards
     from .options import ExportOptions
+    from .ort_model import OrtModel
 
-__all__ = ["ExportArtifacts", "ExportInputs", "OrtModel"]
-
-
-class OrtModel(Protocol):
-    """The exported model as onnxruntime loads it, and the onnxruntime session built from it."""
-
-    @property
-    def source(self) -> bytes | str:
-        """What ``onnxruntime.InferenceSession`` loads: the serialized model, or the path of the
-        model saved with external data (past the 2 GiB protobuf limit)."""
-        ...
-
-    @property
-    def inference_session(self) -> Any:
-        """The CPU ``onnxruntime.InferenceSession`` of :attr:`source`, built once."""
-        ...
-
-    def make_room(self) -> None:
-        """Before another onnxruntime session of a large model is built (a benchmark's, a
-        profile's), free the cached ones: at most one copy of the weights is alive."""
-        ...
-
-    def release(self) -> None:
-        """Free everything built for onnxruntime; rebuilt when next asked."""
-        ...
+__all__ = ["ExportArtifacts", "ExportGraphs", "ExportInputs"]
 
 
 class ExportInputs(Protocol):
@@ -110,4 +91,13 @@ class ExportArtifacts(ExportInputs, Protocol):
 
     def with_options(self, **changes: Any) -> ExportArtifacts:
         """The same export with other options (computed lazily, sharing the stage cache)."""
+        ...
+
+
+class ExportGraphs(Protocol):
+    """Has the FX and ONNX graphs of an export (a :class:`~exporter.Session`)."""
+
+    @property
+    def graphs(self) -> SessionGraphs:
+        """Each graph built when first asked for, and the FX ↔ ONNX node mapping."""
         ...
