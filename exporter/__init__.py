@@ -26,7 +26,7 @@ from .verify import ContractReport, Tolerance, VerifyResult
 from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
 from .guards import Guard, Guards
 from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
-from . import display as _display  # noqa: F401 - registers how every result is shown (summary, repr, HTML)
+from .display import sections as _sections  # noqa: F401 - registers how every result is shown (summary, repr, HTML)
 
 __all__ = [
     "AUTO", "DYNAMIC", "STATIC", "STAGES", "STRATEGIES", "Axis",

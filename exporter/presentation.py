@@ -1,13 +1,14 @@
 """The seam between results and their presentation: results inherit :class:`Presentable`,
-the renderer (:mod:`exporter.display`) registers how each result type lowers to blocks.
+the builders (:mod:`exporter.display.sections`) register how each result type lowers to blocks.
 
-A result never imports the renderer (that would point an arrow up); the renderer knows the
-result types by their qualified names (``exporter.guards.Guards``), as treescope registers
-formatters by type, so neither side imports the other to wire them::
+A result never imports its builder (that would point an arrow up); the builder, above it,
+registers for the result's type (the class, or its qualified name ``exporter.guards.Guards``),
+as treescope registers formatters by type, and :func:`lower` finds it through the result's
+class::
 
-    # exporter/display.py
-    @presents("exporter.guards.Guards")
-    def guards_section(guards): ...
+    # exporter/display/sections/shapes.py
+    @presents(Guards)
+    def guards_section(guards: Guards) -> Section: ...
 
     # exporter/guards.py
     @dataclass(frozen=True, repr=False)      # repr=False: the mixin's __repr__ stays
@@ -20,24 +21,27 @@ come from the one section. This module imports nothing from the project.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["Presentable", "builder_for", "lower", "presents", "registered", "set_html_renderer"]
 
 _BUILDERS: dict[str, Callable[[Any], Any]] = {}
 _HTML: list[Callable[[Any], str]] = []
 
+Builder = TypeVar("Builder", bound=Callable[..., Any])
+
 
 def _name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def presents(*type_names: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
-    """Register the decorated function as the builder (result → Section) of the types named."""
+def presents(*types: type | str) -> Callable[[Builder], Builder]:
+    """Register the decorated function as the builder (result → Section) of the types given
+    (classes, or their qualified names); the function is returned unchanged."""
 
-    def register(builder: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        for name in type_names:
-            _BUILDERS[name] = builder
+    def register(builder: Builder) -> Builder:
+        for kind in types:
+            _BUILDERS[kind if isinstance(kind, str) else _name(kind)] = builder
         return builder
 
     return register
@@ -66,7 +70,7 @@ def lower(obj: Any) -> Any:
 
 
 def set_html_renderer(render: Callable[[Any], str]) -> None:
-    """The renderer's ``obj → HTML`` that never raises (``exporter.display.repr_html``)."""
+    """The renderer's ``obj → HTML`` that never raises (:func:`exporter.display.repr_html`)."""
     _HTML[:] = [render]
 
 

@@ -8,8 +8,8 @@
     write_report(session, "report.html", verify=True)    # run the verification for the report
 
 The report holds the stages, the capture attempts, the dims, the guards, the FX and ONNX
-graphs side by side as inline SVG (when Graphviz and the workbench's graph view are
-installed), the verification and the benchmark (by default those the session keeps:
+graphs side by side as inline SVG (:func:`exporter.graphs.draw.side_by_side`; without
+Graphviz's ``dot``, the per-module alignment table), the verification and the benchmark (by default those the session keeps:
 ``session.analyses``, including the runs made in the widget). Everything is rendered through
 :mod:`exporter.display`: inline CSS, no script, no external resource, and every string from
 the user or torch escaped. A failed export gives a report that shows the failure.
@@ -22,25 +22,12 @@ from __future__ import annotations
 import datetime
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .display import (
-    Badge,
-    Document,
-    KeyValues,
-    Note,
-    Section,
-    Svg,
-    Table,
-    _error_section,
-    attempts_table,
-    dims_section,
-    failure_blocks,
-    guards_section,
-    render,
-    session_section,
-    stages_table,
-)
+from .display import Badge, Block, Document, KeyValues, Note, Section, Svg, Table, error_section, failure_blocks, render
+from .display.sections import attempts_table, dims_section, guards_section, session_section, stages_table
+from .graphs.draw import side_by_side
 
 if TYPE_CHECKING:
     from .session import Session
@@ -48,12 +35,12 @@ if TYPE_CHECKING:
 __all__ = ["report_document", "report_html", "write_report"]
 
 
-def _guarded(title: str, anchor: str, build: Any) -> Section:
+def _guarded(title: str, anchor: str, build: Callable[[], Section]) -> Section:
     """``build()``'s section with its anchor, or a section showing why it could not be built."""
     try:
         section = build()
     except Exception as exc:  # noqa: BLE001 - a report shows what went wrong, it does not stop
-        section = _error_section(title, exc)
+        section = error_section(title, exc)
     return Section(title, section.badge, section.body, anchor, section.verdict)
 
 
@@ -65,31 +52,22 @@ def _summary(session: Session) -> Section:
 
 def _stages(session: Session) -> Section:
     stages = session.stages
-    body: list[Any] = [stages_table(stages)]
+    body: list[Block] = [stages_table(stages)]
     failed = session.failed_stage
     if failed is not None and failed.failure is not None:
         body.extend(failure_blocks(failed.failure))
     capture = next((r for r in stages if r.name == "capture"), None)
     if capture is not None and capture.attempts:
         body.append(Section("Capture attempts", None, (attempts_table(capture.attempts),)))
-    return Section("Stages", base_badge(session), tuple(body))
-
-
-def base_badge(session: Session) -> Badge | None:
-    return session_section(session, details=False).badge
+    return Section("Stages", session_section(session, details=False).badge, tuple(body))
 
 
 def _graphs(session: Session) -> Section:
     if not session.succeeded:
         return Section("Graphs", Badge("not drawn", "muted"), (Note("no graphs: the export did not finish"),))
-    try:
-        from exporter.graphs.draw import side_by_side
-    except ImportError as exc:
-        return Section("Graphs", Badge("not drawn", "muted"),
-                       (Note(f"the graph view is not installed ({exc}); pip install 'onnx-export-workbench[workbench]'"),))
     view = side_by_side(session)
     if view.svg is None:
-        body: list[Any] = [Note(view.message or "no drawing", "warn")]
+        body: list[Block] = [Note(view.message or "no drawing", "warn")]
         if view.table is not None:
             body.append(Table.from_frame(view.table))
         return Section("Graphs", Badge("table only", "warn"), tuple(body))
@@ -124,7 +102,7 @@ def _kept(session: Session) -> dict[str, Any]:
 def _recorded_passes(session: Session) -> Any:
     """``session.passes`` when the optimize stage ran its passes; None otherwise."""
     result = next((r for r in session.stages if r.name == "optimize"), None)
-    passes = getattr(result, "passes", None)
+    passes = result.passes if result is not None else None
     return passes if passes is not None and len(passes) else None
 
 
@@ -184,4 +162,8 @@ def write_report(session: Session, path: str | os.PathLike, *, verify: Any = Non
 
     target = Path(path)
     text = report_html(session, verify=verify, benchmark=benchmark, graphs=graphs)
-    return _write_atomically(target, lambda directory: (directory / target.name).write_text(text, encoding="utf-8"))
+
+    def write(directory: Path) -> None:
+        (directory / target.name).write_text(text, encoding="utf-8")
+
+    return _write_atomically(target, write)

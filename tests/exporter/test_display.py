@@ -18,9 +18,9 @@ from exporter.display import (
     clean_svg,
     render,
     repr_html,
-    session_html,
     to_html,
 )
+from exporter.display.sections import session_html
 
 from html_page import Page
 

@@ -92,7 +92,7 @@ def test_every_status_word_reads_as_one_vocabulary_in_one_palette(word, badge):
 
 
 def test_display_keeps_no_status_synonyms():
-    source = (EXPORTER / "display.py").read_text()
+    source = (EXPORTER / "display" / "style.py").read_text()
     palette = source[source.index("_STATUS_TONE = {"):source.index("_WORD_TONE")]
     assert not re.search(r'"(passed|error|ort_error|eager_error)"', palette)
     assert set(re.findall(r"Status\.(\w+)", palette)) == {m.name for m in Status}  # every member, once

@@ -15,10 +15,9 @@ from __future__ import annotations
 import html
 import io
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from exporter.display import Badge, Details, Note, Verdict, failure_blocks, failure_sentence
+from exporter.display import Badge, Details, Note, Raw, Verdict, failure_blocks, failure_sentence
 
 __all__ = ["STYLE", "esc", "failure_html", "figure_html", "folded", "pane", "verdict"]
 
@@ -72,17 +71,7 @@ def folded(summary: str, *parts: Any, open: bool = False) -> str:
     body = "".join(_html_of(p) for p in parts)
     if not body:
         return ""
-    return Details(summary, (_Markup(body),), open=open).to_html()
-
-
-@dataclass(frozen=True)
-class _Markup:
-    """HTML this package built from the core's blocks (already escaped), as a block."""
-
-    markup: str
-
-    def to_html(self) -> str:
-        return self.markup
+    return Details(summary, (Raw(body),), open=open).to_html()
 
 
 def failure_html(failure: Any, what: str = "") -> str:
