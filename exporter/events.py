@@ -3,7 +3,10 @@
 Everything long in the exporter (the stages, verify, benchmark, the sweep, the profile) takes
 two keywords: ``observer=`` an :class:`Observer` that hears each step as it happens, and
 ``cancel=`` a :class:`CancelToken` checked between steps (between stages, capture strategies,
-verify cases and timing batches). A widget, a progress bar and a logger are all observers::
+verify cases and timing batches). Every stage and every analysis has a start and an end event;
+progress in between goes to the same observer (a ``progress=`` callback, where an analysis
+takes one, is wrapped into an observer). A widget, a progress bar and a logger are all
+observers::
 
     token = CancelToken()
     future = session.submit(until="optimize", observer=MyObserver(), cancel=token)
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .pipeline.capture import CaptureAttempt
-    from .session import StageResult
+    from .pipeline.stage import StageResult
 
 __all__ = ["CancelToken", "Cancelled", "LoggerObserver", "Observer", "ProgressBarObserver", "Reporter", "fan_out"]
 
@@ -64,10 +67,18 @@ class Observer:
     """
 
     def on_stage_start(self, stage: str) -> None:
-        """A stage (``capture`` ... ``optimize``, or ``verify``/``benchmark``/...) begins."""
+        """A pipeline stage (``capture`` ... ``optimize``) begins."""
 
     def on_stage_end(self, result: StageResult) -> None:
         """A pipeline stage ended (ok, failed, skipped, cancelled, or served from cache)."""
+
+    def on_analysis_start(self, name: str) -> None:
+        """An analysis of the exported model (``verify``, ``benchmark``, ``benchmark_sweep``,
+        ``profile``, ``compare``) begins."""
+
+    def on_analysis_end(self, name: str, result: Any) -> None:
+        """An analysis ended: ``result`` is what it returns (its ``status`` says passed, failed,
+        cancelled...), or the exception it raised (an invalid argument)."""
 
     def on_attempt(self, attempt: CaptureAttempt) -> None:
         """One capture strategy was tried (or skipped)."""
@@ -93,6 +104,12 @@ class _FanOut(Observer):
 
     def on_stage_end(self, result: StageResult) -> None:
         self._each("on_stage_end", result)
+
+    def on_analysis_start(self, name: str) -> None:
+        self._each("on_analysis_start", name)
+
+    def on_analysis_end(self, name: str, result: Any) -> None:
+        self._each("on_analysis_end", name, result)
 
     def on_attempt(self, attempt: CaptureAttempt) -> None:
         self._each("on_attempt", attempt)

@@ -19,88 +19,48 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-import time
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .pipeline.capture import STRATEGIES, CaptureAttempt, capture_error, get_strategy, is_constraint_violation
+from .diagnose import diagnosed
+from .pipeline.capture import CaptureAttempt
+from .pipeline.pass_records import OptimizerPasses
+from .pipeline.stage import StageContext, StageResult
+from .pipeline.stages import STAGES, cache_key, stage_named
 from .dims import DimSpec
-from .errors import (
-    CaptureError,
-    DecomposeError,
-    ExportError,
-    Failure,
-    OptimizeError,
-    Status,
-    TranslateError,
-    first_line,
-    user_source_line,
-)
+from .errors import Status
 from ._quiet import captured_library_output, quiet_library_warnings
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .inputs import BoundInputs, bind_inputs
-from .ort_model import OrtModel, ort_inference_session  # noqa: F401 - until passes.py imports it from ort_model
+from .ort_model import OrtModel
 from .presentation import Presentable
 from .worker import submit_work
 
 if TYPE_CHECKING:
+    from .bench import BenchmarkResult, ProfileResult, SweepResult
+    from .bench.compare import Comparison
+    from .graphs import IntermediateComparison, SessionGraphs
+    from .guards import Guards
     from .options import ExportOptions
+    from .passes import Bisection
+    from .shapes import DimOutcomes, SuggestedFixes
+    from .verify import VerifyResult
 
 __all__ = ["ANALYSES", "STAGES", "Session", "StageResult"]
 
-STAGES = ("capture", "decompose", "translate", "optimize")
 ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
 
 
-@dataclass(frozen=True)
-class StageResult:
-    """What one stage produced: its :class:`~exporter.errors.Status` (``ok``, ``failed``,
-    ``skipped``, ``cancelled``), timing, output, and on failure the error to raise and its
-    :class:`~exporter.errors.Failure` record. ``strategy`` is the capture strategy that
-    produced a capture result."""
-
-    name: str
-    status: Status
-    seconds: float
-    output: Any = None
-    error: ExportError | None = None
-    attempts: tuple[CaptureAttempt, ...] = ()
-    cached: bool = False
-    detail: str = ""
-    strategy: str | None = None
-    # What torch / onnxscript printed or logged while the stage ran (a failed capture's partial
-    # FX graph, draft export's banner): kept here instead of filling the notebook cell.
-    library_output: str = ""
-    # What the user should know about a stage that gave its output: the trace changed the
-    # model (put back), the optimizer failed and the unoptimized model is used.
-    warnings: tuple[str, ...] = ()
-    # The optimize stage pass by pass (an exporter.passes.OptimizerPasses), when it ran.
-    passes: Any = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", Status(self.status))
+class _AnalysisResult(Protocol):
+    """What the session reads of an analysis result: its status (``cancelled`` ones are not kept)."""
 
     @property
-    def ok(self) -> bool:
-        return self.status in (Status.OK, Status.SKIPPED, Status.WARNING)
+    def status(self) -> str: ...
 
-    @functools.cached_property
-    def failure(self) -> Failure | None:
-        return Failure.from_exception(self.error, self.name) if self.error is not None else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.name,
-            "status": self.status.value,
-            "seconds": round(self.seconds, 4),
-            "cached": self.cached,
-            "strategy": self.strategy,
-            "detail": self.detail or (self.failure.first_line if self.failure else ""),
-        }
+_Result = TypeVar("_Result", bound=_AnalysisResult)
 
 
 class _StageCache:
@@ -256,30 +216,10 @@ class Session(Presentable):
         return self.with_dims(self._spec.with_axis(self._inputs, path, axis, policy))
 
     # -- running ----------------------------------------------------------------------------
-    def _key(self, stage: str) -> tuple:
-        """What a stage's result depends on. Capture depends on the model's state (train/eval,
-        its tensors) too, and decompositions on the opset's torchlib registry, which decides
-        which operators stay whole (every opset below torchlib's own shares one)."""
-        from .compat import module_state
-        from .pipeline.translate import registry_opset, resolve_opset
-
-        capture = (self._spec, self._options.strategy, self._options.runtime_asserts, module_state(self._model))
-        if stage == "capture":
-            return capture
-        opset = resolve_opset(self._options.opset_version)
-        if stage == "decompose":
-            return capture + (registry_opset(opset),)
-        translate = capture + (opset, self._options.input_names, self._options.output_names,
-                               self._options.fully_masked_rows)
-        if stage == "translate":
-            return translate
-        return translate + (self._options.optimize, self._options.skip_passes, self._options.extra_rewrite_rules)
-
     def _observer(self, observer: Observer | None) -> Observer:
+        """``observer`` (and the ``logger`` option's), shielded: one that raises is logged."""
         logger = self._options.logger
-        if logger is None:
-            return observer if observer is not None else Observer()
-        return fan_out(LoggerObserver(logger), observer)
+        return fan_out(LoggerObserver(logger) if logger is not None else None, observer)
 
     def run(self, until: str = "optimize", *, observer: Observer | None = None,
             cancel: CancelToken | None = None) -> StageResult:
@@ -310,9 +250,10 @@ class Session(Presentable):
         with self._lock:
             if stage in self._results:
                 return self._results[stage]
-            index = STAGES.index(stage)
-            if index > 0:
-                previous = self._stage(STAGES[index - 1], observer, cancel)
+            step = stage_named(stage)
+            previous: StageResult | None = None
+            if step.consumes is not None:
+                previous = self._stage(step.consumes, observer, cancel)
                 if previous.status == Status.CANCELLED:
                     return previous
                 if previous.status == Status.FAILED:
@@ -325,15 +266,17 @@ class Session(Presentable):
                 observer.on_stage_end(result)
                 return result
             observer.on_stage_start(stage)
-            runner: Callable[[Observer, CancelToken | None], StageResult] = getattr(self, f"_run_{stage}")
+            context = StageContext(self._model, self._inputs, self._spec, self._options)
+            consumed = previous.output if previous is not None else None
 
             def compute() -> StageResult:
                 with _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
-                    result = runner(observer, cancel)
+                    result = diagnosed(step.run(context, consumed, observer, cancel), self._spec, self._inputs,
+                                       self._model)
                 return dataclasses.replace(result, library_output=output.text) if output.text else result
 
             with _TORCH_LOCK:  # a capture running in another thread swaps the module's parameters
-                key = self._key(stage)
+                key = cache_key(stage, context)
             result, cached = self._cache.get_or_compute(stage, key, compute)
             if cached:
                 result = dataclasses.replace(result, cached=True)
@@ -358,161 +301,6 @@ class Session(Presentable):
         if until in ANALYSES:
             return submit_work(getattr(self, until), observer=observer, cancel=cancel, **options)
         raise ValueError(f"unknown task {until!r}; choose a stage ({', '.join(STAGES)}) or one of {', '.join(ANALYSES)}")
-
-    def _previous_output(self, stage: str) -> Any:
-        return self._results[STAGES[STAGES.index(stage) - 1]].output
-
-    def _strategies(self) -> tuple[type, ...]:
-        if self._options.strategy == "auto":
-            return STRATEGIES
-        return (get_strategy(self._options.strategy),)
-
-    def _run_capture(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from .shapes import DimPolicyWarning
-
-        for warning in self.dim_warnings:
-            warnings.warn(str(warning), DimPolicyWarning, stacklevel=6)
-        start = time.perf_counter()
-        try:
-            dynamic_shapes = self._spec.to_torch(self._inputs)
-        except ExportError as exc:
-            return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=exc)
-        except (TypeError, ValueError, AssertionError) as exc:  # torch's own checks on a Dim
-            error = CaptureError(f"torch refused the dim spec: {first_line(exc)}", hint="check the Dim ranges in the spec")
-            error.__cause__ = exc
-            return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=error)
-        attempts: list[CaptureAttempt] = []
-        strategies = self._strategies()
-        for i, cls in enumerate(strategies):
-            if cancel is not None and cancel.cancelled:
-                return StageResult("capture", Status.CANCELLED, time.perf_counter() - start, attempts=tuple(attempts),
-                                   detail=f"cancelled before strategy {cls.name}")
-            strategy = cls(runtime_asserts=self._options.runtime_asserts)
-            attempt = strategy(self._model, self._inputs.args, self._inputs.kwargs, dynamic_shapes)
-            attempts.append(attempt)
-            observer.on_attempt(attempt)
-            if attempt.success:
-                state = attempt.model_state
-                notes = tuple(note for note in (
-                    state.message if state is not None else "",
-                    "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
-                    + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
-                ) if note)
-                return StageResult(
-                    "capture", Status.OK, time.perf_counter() - start, attempt.program,
-                    attempts=tuple(attempts), strategy=attempt.strategy,
-                    detail="; ".join((f"strategy {attempt.strategy}", *notes)), warnings=notes,
-                )
-            if is_constraint_violation(attempt.error):
-                reason = "skipped: the dim spec was rejected, another strategy would only hide it"
-                for skipped in strategies[i + 1 :]:
-                    attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
-                    observer.on_attempt(attempts[-1])
-                break
-        error = capture_error(tuple(attempts))
-        return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=error, attempts=tuple(attempts))
-
-    def _run_guarded(self, stage: str, error_type: type[ExportError], hint: str | Callable[[BaseException], str],
-                     work: Callable[[], Any]) -> StageResult:
-        """Run ``work`` as ``stage``; a failure becomes ``error_type`` with ``hint`` (or the hint
-        ``hint(exception)`` builds from what failed)."""
-        start = time.perf_counter()
-        try:
-            output = work()
-        except Exception as exc:  # noqa: BLE001 - any failure inside torch/onnxscript is data
-            if isinstance(exc, ExportError):
-                error = exc
-            else:
-                text = hint if isinstance(hint, str) else hint(exc)
-                error = error_type(first_line(exc), source=user_source_line(exc), hint=text)
-                error.__cause__ = exc
-            return StageResult(stage, Status.FAILED, time.perf_counter() - start, error=error)
-        return StageResult(stage, Status.OK, time.perf_counter() - start, output)
-
-    def _run_decompose(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from . import compat
-        from .hints import decompose_hint
-        from .pipeline.translate import registry_opset, resolve_opset
-
-        program = self._previous_output("decompose")
-        opset = registry_opset(resolve_opset(self._options.opset_version))
-        return self._run_guarded(
-            "decompose",
-            DecomposeError,
-            lambda exc: decompose_hint(exc, program),
-            lambda: compat.decompose_for_onnx(program, opset),
-        )
-
-    def _run_translate(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from .masked_attention import translations
-        from .pipeline.translate import constant_outputs, registry_opset, resolve_opset, translate
-
-        program = self._previous_output("translate")
-        opset = resolve_opset(self._options.opset_version)
-        constants = constant_outputs(program)
-        def hint(exc: BaseException) -> str:
-            if constants:
-                return (f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
-                        "output: return tensors (torch.tensor(value)), or drop them from the outputs")
-            root = exc
-            while root.__cause__ is not None:
-                root = root.__cause__
-            if isinstance(root, NotImplementedError) and str(root):
-                return str(root)  # a translation that refused a form says what to do instead
-            return ("an operator has no ONNX translation at this opset: try a newer opset_version, "
-                    "or register a translation with torch.onnx's custom_translation_table")
-
-        return self._run_guarded(
-            "translate",
-            TranslateError,
-            hint,
-            lambda: translate(program, opset_version=opset, bound=self._inputs, spec=self._spec,
-                              input_names=self._options.input_names, output_names=self._options.output_names,
-                              translations=translations(self._options.fully_masked_rows, registry_opset(opset))),
-        )
-
-    def _run_optimize(self, observer: Observer, cancel: CancelToken | None) -> StageResult:
-        from .passes import OptimizerPasses
-        from .pipeline.translate import optimize_recorded, trace_leftover_initializers
-
-        model = self._previous_output("optimize")
-        if not self._options.optimize:
-            return StageResult("optimize", Status.SKIPPED, 0.0, model, detail="optimize=False",
-                               passes=OptimizerPasses(note="optimize=False: no pass ran"))
-        recorded: list[Any] = []
-
-        def work() -> Any:
-            optimized, passes = optimize_recorded(model, skip_passes=self._options.skip_passes,
-                                                  extra_rewrite_rules=self._options.extra_rewrite_rules)
-            recorded.append(passes)
-            return optimized
-
-        result = self._run_guarded(
-            "optimize",
-            OptimizeError,
-            "export with ExportOptions(optimize=False) to get the unoptimized model",
-            work,
-        )
-        passes = recorded[0] if recorded else getattr(result.error, "passes", None)
-        result = dataclasses.replace(result, passes=passes)
-        if result.status != Status.FAILED:
-            return result
-        reason = result.error.reason if isinstance(result.error, ExportError) else str(result.error)
-        leftovers = trace_leftover_initializers(model)
-        if leftovers:  # the translated model is broken too: no fallback
-            names = ", ".join(f"{name!r} ({kind})" for name, kind in list(leftovers.items())[:4])
-            error = OptimizeError(
-                f"the model holds tracing leftovers instead of constants: {names}; {reason}",
-                hint="an earlier trace of this module object (torch.onnx.export, torch.export) stored them as "
-                f"module attributes: delete them (del model.{next(iter(leftovers))}) or build the model again, then export",
-            )
-            error.__cause__ = result.error
-            return dataclasses.replace(result, error=error)
-        # Only the optimizer failed: the translated model is whole, hand it out as
-        # optimize=False would, and say so (a warning, not a failure).
-        warning = f"the unoptimized model is used (as with optimize=False): {reason}"
-        return StageResult("optimize", Status.WARNING, result.seconds, model, detail=warning, warnings=(warning,),
-                           passes=passes)
 
     # -- results ----------------------------------------------------------------------------
     @property
@@ -707,22 +495,39 @@ class Session(Presentable):
         return write_report(self, path, verify=verify, benchmark=benchmark, graphs=graphs)
 
     # -- verification and benchmarking --
-    def verify(self, **options: Any) -> Any:
+    # Each analysis runs between an on_analysis_start and an on_analysis_end event, and its
+    # result is kept with the exported model it ran on (see analyses).
+    def _analysis(self, name: str, observer: Observer | None, run: Callable[[Observer], _Result]) -> _Result:
+        observer = self._observer(observer)
+        observer.on_analysis_start(name)
+        try:
+            result = run(observer)
+        except Exception as exc:
+            observer.on_analysis_end(name, exc)
+            raise
+        observer.on_analysis_end(name, result)
+        return self._keep(name, result)
+
+    def verify(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
+               **options: Any) -> VerifyResult:
         """ONNX vs eager at the example inputs and over a sweep of sizes, plus the contract
         checks: a :class:`~exporter.verify.VerifyResult` (never raises). Options: see
         :func:`exporter.verify.verify`."""
         from .verify import verify
 
-        return self._keep("verify", verify(self, **options))
+        return self._analysis("verify", observer, lambda observer: verify(self, observer=observer, cancel=cancel, **options))
 
-    def benchmark(self, **options: Any) -> Any:
+    def benchmark(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
+                  **options: Any) -> BenchmarkResult:
         """onnxruntime vs eager latency: a :class:`~exporter.bench.BenchmarkResult`. Options:
         see :func:`exporter.bench.benchmark`."""
         from .bench import benchmark
 
-        return self._keep("benchmark", benchmark(self, **options))
+        return self._analysis("benchmark", observer,
+                              lambda observer: benchmark(self, observer=observer, cancel=cancel, **options))
 
-    def compare(self, variants: Any = True, **options: Any) -> Any:
+    def compare(self, variants: Any = True, *, observer: Observer | None = None, cancel: CancelToken | None = None,
+                **options: Any) -> Comparison:
         """Variants against onnxruntime, timed in the same interleaved rounds (the unoptimized
         model, onnxruntime's optimization levels, 1 / 2 / all threads by default; see
         :mod:`exporter.bench.compare`): a :class:`~exporter.bench.Comparison`. Options: those of
@@ -730,24 +535,31 @@ class Session(Presentable):
         from .bench import benchmark
         from .bench.compare import Comparison
 
-        result = benchmark(self, compare=variants, **options)
-        if result.comparison is not None:
-            return self._keep("compare", result.comparison)
-        return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled)
+        def run(observer: Observer) -> Comparison:
+            result = benchmark(self, compare=variants, observer=observer, cancel=cancel, **options)
+            if result.comparison is not None:
+                return result.comparison
+            return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled)
 
-    def benchmark_sweep(self, dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), **options: Any) -> Any:
+        return self._analysis("compare", observer, run)
+
+    def benchmark_sweep(self, dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), *,
+                        observer: Observer | None = None, cancel: CancelToken | None = None,
+                        **options: Any) -> SweepResult:
         """Latency against the size of one dynamic dim: a :class:`~exporter.bench.SweepResult`."""
         from .bench import benchmark_sweep
 
-        return self._keep("benchmark_sweep", benchmark_sweep(self, dim, sizes, **options))
+        return self._analysis("benchmark_sweep", observer, lambda observer: benchmark_sweep(
+            self, dim, sizes, observer=observer, cancel=cancel, **options))
 
-    def profile(self, **options: Any) -> Any:
+    def profile(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
+                **options: Any) -> ProfileResult:
         """onnxruntime per-node profile by op type and module: a :class:`~exporter.bench.ProfileResult`."""
         from .bench import profile
 
-        return self._keep("profile", profile(self, **options))
+        return self._analysis("profile", observer, lambda observer: profile(self, observer=observer, cancel=cancel, **options))
 
-    def compare_intermediates(self, case: Any = None, **options: Any) -> Any:
+    def compare_intermediates(self, case: Any = None, **options: Any) -> IntermediateComparison:
         """Every ONNX node's output against its FX node's value on one verify case (the
         example inputs by default): an :class:`~exporter.graphs.IntermediateComparison` with
         ``first_bad`` and ``values()`` for a graph overlay. Options: see
@@ -757,15 +569,14 @@ class Session(Presentable):
         return self._keep("compare_intermediates", compare_intermediates(self, case, **options))
 
     def _exported_model(self) -> Any:
-        optimize = self._results.get("optimize")
+        optimize = self._results.get("optimize")  # one read of a dict entry: no lock needed
         return optimize.output if optimize is not None and optimize.ok else None
 
-    def _keep(self, name: str, result: Any) -> Any:
+    def _keep(self, name: str, result: _Result) -> _Result:
         """Record ``result`` with the exported model it ran on (not a cancelled one, which
         would hide the last complete result)."""
         model = self._exported_model()
-        cancelled = getattr(result, "cancelled", False) or str(getattr(result, "status", "")) == "cancelled"
-        if model is not None and not cancelled:
+        if model is not None and str(result.status) != "cancelled":
             self._cache.record_analysis(model, name, result)
         return result
 
@@ -785,19 +596,17 @@ class Session(Presentable):
 
     # -- optimizer passes --
     @property
-    def passes(self) -> Any:
-        """The optimize stage pass by pass: an :class:`~exporter.passes.OptimizerPasses` of
-        :class:`~exporter.passes.PassRecord` (name, seconds, nodes before/after, nodes added /
+    def passes(self) -> OptimizerPasses:
+        """The optimize stage pass by pass: an :class:`~exporter.pipeline.pass_records.OptimizerPasses` of
+        :class:`~exporter.pipeline.pass_records.PassRecord` (name, seconds, nodes before/after, nodes added /
         removed / changed, initializers folded, whether the model still checks; ``passes[i].diff()``,
         ``passes.to_frame()``). Runs the export up to optimize if needed; raises the export's error
         when an earlier stage failed."""
-        from .passes import OptimizerPasses
-
         self.stage_output("translate")
         result = self.result("optimize")
         return result.passes if result.passes is not None else OptimizerPasses(note=result.detail)
 
-    def bisect_passes(self, case: Any = None, *, tolerances: Any = None) -> Any:
+    def bisect_passes(self, case: Any = None, *, tolerances: Any = None) -> Bisection:
         """Name the first optimizer pass after which onnxruntime disagrees with PyTorch or cannot
         load the model, on one case: ``None`` (the example inputs) or ``(args, kwargs)``. A binary
         search over the passes that changed the model, re-running them from the translated
@@ -811,7 +620,7 @@ class Session(Presentable):
 
     # -- graphs --
     @functools.cached_property
-    def graphs(self) -> Any:
+    def graphs(self) -> SessionGraphs:
         """The FX and ONNX graphs of this export and the mapping between them: a
         :class:`~exporter.graphs.SessionGraphs` (each graph computed when first asked for)."""
         from .graphs import graphs_of
@@ -822,7 +631,7 @@ class Session(Presentable):
     # guards, dims and suggested_fixes depend only on the spec, the inputs and the capture
     # result, none of which changes within a session: each is computed once.
     @functools.cached_property
-    def guards(self) -> Any:
+    def guards(self) -> Guards:
         """Every shape guard and runtime assert torch added while capturing (the attempt that
         succeeded, else the failed one), with the user's file, line and code: a
         :class:`~exporter.guards.Guards`. Runs capture if needed."""
@@ -831,7 +640,7 @@ class Session(Presentable):
         return guards_of(self.attempts, self.inputs)
 
     @functools.cached_property
-    def dims(self) -> Any:
+    def dims(self) -> DimOutcomes:
         """Per input axis: requested policy, obtained result and why they differ: a
         :class:`~exporter.shapes.DimOutcomes`. Runs capture if needed."""
         from .shapes import dim_outcomes
@@ -846,7 +655,7 @@ class Session(Presentable):
         return dim_warnings(self.spec, self.inputs)
 
     @functools.cached_property
-    def suggested_fixes(self) -> Any:
+    def suggested_fixes(self) -> SuggestedFixes:
         """torch's suggested fixes for a rejected spec, as a new spec and a diff: a
         :class:`~exporter.shapes.SuggestedFixes` (empty when capture succeeded)."""
         from .shapes import suggested_fixes_of
