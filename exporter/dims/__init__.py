@@ -29,10 +29,7 @@ string name ``"batch"``, ``x.1=seq:1:4096`` a ``Dim``), is read by :mod:`exporte
 and nowhere else.
 """
 
-from . import model
-from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name, Policy
+from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Derived, Dim, Name, Policy
+from .spec import DimSpec
 
-# AxisEntry is importable from here too, as before the split, but was never in __all__.
-AxisEntry = model.AxisEntry
-
-__all__ = ["AUTO", "DYNAMIC", "STATIC", "Derived", "Dim", "DimSpec", "Name", "Policy", "AxisPolicy"]
+__all__ = ["AUTO", "DYNAMIC", "STATIC", "AxisEntry", "AxisPolicy", "Derived", "Dim", "DimSpec", "Name", "Policy"]

@@ -26,7 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError
+from ..inputs import bind_inputs
 from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, Name
+from .parse import check_axis, find_leaf
+from .spec import DimSpec
+from .tree import Tree
 
 __all__ = [
     "AXIS_REQUEST_HELP",
@@ -111,10 +115,10 @@ def parse_policy(text: str, *, request: str | None = None, target: str | None = 
         return POLICY_WORDS[stripped.lower()]
     name, *bounds = stripped.split(":")
     if len(bounds) not in (0, 2):
-        low = bounds[0] if bounds else ""
+        given = bounds[0] if bounds else ""
         raise _refused(
             quoted, f"{stripped!r} is neither NAME nor NAME:MIN:MAX (a range needs two colons)",
-            f"{at}{name}:{low}:  (min only), {at}{name}::{low or 64}  (max only) or {at}{name}",
+            f"{at}{name}:{given}:  (min only), {at}{name}::{given or 64}  (max only) or {at}{name}",
         )
     if not name.isidentifier():
         raise _refused(
@@ -217,11 +221,6 @@ def spec_from_requests(model: Any, args: tuple, kwargs: dict, base: Any, request
     SpecError quoting the request."""
     if not requests:
         return base
-    from ..inputs import bind_inputs
-    from .model import DimSpec
-    from .parse import check_axis, find_leaf
-    from .tree import Tree
-
     bound = bind_inputs(model, args, kwargs)
     spec: dict[str, dict[int, Any]] = {}
     if base is not None:

@@ -1,17 +1,18 @@
-"""The policy model: Policy (AUTO / STATIC / DYNAMIC), Dim, AxisEntry and DimSpec."""
+"""The policy model, data only: Policy (AUTO / STATIC / DYNAMIC), Dim, Name, Derived and
+AxisEntry (one axis and its policy). :class:`~exporter.dims.spec.DimSpec`, which parses and
+renders them, is built on top in :mod:`exporter.dims.spec`."""
 
 from __future__ import annotations
 
 import enum
 import keyword
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Union
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Union
 
 from ..axis import Axis
 from ..errors import SpecError
-from ..inputs import BoundInputs
 
 
 class Policy(enum.Enum):
@@ -190,115 +191,11 @@ class AxisEntry:
         return Axis(self.path, self.axis)
 
 
-@dataclass(frozen=True)
-class DimSpec:
-    """Validated per-axis policies. Axes not listed are STATIC. Hashable, immutable."""
-
-    entries: tuple[AxisEntry, ...] = ()
-    _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_index", {(e.path, e.axis): e.policy for e in self.entries})
-
-    # -- queries ---------------------------------------------------------------------------
-    def policy(self, path: str, axis: int) -> AxisPolicy:
-        return self._index.get((path, axis), STATIC)
-
-    def __iter__(self) -> Iterator[AxisEntry]:
-        return iter(self.entries)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def named_dims(self) -> dict[str, Dim]:
-        """Every named dim by name, the roots of derived dims included."""
-        out: dict[str, Dim] = {}
-        for e in self.entries:
-            dim = e.policy.root if isinstance(e.policy, Derived) else e.policy
-            if isinstance(dim, Dim):
-                out.setdefault(dim.name, dim)
-        return out
-
-    def is_static(self) -> bool:
-        return not self.entries
-
-    # -- edits (each returns a new, validated spec) ----------------------------------------
-    def with_axis(self, bound: BoundInputs, path: str, axis: int, policy: Any) -> DimSpec:
-        """This spec with one axis set to ``policy`` (AUTO, STATIC, DYNAMIC, Dim, str, ...)."""
-        from .parse import build, check_axis, find_leaf, parse_axis_value
-
-        leaf = find_leaf(bound, path, axis=axis if isinstance(axis, int) else None)
-        value = {(e.path, e.axis): e.policy for e in self.entries}
-        axis = check_axis(leaf, axis)
-        value[(leaf.path, axis)] = parse_axis_value(policy, leaf, axis)
-        return build(bound, value)
-
-    # -- construction ----------------------------------------------------------------------
-    @classmethod
-    def parse(
-        cls, raw: Any, bound: BoundInputs, *, dynamic_axes: Any = None,
-        input_names: Any = None, output_names: Any = None,
-    ) -> DimSpec:
-        """Parse and validate any accepted spec form against the bound example inputs.
-        ``input_names`` / ``output_names`` (torch.onnx.export's) let ``dynamic_axes`` be keyed
-        by them."""
-        from .parse import (
-            build,
-            check_axis,
-            find_leaf,
-            parse_axis_value,
-            parse_dynamic_axes,
-            parse_dynamic_shapes,
-        )
-        from .tree import Tree
-
-        if isinstance(raw, DimSpec):
-            tree = Tree(bound)
-            value = {}
-            for e in raw.entries:
-                leaf = find_leaf(bound, e.path, axis=e.axis, tree=tree)
-                axis = check_axis(leaf, e.axis)
-                value[(leaf.path, axis)] = parse_axis_value(e.policy, leaf, axis)
-        else:
-            value = parse_dynamic_shapes(raw, bound)
-        if dynamic_axes is not None:
-            for key, policy in parse_dynamic_axes(dynamic_axes, bound, input_names, output_names).items():
-                if key in value and value[key] != policy:
-                    path, axis = key
-                    raise SpecError(
-                        f"dynamic_shapes and dynamic_axes disagree: {value[key]!r} vs {policy!r}",
-                        input=path,
-                        axis=axis,
-                        hint="give each axis in only one of dynamic_shapes= and dynamic_axes=",
-                    )
-                value[key] = policy
-        return build(bound, value)
-
-    # -- conversions -----------------------------------------------------------------------
-    def to_torch(self, bound: BoundInputs) -> dict[str, Any] | None:
-        """The equivalent ``dynamic_shapes=`` for ``torch.export.export``."""
-        from .render import to_torch
-
-        return to_torch(self, bound)
-
-    def to_code(self, bound: BoundInputs) -> str:
-        """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``."""
-        from .render import to_code
-
-        return to_code(self, bound)
-
-    def to_dynamic_axes(self) -> dict[str, dict[int, str]]:
-        """Legacy ``dynamic_axes`` form (named dims only keep their names)."""
-        out: dict[str, dict[int, str]] = {}
-        for e in self.entries:
-            name = e.policy.name if isinstance(e.policy, Dim) else default_dim_name(e.path, e.axis)
-            out.setdefault(e.path, {})[e.axis] = name
-        return out
-
-    def describe(self) -> str:
-        if not self.entries:
-            return "all dims static"
-        return ", ".join(f"{e.axis_key.dotted}={e.policy!r}" for e in self.entries)
-
-    def __repr__(self) -> str:
-        return f"DimSpec({self.describe()})"
+def named_dims(entries: Iterable[AxisEntry]) -> dict[str, Dim]:
+    """Every named dim of ``entries`` by name, the roots of derived dims included."""
+    out: dict[str, Dim] = {}
+    for e in entries:
+        dim = e.policy.root if isinstance(e.policy, Derived) else e.policy
+        if isinstance(dim, Dim):
+            out.setdefault(dim.name, dim)
+    return out

@@ -12,7 +12,7 @@ from typing import Any
 from ..axis import Axis
 from ..errors import SpecError
 from ..inputs import BoundInputs, Leaf, onnx_input_names
-from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Derived, Dim, DimSpec, Name, Policy, default_dim_name
+from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Derived, Dim, Name, Policy, default_dim_name
 from .tree import Tree
 
 
@@ -398,8 +398,8 @@ def parse_dynamic_axes(
     return out
 
 
-def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSpec:
-    """Validate cross-axis rules and order the entries by input then axis."""
+def validated_entries(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> tuple[AxisEntry, ...]:
+    """Validate cross-axis rules and order the entries by input then axis (STATIC ones dropped)."""
     # A name that is also a Dim object elsewhere in the spec means that Dim (one dim, as before).
     strict = {p.name: p for p in value.values() if isinstance(p, Dim) and not isinstance(p, Name)}
     value = {k: strict.get(p.name, p) if isinstance(p, Name) else p for k, p in value.items()}
@@ -458,9 +458,15 @@ def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> DimSp
         else:
             named[policy.name] = (policy, path, axis, size)
     order = {leaf.path: leaf.index for leaf in bound.leaves}
-    entries = tuple(
+    return tuple(
         AxisEntry(path, axis, policy)
         for (path, axis), policy in sorted(value.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))
         if policy is not STATIC
     )
-    return DimSpec(entries)
+
+
+def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> Any:
+    """Transitional, removed once exporter/shapes/common.py imports ``exporter.dims.spec.build``."""
+    from .spec import build as build_spec
+
+    return build_spec(bound, value)

@@ -1,16 +1,16 @@
-"""Rendering a DimSpec: the ``dynamic_shapes=`` torch.export takes, and the Python source for it."""
+"""Rendering a spec's entries: the ``dynamic_shapes=`` torch.export takes, and the Python source for it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..inputs import BoundInputs, Leaf
-from .model import AUTO, DYNAMIC, AxisPolicy, Derived, Dim, DimSpec, Name
+from .model import AUTO, DYNAMIC, AxisEntry, AxisPolicy, Derived, Dim, Name, named_dims
 from .tree import Tree
 
 
-def to_torch(spec: DimSpec, bound: BoundInputs) -> dict[str, Any] | None:
+def to_torch(entries: Sequence[AxisEntry], bound: BoundInputs) -> dict[str, Any] | None:
     """The equivalent ``dynamic_shapes=`` for ``torch.export.export``."""
     import torch
 
@@ -25,23 +25,25 @@ def to_torch(spec: DimSpec, bound: BoundInputs) -> dict[str, Any] | None:
             expr = convert(policy.root)
             expr = expr * policy.scale if policy.scale != 1 else expr
             return expr + policy.offset if policy.offset else expr
+        assert isinstance(policy, Dim), policy  # STATIC axes are not entries
         if policy.name not in torch_dims:
             kwargs = {k: v for k, v in (("min", policy.min), ("max", policy.max)) if v is not None}
             torch_dims[policy.name] = torch.export.Dim(policy.name, **kwargs)
         return torch_dims[policy.name]
 
-    if spec.is_static():
+    if not entries:
         return None
-    return _nest(bound, lambda leaf: _leaf_axes(spec, leaf, convert))
+    return _nest(bound, lambda leaf: _leaf_axes(entries, leaf, convert))
 
 
-def to_code(spec: DimSpec, bound: BoundInputs) -> str:
+def to_code(entries: Sequence[AxisEntry], bound: BoundInputs) -> str:
     """Python source that builds the same ``dynamic_shapes`` with ``torch.export.Dim``. Dim
     names given as strings stay strings (``{0: 'seq'}``), the form ``torch.onnx.export`` and
     ``exporter.export`` take; ``torch.export.export`` wants ``Dim.DYNAMIC`` there
     (``spec.to_torch``)."""
-    named = {k: v for k, v in spec.named_dims().items() if not isinstance(v, Name)}
-    names = set(spec.named_dims())
+    dims = named_dims(entries)
+    named = {k: v for k, v in dims.items() if not isinstance(v, Name)}
+    names = set(dims)
     alias = "Dim"
     while alias in names:  # a dim called "Dim" must not shadow the class
         alias = "_" + alias
@@ -67,16 +69,16 @@ def to_code(spec: DimSpec, bound: BoundInputs) -> str:
             return _Code(policy.name)
         return _Code(f"{alias}.{policy.name}")
 
-    if spec.is_static():
+    if not entries:
         lines.append("dynamic_shapes = None  # every dim static")
     else:
-        nested = _nest(bound, lambda leaf: _leaf_axes(spec, leaf, convert), code=True)
+        nested = _nest(bound, lambda leaf: _leaf_axes(entries, leaf, convert), code=True)
         lines.append(f"dynamic_shapes = {_format_code(nested, force=True)}")
     return "\n".join(lines)
 
 
-def _leaf_axes(spec: DimSpec, leaf: Leaf, convert) -> dict[int, Any] | None:
-    axes = {e.axis: convert(e.policy) for e in spec.entries if e.path == leaf.path}
+def _leaf_axes(entries: Sequence[AxisEntry], leaf: Leaf, convert) -> dict[int, Any] | None:
+    axes = {e.axis: convert(e.policy) for e in entries if e.path == leaf.path}
     return axes or None
 
 
