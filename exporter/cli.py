@@ -30,14 +30,13 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._quiet import quiet_library_warnings
-from .pipeline.capture import strategy_names
-from .dims.grammar import AXIS_REQUEST_HELP, AXIS_REQUEST_METAVAR, AxisRequestsAction, axis_request_argument
-from .errors import ExportError, SpecError, first_line, user_source_line
+from .errors import ExportError, first_line, user_source_line
+from .option_fields import arguments_of
+from .options import ExportOptions, options_from_arguments
 from .ports import default_opset, ports_section
 from .serialize import check_destination
 
@@ -77,21 +76,6 @@ def parse_factory_reference(text: str) -> tuple[str, str]:
             f"{text!r} is not MODULE:FACTORY (e.g. mymodels:make_model or models.py:make_model)"
         )
     return module, name
-
-
-def parse_opset(text: str) -> int:
-    """``--opset N``: an integer ``ExportOptions`` accepts, checked before anything is imported."""
-    from .api import ExportOptions
-
-    try:
-        opset = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (e.g. --opset 20)") from None
-    try:
-        ExportOptions(opset_version=opset)
-    except SpecError as exc:
-        raise argparse.ArgumentTypeError(f"{exc.reason}" + (f"; {exc.hint}" if exc.hint else "")) from None
-    return opset
 
 
 def parse_output(text: str) -> Path:
@@ -147,22 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--args", dest="factory_args", type=parse_factory_argument, nargs="+",
                         action="extend", default=[], metavar="KEY=VALUE",
                         help="keyword arguments for the factory; values are Python literals or strings")
-    export.add_argument("--dynamic", dest="axes", type=axis_request_argument, nargs="+", action=AxisRequestsAction,
-                        default=[], metavar=AXIS_REQUEST_METAVAR, help=AXIS_REQUEST_HELP)
-    export.add_argument("--opset", type=parse_opset, default=None, help="ONNX opset (default: torch.onnx's)")
-    export.add_argument("--strategy", default="auto", choices=("auto",) + strategy_names(),
-                        help="capture strategy (default: auto, which tries each in turn)")
-    export.add_argument("--no-optimize", dest="optimize", action="store_false",
-                        help="skip the ONNX optimizer")
-    export.add_argument("--skip-pass", dest="skip_passes", action="append", default=[], metavar="NAME",
-                        help="do not run this ONNX optimizer pass (repeatable), e.g. FoldConstantsPass; "
-                        "the names are exporter.passes.PASS_NAMES")
-    export.add_argument("--runtime-asserts", action="store_true",
-                        help="capture like torch.onnx.export: guards that narrow a dynamic dim become "
-                        "runtime asserts (dropped from the ONNX model) instead of errors")
-    export.add_argument("--fully-masked-rows", choices=("zero", "mean"), default="zero",
-                        help="what attention returns for a query whose mask allows no key: zero, as "
-                        "PyTorch does (default), or mean (of v), as torch.onnx.export's graph does")
+    for names, settings in arguments_of(ExportOptions):  # declared once, with the magic's
+        export.add_argument(*names, **settings)
     export.add_argument("-o", "--output", required=True, type=parse_output,
                         help="the file to write: .onnx for the ONNX model, .pt2 for the ExportedProgram "
                         "(stops after capture)")
@@ -258,7 +228,7 @@ def load_module(module: str) -> Any:
                 f"or give a path: {module.replace('.', '/')}.py:FACTORY",
             ) from None
         raise module_failed(f"importing {module!r}", exc) from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's module: any error is a [factory] message
         raise module_failed(f"importing {module!r}", exc) from None
 
 
@@ -272,7 +242,7 @@ def load_module_from_path(path: Path) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's file: any error is a [factory] message
         del sys.modules[name]
         raise module_failed(f"running {str(path)!r}", exc) from None
     return module
@@ -312,7 +282,7 @@ def call_factory(factory: Any, arguments: dict[str, Any]) -> tuple[Any, tuple, d
     """Call the factory and normalise what it returns to ``(model, args, kwargs, dynamic_shapes)``."""
     try:
         result = factory(**arguments)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's factory: any error is a [factory] message
         raise factory_error(
             f"{factory.__name__}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) raised {first_line(exc)}",
             hint="check the --args given to the factory" if isinstance(exc, TypeError) else "fix the error above",
@@ -387,7 +357,7 @@ def demo_summary(session: Session, model_path: Path, verification: Any, latency:
 
 
 def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
-    from .api import ExportOptions, export
+    from .api import export
     from .examples import demo_block
 
     model, args, kwargs, dims = demo_block()
@@ -428,18 +398,11 @@ def print_program_inputs(path: Path, session: Session) -> None:
 
 
 def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
-    from .api import ExportOptions
-    from .dims.grammar import spec_from_requests
     from .session import Session
 
     program_only = options.output.suffix == ".pt2"
     model, args, kwargs, factory_dims = load_factory_model(options.factory, dict(options.factory_args))
-    spec = spec_from_requests(model, args, kwargs, factory_dims, options.axes)
-    export_options = ExportOptions(
-        opset_version=options.opset, dynamic_shapes=spec, strategy=options.strategy,
-        logger=logger, optimize=options.optimize, runtime_asserts=options.runtime_asserts,
-        fully_masked_rows=options.fully_masked_rows, skip_passes=tuple(options.skip_passes),
-    )
+    export_options = options_from_arguments(options, model, args, kwargs, dynamic_shapes=factory_dims, logger=logger)
     session = Session(model, args, kwargs, export_options)
     session.run("capture" if program_only else "optimize")
     session.raise_for_status()

@@ -1,8 +1,9 @@
 """``%onnx_export`` and ``%%onnx_export``: export a model from a notebook and show the workbench.
 
-Thin by design: the options are parsed with IPython's ``magic_arguments`` (the same words as the
-``onnx-workbench export`` command; ``--dynamic`` is the core's grammar, ``exporter.dims.grammar``,
-as on the command line), the call is evaluated
+Thin by design: the options are parsed with IPython's ``magic_arguments``; the export options
+are generated from ``ExportOptions``' field declarations, as the ``onnx-workbench export``
+command's are (same flags, help and parsers; ``--dynamic`` is the core's grammar,
+``exporter.dims.grammar``); the call is evaluated
 in the user's namespace, and the exporter core does the rest. Importing this module imports no
 torch, onnxscript, onnxruntime or ipywidgets.
 """
@@ -11,15 +12,23 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 from textwrap import dedent
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from exporter.dims.grammar import AXIS_REQUEST_HELP, AXIS_REQUEST_METAVAR, AxisRequestsAction
+from exporter.option_fields import arguments_of
+from exporter.options import ExportOptions
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from exporter.session import Session
 
 __all__ = ["ExportMagics", "parse_call", "report_as_text", "shows_widgets", "split_trailing_options"]
 
@@ -33,25 +42,14 @@ def _unquote(text: str) -> str:
     return text
 
 
-def _axis_request(text: str) -> Any:
-    from exporter.dims.grammar import axis_request_argument
+def _unquoted(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` reading the word without the quotes the magic's split keeps."""
 
-    return axis_request_argument(_unquote(text))
+    @functools.wraps(parse)  # argparse names the parser in "invalid <name> value"
+    def parse_unquoted(text: str) -> Any:
+        return parse(_unquote(text))
 
-
-def _opset(text: str) -> int:
-    from exporter.cli import parse_opset
-
-    return parse_opset(text)
-
-
-def _strategy(text: str) -> str:
-    from exporter.pipeline.capture import strategy_names
-
-    choices = ("auto",) + strategy_names()
-    if text not in choices:
-        raise argparse.ArgumentTypeError(f"unknown strategy {text!r}; choose one of {', '.join(choices)}")
-    return text
+    return parse_unquoted
 
 
 def _identifier(text: str) -> str:
@@ -83,8 +81,9 @@ def parse_call(source: str, namespace: dict[str, Any]) -> tuple[Any, tuple, dict
         raise UsageError(f"{source!r} is not a call: write the model call to export, e.g. model(x, attention_mask=m)")
     collect = ast.Call(func=ast.Name(_ARGUMENTS, ast.Load()), args=call.args, keywords=call.keywords)
     try:
-        model = eval(compile(ast.Expression(call.func), "<onnx_export>", "eval"), namespace)
-        args, kwargs = eval(
+        # The user's own expression, evaluated in their namespace: what the magic is for.
+        model = eval(compile(ast.Expression(call.func), "<onnx_export>", "eval"), namespace)  # noqa: S307
+        args, kwargs = eval(  # noqa: S307
             compile(ast.fix_missing_locations(ast.Expression(collect)), "<onnx_export>", "eval"),
             namespace, {_ARGUMENTS: lambda *a, **k: (a, k)},
         )
@@ -131,14 +130,14 @@ def split_trailing_options(call: str) -> tuple[str, str]:
     return call, ""
 
 
-def shows_widgets(shell: Any) -> bool:
+def shows_widgets(shell: InteractiveShell) -> bool:
     """Whether the shell has a Jupyter front end that can show widgets (a kernel), rather
     than a terminal IPython."""
     return getattr(shell, "kernel", None) is not None
 
 
-def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False, save: str | None = None,
-                   stream: Any = None) -> bool:
+def report_as_text(session: Session, *, verify: bool = True, benchmark: bool = False, save: str | None = None,
+                   stream: TextIO | None = None) -> bool:
     """Export, save, verify and benchmark ``session`` in the foreground and print what happened
     (``--no-widget`` and terminal IPython). A failure is printed as its message, source line and
     fix, never a traceback; Ctrl-C cancels at the next step. Returns whether the export worked."""
@@ -150,7 +149,7 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
     def say(text: str) -> None:
         print(text, file=stream)
 
-    def show(result: Any) -> None:
+    def show(result: object) -> None:  # anything exporter.display renders
         say(render(result).to_text())
 
     token = CancelToken()
@@ -186,13 +185,13 @@ def report_as_text(session: Any, *, verify: bool = True, benchmark: bool = False
         return False
 
 
-def _rebinder(namespace: dict[str, Any], name: str, first: Any) -> Any:
+def _rebinder(namespace: dict[str, Any], name: str, first: Session) -> Callable[[Session], None]:
     """The widget's ``bind``: ``namespace[name]`` follows the session the widget shows, as long
     as it still holds the session the widget last put there (a name the user has reassigned
     is left alone). A plain Session, not a proxy: ``isinstance``, pickling and every API work."""
     bound = [first]
 
-    def bind(session: Any) -> None:
+    def bind(session: Session) -> None:
         if namespace.get(name) is bound[0]:
             namespace[name] = session
             bound[0] = session
@@ -200,22 +199,31 @@ def _rebinder(namespace: dict[str, Any], name: str, first: Any) -> Any:
     return bind
 
 
+_Magic = TypeVar("_Magic", bound=Callable[..., Any])
+
+
+def _export_option_arguments(magic: _Magic) -> _Magic:
+    """The export options' ``@argument`` s, generated from ``ExportOptions``' fields as the
+    command line's are. One value per flag (``--dynamic`` is repeated), since the call follows."""
+    for names, settings in reversed(list(arguments_of(ExportOptions, several_values=False, wrap_type=_unquoted))):
+        magic = argument(*names, **settings)(magic)
+    return magic
+
+
 @magics_class
 class ExportMagics(Magics):
     """The ``%onnx_export`` line and cell magic."""
 
+    @property
+    def _shell(self) -> InteractiveShell:
+        """The shell IPython registered these magics with (``Magics.shell`` may be None only
+        before registration)."""
+        if self.shell is None:
+            raise UsageError("%onnx_export runs in an IPython shell: %load_ext workbench")
+        return self.shell
+
     @magic_arguments()
-    @argument("--dynamic", action=AxisRequestsAction, default=[], type=_axis_request, metavar=AXIS_REQUEST_METAVAR,
-              help=AXIS_REQUEST_HELP + " (repeat --dynamic for more axes)")
-    @argument("--opset", type=_opset, default=None, help="ONNX opset (default: torch.onnx's)")
-    @argument("--strategy", type=_strategy, default="auto", help="capture strategy (default: auto)")
-    @argument("--runtime-asserts", action="store_true",
-              help="capture like torch.onnx.export: guards that narrow a dim become runtime asserts")
-    @argument("--fully-masked-rows", choices=("zero", "mean"), default="zero",
-              help="attention for a query whose mask allows no key: zero as PyTorch (default), or mean as torch.onnx")
-    @argument("--no-optimize", action="store_true", help="skip the ONNX optimizer")
-    @argument("--skip-pass", dest="skip_passes", action="append", default=[], metavar="NAME",
-              help="do not run this ONNX optimizer pass (repeatable), e.g. FoldConstantsPass")
+    @_export_option_arguments
     @argument("--save", type=_path, metavar="PATH", help="write the model (.onnx, or .pt2 for the ExportedProgram)")
     @argument("--no-verify", action="store_true", help="do not compare onnxruntime with PyTorch after exporting")
     @argument("--bench", action="store_true", help="time onnxruntime against PyTorch after exporting")
@@ -247,27 +255,27 @@ class ExportMagics(Magics):
         model, args, kwargs = self._call(call, cell)
         session = self._session(model, args, kwargs, options)
         if options.name:
-            self.shell.user_ns[options.name] = session
-        if options.no_widget or not shows_widgets(self.shell):
+            self._shell.user_ns[options.name] = session
+        if options.no_widget or not shows_widgets(self._shell):
             report_as_text(session, verify=not options.no_verify, benchmark=options.bench, save=options.save)
             return
         from IPython.display import display
 
         from .app import Workbench
 
-        bind = _rebinder(self.shell.user_ns, options.name, session) if options.name else None
+        bind = _rebinder(self._shell.user_ns, options.name, session) if options.name else None
         display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save,
                           bind=bind))
 
     def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple, dict]:
-        namespace = self.shell.user_ns
+        namespace = self._shell.user_ns
         if cell is None:
             if not line_call.strip():
                 raise UsageError("give the call to export: %onnx_export [options] model(x, attention_mask=m)")
             return parse_call(line_call, namespace)
         if line_call.strip():
             raise UsageError("in %%onnx_export the call to export is the cell's last line, not on the first line")
-        source = self.shell.transform_cell(dedent(cell))
+        source = self._shell.transform_cell(dedent(cell))
         try:
             body = ast.parse(source).body
         except SyntaxError as exc:
@@ -275,26 +283,22 @@ class ExportMagics(Magics):
         if not body or not (isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call)):
             raise UsageError("end the %%onnx_export cell with the call to export, e.g. model(x)")
         setup = ast.Module(body=body[:-1], type_ignores=[])
-        filename = self.shell.compile.cache(source)  # so tracebacks and guard sources show the cell's lines
-        exec(compile(setup, filename, "exec"), namespace)  # the user's code: its errors are theirs
+        filename = self._shell.compile.cache(source)  # so tracebacks and guard sources show the cell's lines
+        exec(compile(setup, filename, "exec"), namespace)  # noqa: S102 - the user's cell: its errors are theirs
         return parse_call(ast.get_source_segment(source, body[-1].value) or ast.unparse(body[-1].value), namespace)
 
     @staticmethod
-    def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Any:
-        from exporter import ExportOptions, Session
-        from exporter.dims.grammar import one_line, spec_from_requests
+    def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Session:
+        from exporter import Session
+        from exporter.dims.grammar import one_line
         from exporter.errors import ExportError, SpecError
+        from exporter.options import options_from_arguments
         from exporter.serialize import check_destination
 
         try:
             if options.save is not None:
                 check_destination(options.save)
-            spec = spec_from_requests(model, args, kwargs, None, options.dynamic)
-            export_options = ExportOptions(dynamic_shapes=spec, opset_version=options.opset, strategy=options.strategy,
-                                           runtime_asserts=options.runtime_asserts, optimize=not options.no_optimize,
-                                           fully_masked_rows=options.fully_masked_rows,
-                                           skip_passes=tuple(options.skip_passes or ()))
-            return Session(model, args, kwargs, export_options)
+            return Session(model, args, kwargs, options_from_arguments(options, model, args, kwargs))
         except SpecError as exc:
             raise UsageError(one_line(exc)) from None
         except ExportError as exc:

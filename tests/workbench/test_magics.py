@@ -324,3 +324,77 @@ def test_the_o_name_follows_the_widget_until_the_user_assigns_it():
     namespace["s"] = "mine"  # the user took the name back
     bind("third")
     assert namespace["s"] == "mine"
+
+
+# -- the export options, declared once (ExportOptions' fields) -------------------------------
+
+
+def _cli_export_parser():
+    from exporter.cli import build_parser
+
+    return build_parser()._subparsers._group_actions[0].choices["export"]
+
+
+def _action(parser, option):
+    (action,) = [a for a in parser._actions if option in a.option_strings]
+    return action
+
+
+def test_every_declared_export_option_is_offered_alike_by_the_command_line_and_the_magic():
+    from exporter import ExportOptions
+    from exporter.option_fields import flagged_fields
+
+    declared = list(flagged_fields(ExportOptions))
+    assert [field.name for field, _ in declared] == [
+        "opset_version", "dynamic_shapes", "strategy", "optimize", "runtime_asserts", "fully_masked_rows", "skip_passes",
+    ]
+    cli, magic = _cli_export_parser(), workbench.magics.ExportMagics.onnx_export.parser
+    for field, flag in declared:
+        on_cli, on_magic = (_action(parser, flag.names[0]) for parser in (cli, magic))
+        assert on_cli.option_strings == on_magic.option_strings == list(flag.names)
+        assert on_cli.help == on_magic.help == flag.help, field.name
+        assert on_cli.choices == on_magic.choices == flag.choices, field.name
+        assert (on_cli.dest, on_cli.default, on_cli.metavar) == (on_magic.dest, on_magic.default, on_magic.metavar)
+        assert type(on_cli) is type(on_magic), field.name
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        [],
+        ["--opset", "18", "--strategy", "strict", "--no-optimize", "--runtime-asserts", "--fully-masked-rows", "mean",
+         "--skip-pass", "NameFixPass", "--skip-pass", "RewritePass", "--dynamic", "x.0=batch", "--dynamic", "x.1=n:2:64"],
+    ],
+    ids=["defaults", "every-flag"],
+)
+def test_a_command_line_and_a_magic_line_build_the_same_export_options(words):
+    import torch
+
+    from exporter import Dim, ExportOptions
+    from exporter.dims import Name
+    from exporter.options import options_from_arguments
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    model, args = Double(), (torch.randn(4, 8),)
+    cli = _cli_export_parser().parse_args(["m.py:make", "-o", "m.onnx", *words])
+    magic = workbench.magics.ExportMagics.onnx_export.parser.parse_args([*words, "model(x)"])
+    built = options_from_arguments(cli, model, args, {})
+    assert built == options_from_arguments(magic, model, args, {})
+    if words:
+        assert built == ExportOptions(
+            opset_version=18, strategy="strict", optimize=False, runtime_asserts=True, fully_masked_rows="mean",
+            skip_passes=("NameFixPass", "RewritePass"), dynamic_shapes={"x": {0: Name("batch"), 1: Dim("n", min=2, max=64)}},
+        )
+    else:
+        assert built == ExportOptions()
+
+
+def test_the_magic_reads_quoted_option_values_as_the_command_line_reads_them_unquoted():
+    magic = workbench.magics.ExportMagics.onnx_export.parser
+    quoted = magic.parse_args(["--strategy", "'strict'", "--opset", '"18"', "--dynamic", "'x.0=batch'", "model(x)"])
+    plain = _cli_export_parser().parse_args(["m.py:make", "-o", "m.onnx", "--strategy", "strict", "--opset", "18",
+                                              "--dynamic", "x.0=batch"])
+    assert (quoted.strategy, quoted.opset_version, quoted.dynamic) == (plain.strategy, plain.opset_version, plain.dynamic)
