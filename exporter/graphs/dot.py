@@ -1,4 +1,5 @@
-"""One graph (FX or ONNX) as a Graphviz ``Digraph``, grouped by module.
+"""One graph (FX or ONNX) as a Graphviz ``Digraph``, grouped by module (the sides of
+:func:`exporter.graphs.draw.side_by_side`).
 
 A module is drawn either *collapsed*, as one box standing for every node inside it, or
 *expanded*, as a cluster holding its own nodes and its submodules (themselves collapsed or
@@ -6,20 +7,21 @@ expanded). Modules are nested by their dotted path (``encoder`` ⊃ ``encoder.la
 ``encoder.layer.0``). An expanded module with many collapsed children (600 blocks) shows the
 first and last few and folds each run in between into one "… N modules" box.
 
-SVG elements carry ids and CSS classes: ``wb-op`` (a node), ``wb-module`` (a collapsed
-module), ``wb-more`` (folded modules), ``wb-io`` (graph input/output), ``wb-cluster`` (an
-expanded module), plus ``wb-selected`` on highlighted nodes and ``wb-overlay`` on coloured ones.
+SVG elements carry ids (``<side>-op-<node>``, ``<side>-module-<path>``...) and CSS classes
+that a page styles and clicks: ``wb-op`` (a node), ``wb-module`` (a collapsed module),
+``wb-more`` (folded modules), ``wb-io`` (graph input/output), ``wb-cluster`` (an expanded
+module), plus ``wb-selected`` on highlighted nodes and ``wb-overlay`` on coloured ones.
+The ``graphviz`` package is imported when a graph is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
-from exporter.graphs.model import module_ancestors
-from exporter.graphs.modules import module_tree, short_op
-
+from .model import Graph, GraphNode, module_ancestors
+from .modules import module_tree, short_op
 from .overlay import ramp_colour, reduce_values
 
 __all__ = ["SideStyle", "side_digraph"]
@@ -47,8 +49,45 @@ def _attrs(element_id: str, css: str, **more: str) -> dict[str, str]:
     return {"id": element_id, "class": css, **more}
 
 
+# What an expanded module (or the root) holds, as planned before it is drawn.
+@dataclass(frozen=True)
+class _Box:
+    """A collapsed module: one box standing for its ``names`` (every node inside)."""
+
+    gid: str
+    path: str
+    names: list[str]
+
+
+@dataclass(frozen=True)
+class _More:
+    """A run of collapsed sibling modules folded into one "… N modules" box."""
+
+    gid: str
+    paths: list[str]
+    names: list[str]
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """An expanded module: a cluster holding its own items."""
+
+    path: str
+    items: list[_Item]
+
+
+@dataclass(frozen=True)
+class _Op:
+    """A node drawn as itself."""
+
+    node: GraphNode
+
+
+_Item = Union[_Box, _More, _Cluster, _Op]
+
+
 class _Builder:
-    def __init__(self, graph: Any, style: SideStyle) -> None:
+    def __init__(self, graph: Graph, style: SideStyle) -> None:
         import graphviz
 
         self.graphviz = graphviz
@@ -57,7 +96,7 @@ class _Builder:
         self.side = style.side
         modules = {n.module or "" for n in graph.nodes}
         self.tree = module_tree(modules)
-        self.nodes_in: dict[str, list[Any]] = {}  # module path → nodes directly in it
+        self.nodes_in: dict[str, list[GraphNode]] = {}  # module path → nodes directly in it
         for node in graph.nodes:
             self.nodes_in.setdefault(node.module or "", []).append(node)
         self.highlighted_modules = {
@@ -66,13 +105,15 @@ class _Builder:
         self.owner: dict[str, str] = {}  # collapsed module path → graphviz node id
         self.members: dict[str, list[str]] = {}  # graphviz node id → node names it stands for
         self.counter = 0
+        self.op_ids: dict[str, str] = {}  # node name → graphviz node id
+        self.value_max = 0.0
 
     def new_id(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
     # -- nodes ---------------------------------------------------------------------------
-    def unit_of(self, node: Any) -> str:
+    def unit_of(self, node: GraphNode) -> str:
         for path in module_ancestors(node.module or ""):
             if path in self.owner:
                 return self.owner[path]
@@ -117,7 +158,7 @@ class _Builder:
         self._paint(attrs, names)
         container.node(gid, label, **attrs)
 
-    def emit_op(self, container: Any, node: Any) -> None:
+    def emit_op(self, container: Any, node: GraphNode) -> None:
         gid = self.op_ids[node.name]
         out = node.outputs[0].type_text() if node.outputs else ""
         op = short_op(node.op, namespace=False)
@@ -154,53 +195,51 @@ class _Builder:
             out.append(run if len(run) > 1 else run[0])
         return out
 
-    def plan(self, path: str) -> list[tuple]:
-        """What an expanded module (or the root) holds, as ``("box", id, path, names)``,
-        ``("more", id, paths, names)``, ``("cluster", path, items)`` and ``("op", node)``;
-        records which graphviz node stands for each collapsed module."""
-        items: list[tuple] = []
+    def plan(self, path: str) -> list[_Item]:
+        """What an expanded module (or the root) holds; records which graphviz node stands
+        for each collapsed module."""
+        items: list[_Item] = []
         for item in self._runs(self.tree.get(path, [])):
             if isinstance(item, list):
                 gid = self.new_id("r")
                 names = [n for child in item for n in self._descendant_nodes(child)]
                 self.owner.update({child: gid for child in item})
-                items.append(("more", gid, item, names))
+                items.append(_More(gid, item, names))
             elif item in self.style.expanded:
-                items.append(("cluster", item, self.plan(item)))
+                items.append(_Cluster(item, self.plan(item)))
             else:
                 gid = self.new_id("m")
                 self.owner[item] = gid
-                items.append(("box", gid, item, self._descendant_nodes(item)))
-        items.extend(("op", node) for node in self.nodes_in.get(path, ()))
+                items.append(_Box(gid, item, self._descendant_nodes(item)))
+        items.extend(_Op(node) for node in self.nodes_in.get(path, ()))
         return items
 
-    def unit_values(self, items: list[tuple]) -> list[float]:
+    def unit_values(self, items: list[_Item]) -> list[float]:
         out: list[float] = []
         for item in items:
-            if item[0] == "cluster":
-                out.extend(self.unit_values(item[2]))
+            if isinstance(item, _Cluster):
+                out.extend(self.unit_values(item.items))
             else:
-                value = self._value(item[3] if item[0] in ("box", "more") else [item[1].name])
+                value = self._value(item.names if isinstance(item, (_Box, _More)) else [item.node.name])
                 if value is not None:
                     out.append(value)
         return out
 
-    def emit(self, container: Any, items: list[tuple]) -> None:
+    def emit(self, container: Any, items: list[_Item]) -> None:
         for item in items:
-            kind = item[0]
-            if kind == "box":
-                self.emit_module_box(container, item[1], item[2], item[3])
-            elif kind == "more":
-                self.emit_more_box(container, item[1], item[2], item[3])
-            elif kind == "op":
-                self.emit_op(container, item[1])
+            if isinstance(item, _Box):
+                self.emit_module_box(container, item.gid, item.path, item.names)
+            elif isinstance(item, _More):
+                self.emit_more_box(container, item.gid, item.paths, item.names)
+            elif isinstance(item, _Op):
+                self.emit_op(container, item.node)
             else:
-                path = item[1]
+                path = item.path
                 with container.subgraph(name=f"cluster_{self.new_id('c')}") as cluster:
                     cls = self.graph.module_classes.get(path)
                     cluster.attr(label=f"{path} ({cls})" if cls else path, style="rounded", color="#7f7f7f",
                                  id=f"{self.side}-cluster-{path}", **{"class": "wb-cluster"})
-                    self.emit(cluster, item[2])
+                    self.emit(cluster, item.items)
 
     def build(self) -> Any:
         dot = self.graphviz.Digraph(name=self.side, graph_attr={
@@ -245,6 +284,6 @@ class _Builder:
             dot.edge(tail, head, **({"penwidth": "2"} if count > 1 else {}))
 
 
-def side_digraph(graph: Any, style: SideStyle) -> Any:
+def side_digraph(graph: Graph, style: SideStyle) -> Any:
     """The graph as a ``graphviz.Digraph`` styled by ``style``."""
     return _Builder(graph, style).build()

@@ -1,4 +1,5 @@
-"""FX and ONNX side by side, grouped by module, with the node mapping between them::
+"""The drawing of an export's graphs: FX and ONNX side by side, grouped by module, with the
+node mapping between them::
 
     from exporter.graphs.draw import side_by_side
 
@@ -8,9 +9,11 @@
     side_by_side(session, overlay=session.profile())       # colour by onnxruntime time per node
 
 The FX program after decompositions (what was translated) is on the left, the optimized ONNX
-model on the right, each laid out by Graphviz's ``dot``. In a notebook the result displays
-itself; ``.svg`` is the SVG text. Without ``dot`` the view says so and shows the per-module
-alignment table instead.
+model on the right, each laid out by Graphviz's ``dot`` (:mod:`~exporter.graphs.dot`,
+:mod:`~exporter.graphs.svg`), painted by an overlay (:mod:`~exporter.graphs.overlay`). The
+result is data, a :class:`GraphView`: ``.svg`` is the SVG text, and a notebook displays it.
+Without ``dot`` the view says so and holds the per-module alignment table instead. The
+report (:mod:`exporter.report`) and the workbench's graph widget draw with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,17 @@ import html
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .dot import SideStyle, side_digraph
+from .mapping import MappingEntry, NodeMapping
+from .model import Graph, module_ancestors
+from .overlay import check_reducer, overlay_values, reduce_values
+from .session_graphs import SessionGraphs
+from .svg import DotMissing, layout_svgs, side_by_side_svg
+
+if TYPE_CHECKING:
+    from ..artifacts import ExportGraphs
 
 __all__ = ["GraphView", "fx_alone", "side_by_side"]
 
@@ -43,7 +56,7 @@ class GraphView:
     selected: tuple[tuple[str, str], ...]
     seconds: float
     message: str | None = None
-    table: Any = None
+    table: Any = None  # a pandas DataFrame
 
     def _repr_svg_(self) -> str | None:
         return self.svg
@@ -62,19 +75,8 @@ class GraphView:
                 f"{self.seconds:.2f} s)")
 
 
-def _graphs(session: Any) -> Any:
-    from exporter.graphs import SessionGraphs
-
-    if isinstance(session, SessionGraphs):  # (its `mapping` raises when the ONNX side failed)
-        return session
-    graphs = getattr(session, "graphs", None)
-    if graphs is not None and hasattr(graphs, "mapping"):
-        return graphs
-    if hasattr(session, "mapping") and hasattr(session, "onnx_optimized"):
-        return session  # already a SessionGraphs
-    from exporter.graphs import graphs_of
-
-    return graphs_of(session)
+def _graphs(source: ExportGraphs | SessionGraphs) -> SessionGraphs:
+    return source if isinstance(source, SessionGraphs) else source.graphs
 
 
 def _close(name: str, candidates: Iterable[str]) -> str:
@@ -82,16 +84,14 @@ def _close(name: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
 
-def _module_paths(*graphs: Any) -> set[str]:
-    from exporter.graphs.model import module_ancestors
-
+def _module_paths(*graphs: Graph) -> set[str]:
     return {a for g in graphs for n in g.nodes for a in module_ancestors(n.module or "")}
 
 
-def _counterparts(select: str, fx: Any, onnx: Any, mapping: Any, fx_kind: str) -> tuple[set[str], set[str]]:
+def _counterparts(select: str, fx: Graph, onnx: Graph, mapping: NodeMapping, fx_kind: str) -> tuple[set[str], set[str]]:
     """(FX names, ONNX names) to highlight for the selected node name."""
 
-    def origins(entry: Any) -> tuple[str, ...]:
+    def origins(entry: MappingEntry) -> tuple[str, ...]:
         return entry.fx_nodes if fx_kind == "fx_decomposed" else entry.fx_captured
 
     if select in onnx:
@@ -102,13 +102,15 @@ def _counterparts(select: str, fx: Any, onnx: Any, mapping: Any, fx_kind: str) -
     raise ValueError(f"select={select!r} is no node of the ONNX model or the FX graph{_close(select, names)}")
 
 
-def _propagate(values: dict[str, float], fx: Any, onnx: Any, mapping: Any, fx_kind: str, reduce: str) -> tuple[dict, dict]:
+def _propagate(values: dict[str, float], fx: Graph, onnx: Graph, mapping: NodeMapping, fx_kind: str,
+               reduce: str) -> tuple[dict[str, float], dict[str, float]]:
     """Split overlay values by side; a side with none gets them through the mapping."""
-    from .overlay import reduce_values
-
     fx_values = {k: v for k, v in values.items() if k in fx}
     onnx_values = {k: v for k, v in values.items() if k in onnx}
-    pick = (lambda e: e.fx_nodes) if fx_kind == "fx_decomposed" else (lambda e: e.fx_captured)
+
+    def pick(entry: MappingEntry) -> tuple[str, ...]:
+        return entry.fx_nodes if fx_kind == "fx_decomposed" else entry.fx_captured
+
     if onnx_values and not fx_values:
         gathered: dict[str, list[float]] = {}
         for entry in mapping.entries:
@@ -126,8 +128,6 @@ def _propagate(values: dict[str, float], fx: Any, onnx: Any, mapping: Any, fx_ki
 
 def _checked_arguments(fx: str, overlay_reduce: str, expand: Iterable[str]) -> tuple[str, ...]:
     """``fx`` and ``overlay_reduce`` checked; ``expand`` as a tuple (one path may be a string)."""
-    from .overlay import check_reducer
-
     if fx not in FX_KINDS:
         raise ValueError(f"fx must be one of {', '.join(FX_KINDS)}, not {fx!r}")
     check_reducer(overlay_reduce)
@@ -141,7 +141,7 @@ def _check_expand(expand: Iterable[str], paths: set[str]) -> None:
 
 
 def side_by_side(
-    session: Any,
+    session: ExportGraphs | SessionGraphs,
     expand: Iterable[str] = (),
     select: str | None = None,
     overlay: Any = None,
@@ -166,10 +166,6 @@ def side_by_side(
 
     ``session`` is an :class:`exporter.Session` (or its ``graphs``). A name that matches
     nothing raises ``ValueError`` with the closest names."""
-    from .dot import SideStyle, side_digraph
-    from .overlay import overlay_values
-    from .svg import DotMissing, layout_svgs, side_by_side_svg
-
     start = time.perf_counter()
     expand = _checked_arguments(fx, overlay_reduce, expand)
     graphs = _graphs(session)
@@ -181,8 +177,6 @@ def side_by_side(
     onnx_selected: set[str] = set()
     if select is not None:
         fx_selected, onnx_selected = _counterparts(select, fx_graph, onnx_graph, mapping, fx)
-
-    from exporter.graphs.model import module_ancestors
 
     expanded = {a for path in expand for a in module_ancestors(path)}
     for graph, chosen in ((fx_graph, fx_selected), (onnx_graph, onnx_selected)):
@@ -211,7 +205,7 @@ def side_by_side(
 
 
 def fx_alone(
-    session: Any,
+    session: ExportGraphs | SessionGraphs,
     expand: Iterable[str] = (),
     overlay: Any = None,
     *,
@@ -222,12 +216,6 @@ def fx_alone(
 ) -> GraphView:
     """The FX graph alone, drawn as :func:`side_by_side` draws its left side: for an export
     whose ONNX side could not be built (translate failed). ``note`` goes into the title."""
-    from exporter.graphs.model import module_ancestors
-
-    from .dot import SideStyle, side_digraph
-    from .overlay import overlay_values
-    from .svg import DotMissing, layout_svgs, side_by_side_svg
-
     start = time.perf_counter()
     expand = _checked_arguments(fx, overlay_reduce, expand)
     graphs = _graphs(session)

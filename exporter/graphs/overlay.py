@@ -1,14 +1,21 @@
-"""Values per node for a graph overlay (verification error, profiled latency), and the colour
-ramp that paints them."""
+"""Values per node for a graph overlay (verification error, profiled latency), how a module
+box sums up its nodes' values, and the colour ramp that paints them
+(:func:`exporter.graphs.draw.side_by_side`'s ``overlay``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["overlay_values", "ramp_colour", "REDUCERS"]
+__all__ = ["REDUCERS", "check_reducer", "overlay_values", "ramp_colour", "reduce_values"]
 
-REDUCERS = {"sum": sum, "max": max, "mean": lambda values: sum(values) / len(values)}
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+# How a module box shows the values of the nodes inside it.
+REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {"sum": sum, "max": max, "mean": _mean}
 
 # light yellow → orange → dark red (the ColorBrewer YlOrRd ends and middle)
 _STOPS = ((255, 255, 204), (253, 141, 60), (189, 0, 38))
@@ -66,14 +73,12 @@ def ramp_colour(fraction: float) -> str:
     return "#" + "".join(f"{c:02x}" for c in rgb)
 
 
-def reduce_values(values: list[float], how: str) -> float:
+def reduce_values(values: Sequence[float], how: str) -> float:
+    """``values`` summed up by the reducer named ``how`` (``sum``, ``max``, ``mean``)."""
     return REDUCERS[how](values)
 
 
 def check_reducer(how: str) -> None:
+    """Raises ``ValueError`` unless ``how`` names a reducer."""
     if how not in REDUCERS:
         raise ValueError(f"overlay_reduce must be one of {', '.join(REDUCERS)}, not {how!r}")
-
-
-def known_values(values: Mapping[str, float], names: Iterable[str]) -> list[float]:
-    return [values[n] for n in names if n in values]

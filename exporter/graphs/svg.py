@@ -1,4 +1,6 @@
-"""Layout with Graphviz's ``dot`` and the two sides put into one SVG document."""
+"""Layout with Graphviz's ``dot`` (one process per graph, in parallel) and the sides put next
+to each other in one SVG document, with the stylesheet of the drawing's CSS classes
+(:mod:`exporter.graphs.dot`). A missing ``dot`` is :class:`DotMissing`."""
 
 from __future__ import annotations
 
