@@ -30,19 +30,24 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._quiet import quiet_library_warnings
+from .api import export
+from .display import Code, Section, Table, render
+from .display.sections import attempts_table, dims_section, guards_section, stages_table
 from .errors import ExportError, first_line, user_source_line
 from .option_fields import arguments_of
 from .options import ExportOptions, options_from_arguments
 from .ports import default_opset, ports_section
 from .serialize import check_destination
+from .session import Session
 
 if TYPE_CHECKING:
-    from .display import Section
-    from .session import Session
+    from .bench import BenchmarkResult
+    from .verify import VerifyResult
 
 __all__ = ["main"]
 
@@ -328,13 +333,9 @@ def print_ports(path: Path, model_proto: Any) -> None:
 # -- demo ----------------------------------------------------------------------------------
 
 
-def demo_summary(session: Session, model_path: Path, verification: Any, latency: Any) -> str:
+def demo_summary(session: Session, model_path: Path, verification: VerifyResult, latency: BenchmarkResult) -> str:
     """The Markdown summary ``onnx-workbench demo`` writes and prints: the sections of
     :mod:`exporter.display`, rendered as Markdown."""
-    from dataclasses import replace
-
-    from .display import Code, Section, attempts_table, dims_section, guards_section, render, stages_table
-
     proto = session.stage_output("optimize")
     total = sum(r.seconds for r in session.stages)
     overview = (
@@ -357,8 +358,7 @@ def demo_summary(session: Session, model_path: Path, verification: Any, latency:
 
 
 def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
-    from .api import export
-    from .examples import demo_block
+    from .examples import demo_block  # imports torch
 
     model, args, kwargs, dims = demo_block()
     session = export(model, *args, options=ExportOptions(dynamic_shapes=dims, logger=logger), **kwargs)
@@ -385,8 +385,6 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
 
 def print_program_inputs(path: Path, session: Session) -> None:
     """What ``-o model.pt2`` wrote: the program, and each input's shape (dim names or sizes)."""
-    from .display import Section, Table
-
     print(f"wrote {path} ({OUTPUT_FORMATS['.pt2']}, not ONNX; {path.stat().st_size / 1024:.1f} KB; "
           "load it with torch.export.load)")
     shapes: dict[str, list[Any]] = {}
@@ -398,8 +396,6 @@ def print_program_inputs(path: Path, session: Session) -> None:
 
 
 def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
-    from .session import Session
-
     program_only = options.output.suffix == ".pt2"
     model, args, kwargs, factory_dims = load_factory_model(options.factory, dict(options.factory_args))
     export_options = options_from_arguments(options, model, args, kwargs, dynamic_shapes=factory_dims, logger=logger)

@@ -5,7 +5,7 @@ are generated from ``ExportOptions``' field declarations, as the ``onnx-workbenc
 command's are (same flags, help and parsers; ``--dynamic`` is the core's grammar,
 ``exporter.dims.grammar``); the call is evaluated
 in the user's namespace, and the exporter core does the rest. Importing this module imports no
-torch, onnxscript, onnxruntime or ipywidgets.
+torch, onnxscript, onnxruntime or ipywidgets (the widget loads on first use).
 """
 
 from __future__ import annotations
@@ -22,13 +22,18 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from exporter.dims.grammar import one_line
+from exporter.display import render
+from exporter.errors import ExportError, Failure, SpecError
+from exporter.events import CancelToken, ProgressBarObserver
 from exporter.option_fields import arguments_of
-from exporter.options import ExportOptions
+from exporter.options import ExportOptions, options_from_arguments
+from exporter.ports import ports_section
+from exporter.serialize import check_destination
+from exporter.session import Session
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
-
-    from exporter.session import Session
 
 __all__ = ["ExportMagics", "parse_call", "report_as_text", "shows_widgets", "split_trailing_options"]
 
@@ -141,11 +146,6 @@ def report_as_text(session: Session, *, verify: bool = True, benchmark: bool = F
     """Export, save, verify and benchmark ``session`` in the foreground and print what happened
     (``--no-widget`` and terminal IPython). A failure is printed as its message, source line and
     fix, never a traceback; Ctrl-C cancels at the next step. Returns whether the export worked."""
-    from exporter.ports import ports_section
-    from exporter.display import render
-    from exporter.errors import Failure
-    from exporter.events import CancelToken, ProgressBarObserver
-
     def say(text: str) -> None:
         print(text, file=stream)
 
@@ -261,7 +261,7 @@ class ExportMagics(Magics):
             return
         from IPython.display import display
 
-        from .app import Workbench
+        from .app import Workbench  # imports ipywidgets
 
         bind = _rebinder(self._shell.user_ns, options.name, session) if options.name else None
         display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save,
@@ -289,12 +289,6 @@ class ExportMagics(Magics):
 
     @staticmethod
     def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Session:
-        from exporter import Session
-        from exporter.dims.grammar import one_line
-        from exporter.errors import ExportError, SpecError
-        from exporter.options import options_from_arguments
-        from exporter.serialize import check_destination
-
         try:
             if options.save is not None:
                 check_destination(options.save)
