@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from .artifacts import ExportArtifacts
 from .options import ExportOptions
+from .session import Session
 
 __all__ = ["ExportOptions", "Serializer", "export"]
 
@@ -13,10 +15,10 @@ __all__ = ["ExportOptions", "Serializer", "export"]
 class Serializer(Protocol):
     """Writes a session's artefact to a path or a binary file object."""
 
-    def serialize(self, session: Any, destination: Any) -> Any: ...
+    def serialize(self, session: ExportArtifacts, destination: Any) -> Any: ...
 
 
-def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kwargs: Any):
+def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kwargs: Any) -> Session:
     """Export ``model`` called as ``model(*args, **kwargs)`` to ONNX. ``model`` may be a
     ``torch.export.ExportedProgram``, as in ``torch.onnx.export``: it is used as captured
     (its example inputs when none are given, its dynamic dims when no spec is given).
@@ -26,8 +28,6 @@ def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kw
     before anything runs, and on a stage failure the stage's :class:`~exporter.ExportError`,
     whose ``.session`` keeps every stage and capture attempt.
     """
-    from .session import Session
-
     session = Session(model, args, kwargs, options)  # an ExportedProgram is taken as torch.onnx.export does
     session.run()
     return session.raise_for_status()
