@@ -29,6 +29,9 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
+from typing import TextIO
+
+from .compat.frames import is_user_file
 
 __all__ = ["LIBRARY_MODULES", "PLUMBING_MODULES", "CapturedOutput", "captured_library_output", "quiet_library_warnings"]
 
@@ -78,7 +81,7 @@ class _ThreadStream(io.TextIOBase):
     while active, everything else (other threads: another notebook cell, the kernel) to the
     stream it replaced."""
 
-    def __init__(self, original: object, thread: int, captured: CapturedOutput) -> None:
+    def __init__(self, original: TextIO, thread: int, captured: CapturedOutput) -> None:
         self._original, self._thread, self._captured, self.active = original, thread, captured, True
 
     def write(self, text: str) -> int:
@@ -97,8 +100,6 @@ class _ThreadStream(io.TextIOBase):
 def _from_user_code() -> bool:
     """Whether the ``print`` (or ``write``) being handled was called from the user's code: a
     ``print`` in the model's ``forward`` still shows while it is captured."""
-    from .frames import is_user_file
-
     frame = sys._getframe(2)  # write <- _from_user_code; 2: whoever called print / write
     return frame is not None and is_user_file(frame.f_code.co_filename)
 
@@ -110,7 +111,8 @@ class _LibraryRecords(logging.Filter):
 
     def __init__(self, thread: int, captured: CapturedOutput) -> None:
         super().__init__()
-        self._thread, self._captured, self._last = thread, captured, None
+        self._thread, self._captured = thread, captured
+        self._last: logging.LogRecord | None = None
         self._format = logging.Formatter("%(levelname)s %(name)s: %(message)s")
 
     def filter(self, record: logging.LogRecord) -> bool:

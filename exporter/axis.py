@@ -24,11 +24,15 @@ _DOTTED = re.compile(r"^(?P<path>.+)\.(?P<index>\d+)$")
 _FORMS = "'x.shape[0]', 'x.0' or ('x', 0)"
 
 
-class Axis(NamedTuple):
+# The fields, declared apart: a field named ``index`` replaces ``tuple.index`` (the method), which
+# the class form of NamedTuple reports as an incompatible override.
+_AxisFields = NamedTuple("_AxisFields", [("path", str), ("index", int)])
+
+
+class Axis(_AxisFields):
     """One axis of one tensor input: ``path`` is the input's leaf path, ``index`` the axis."""
 
-    path: str
-    index: int
+    __slots__ = ()
 
     @property
     def label(self) -> str:

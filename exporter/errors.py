@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .axis import Axis
+from .compat.formats import traceback_frames
+from .frames import source_label, user_frame
 from .presentation import Presentable
 
 __all__ = [
@@ -173,10 +175,7 @@ def user_source_line(exc: BaseException) -> str | None:
 
     torch often names the user frame in the message ("File x.py, line 12, in forward");
     otherwise the innermost traceback frame (cause chain included) that is the user's, by
-    :func:`exporter.frames.is_user_file` (installed model code such as transformers counts)."""
-    from .compat.formats import traceback_frames
-    from .frames import source_label, user_frame
-
+    :func:`exporter.compat.frames.is_user_file` (installed model code such as transformers counts)."""
     named = user_frame(traceback_frames(str(exc)))
     if named is not None:
         filename, line, func, code = named

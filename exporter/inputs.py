@@ -11,9 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .compat import (
+    UnsupportedCacheLayer,
+    key_path_to_str,
+    kv_cache_leaf_names,
+    prepare_kv_cache_pytree,
+    tree_flatten_with_path,
+    tree_replace_leaves,
+)
 from .errors import SpecError
 
-__all__ = ["BoundInputs", "Leaf", "axis_label", "bind_inputs", "key_path_to_str", "onnx_input_names"]
+__all__ = ["BoundInputs", "Leaf", "axis_label", "bind_inputs", "onnx_input_names"]
 
 
 @dataclass(frozen=True)
@@ -65,8 +73,6 @@ class BoundInputs:
     def rebuild(self, leaves: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(args, kwargs)`` shaped like :attr:`args` / :attr:`kwargs` with every pytree leaf
         replaced by ``leaves`` (in :attr:`values` order, which ``Leaf.index`` indexes)."""
-        from .compat import tree_flatten_with_path, tree_replace_leaves
-
         leaves = list(leaves)
         tops, start = [], 0
         for top in list(self.args) + list(self.kwargs.values()):
@@ -136,19 +142,6 @@ def axis_label(path: str, axis: int) -> str:
     return Axis(path, axis).label
 
 
-def key_path_to_str(prefix: str, key_path: tuple[Any, ...]) -> str:
-    """``("cache", (SequenceKey(0), MappingKey("key")))`` → ``cache.0.key``."""
-    parts = [prefix]
-    for entry in key_path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
-                break
-        else:
-            parts.append(str(entry))
-    return ".".join(parts)
-
-
 def _signature(model: Any) -> inspect.Signature:
     forward = getattr(model, "forward", model)
     try:
@@ -168,16 +161,14 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     """
     import torch
 
-    from .compat import kv_cache_leaf_names, prepare_kv_cache_pytree, tree_flatten_with_path
-
     caches = prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
     signature = _signature(model)
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        names = ", ".join(signature.parameters)
+        parameters = ", ".join(signature.parameters)
         raise SpecError(
-            f"the example inputs do not match forward({names}): {exc}",
+            f"the example inputs do not match forward({parameters}): {exc}",
             hint="pass one example value per required parameter of forward, "
             "positionally or by name",
         ) from exc
@@ -214,9 +205,17 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     flat: list[Any] = []
     onnx_defaults: dict[str, str] = {}
     for name, value in zip(names, list(positional) + list(keyword.values())):
-        if caches:
-            onnx_defaults.update(kv_cache_leaf_names(name, value))
-        for key_path, leaf in tree_flatten_with_path(value):
+        try:
+            if caches:
+                onnx_defaults.update(kv_cache_leaf_names(name, value))
+            flat_value = tree_flatten_with_path(value)
+        except UnsupportedCacheLayer as exc:
+            raise SpecError(
+                str(exc) + " (state besides its tensors)",
+                hint=f"export with a cache of {exc.expected}s (DynamicCache() without a config that asks for "
+                "sliding windows), or without the cache (use_cache=False)",
+            ) from exc
+        for key_path, leaf in flat_value:
             path = key_path_to_str(name, key_path)
             if isinstance(leaf, torch.Tensor):
                 shape = tuple(int(d) for d in leaf.shape)

@@ -4,7 +4,7 @@ The sibling of :mod:`exporter.compat` (private APIs): the wording of torch.expor
 errors, torch's source names for inputs (``L['x'].size()[0]``), the tracebacks torch writes
 into messages and FX ``stack_trace``s, the ``pkg.torch.onnx.*`` metadata the ONNX translator
 writes on nodes, and onnxruntime's error text. Where torch raises a dedicated exception type,
-the type is checked first (through ``exporter.compat``) and the text only as a fallback.
+the type is checked first (:mod:`exporter.compat.exceptions`) and the text only as a fallback.
 
 ``tests/exporter/test_torch_formats.py`` produces each format with real torch / onnxruntime
 calls and checks the parse, so a change of wording fails there, loudly and in one place.
@@ -16,6 +16,8 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from .exceptions import is_constraint_violation_error, is_data_dependent_error
 
 # -- torch.export errors --------------------------------------------------------------------
 
@@ -42,8 +44,6 @@ def _line_matches(pattern: re.Pattern[str], exc: BaseException | str) -> list[re
 def is_constraint_violation(exc: BaseException) -> bool:
     """torch rejected the dim spec itself: a ``UserError`` of type ``CONSTRAINT_VIOLATION`` (or
     the ``ConstraintViolationError`` under it); for other types, its wording."""
-    from . import is_constraint_violation_error
-
     if is_constraint_violation_error(exc):
         return True
     text = str(exc)
@@ -53,8 +53,6 @@ def is_constraint_violation(exc: BaseException) -> bool:
 def is_data_dependent(exc: BaseException) -> bool:
     """A guard on a value that depends on tensor data (``if x.sum() > 0``):
     ``GuardOnDataDependentSymNode``, or a message that says so."""
-    from . import is_data_dependent_error
-
     if is_data_dependent_error(exc):
         return True
     text = type(exc).__name__ + " " + str(exc)

@@ -1,9 +1,9 @@
 """ONNX translations we add beyond torchlib, for FX nodes torch.onnx cannot translate.
 
 Each entry of ``TRANSLATIONS`` maps an FX node target to a translation function, the same
-form as ``torch.onnx.export(custom_translation_table=...)``; ``compat.onnx_registry``
-registers them on the torchlib registry (as custom translations, so they win over any torchlib
-entry). A translation is called while the graph is being built: ONNX values in, ONNX values
+form as ``torch.onnx.export(custom_translation_table=...)``; :func:`onnx_registry` is
+torchlib's registry with them registered (as custom translations, so they win over any
+torchlib entry). A translation is called while the graph is being built: ONNX values in, ONNX values
 out, nodes recorded as they are created.
 
 - ``torch.ops.higher_order.map_impl`` (``functorch.experimental.control_flow.map`` /
@@ -23,12 +23,16 @@ table is built or a translation runs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import compat
 
-__all__ = ["translation_table", "map_impl", "symbolic_round", "grouped_mm", "use_translated_equivalents"]
+__all__ = [
+    "translation_table", "project_translations", "onnx_registry", "map_impl", "symbolic_round", "grouped_mm",
+    "use_translated_equivalents",
+]
 
 
 def map_impl(body: Any, xs: Sequence[Any], args: Sequence[Any]) -> Sequence[Any]:
@@ -122,7 +126,11 @@ def grouped_mm(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None, out_d
 def _grouped_matmuls(mat_a: Any, mat_b: Any, offs: Any, bias: Any, dtype: Any, ranks: tuple[int, int]) -> Any:
     """:func:`grouped_mm` on operands of one type ``dtype``, of ranks ``ranks``."""
     import onnx_ir as ir
-    from onnxscript import opset18 as op
+    from onnxscript import opset18
+
+    # Any: onnxscript types each op's inputs by ONNX type constraints, which values of a graph
+    # being built (their type known only at run time) cannot state.
+    op: Any = opset18
 
     def refuse(what: str) -> NotImplementedError:
         return NotImplementedError(
@@ -226,3 +234,16 @@ def translation_table() -> dict[Any, Callable[..., Any]]:
         builtins.round: symbolic_round,
         torch.ops.aten._grouped_mm.default: grouped_mm,
     }
+
+
+@functools.lru_cache(maxsize=1)
+def project_translations() -> compat.Translations:
+    """:func:`translation_table` as ``((target, translation), ...)`` pairs. Imports torch."""
+    return tuple(translation_table().items())
+
+
+def onnx_registry(opset_version: int, extra: compat.Translations = ()) -> Any:
+    """The registry the exporter translates with: torchlib's for ``opset_version``, with our
+    translations and then ``extra`` ones (``masked_attention.translations``) registered as
+    custom translations, each winning over what came before. Built once per opset and table."""
+    return compat.onnx_registry_with(opset_version, project_translations() + tuple(extra))

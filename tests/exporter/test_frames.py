@@ -14,7 +14,8 @@ import torch
 
 import exporter
 from exporter import AUTO, ExportOptions, Session
-from exporter.frames import is_user_file, user_frame
+from exporter.compat.frames import is_user_file
+from exporter.frames import user_frame
 from exporter.graphs.metadata import source_of_stack
 
 SITE = os.path.join(os.sep, "venv", "lib", "python3.11", "site-packages")

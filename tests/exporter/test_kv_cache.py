@@ -176,7 +176,7 @@ def test_register_kv_cache_pytree_flattens_a_dynamic_cache_by_layer_after_transf
     from transformers.cache_utils import DynamicCache, DynamicLayer
     from transformers.integrations.executorch import register_dynamic_cache_export_support
 
-    from exporter.inputs import key_path_to_str
+    from exporter.compat import key_path_to_str
 
     def paths():
         flat = compat.tree_flatten_with_path({"cache": kv_models.cache(batch=1, past=2)})
@@ -187,7 +187,7 @@ def test_register_kv_cache_pytree_flattens_a_dynamic_cache_by_layer_after_transf
             _pytree._deregister_pytree_node(cls)
     register_dynamic_cache_export_support()
     assert paths() == ["cache.key_cache.0", "cache.key_cache.1", "cache.value_cache.0", "cache.value_cache.1"]
-    compat._KV_CACHE_INSTALLED.clear()
+    compat.kv_cache._KV_CACHE_INSTALLED.clear()
     assert compat.register_kv_cache_pytree()
     assert compat.register_kv_cache_pytree()  # idempotent
     assert paths() == [f"cache.{n}" for n in ("0.key", "0.value", "1.key", "1.value")]
@@ -220,6 +220,8 @@ def test_holds_kv_cache_finds_a_cache_inside_kwargs_and_nothing_in_plain_tensors
 
 
 def test_views_as_reshapes_replaces_every_aten_view():
+    from exporter.pipeline.decompose import views_as_reshapes
+
     class Flatten(torch.nn.Module):
         def forward(self, x):
             return x.transpose(0, 1).contiguous().view(-1)
@@ -227,7 +229,7 @@ def test_views_as_reshapes_replaces_every_aten_view():
     program = torch.export.export(Flatten(), (torch.randn(2, 3),)).run_decompositions({})
     graph_module = program.graph_module
     views = sum(n.target is torch.ops.aten.view.default for n in graph_module.graph.nodes)
-    assert compat.views_as_reshapes(graph_module) == views > 0
+    assert views_as_reshapes(graph_module) == views > 0
     assert not any(n.target is torch.ops.aten.view.default for n in graph_module.graph.nodes)
     x = torch.randn(2, 3)
     torch.testing.assert_close(graph_module(x)[0], x.t().reshape(-1))

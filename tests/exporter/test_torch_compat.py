@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from exporter import compat
-from exporter.inputs import key_path_to_str
+from exporter.compat import key_path_to_str
+from exporter.pipeline.decompose import decompose
+from exporter.pipeline.translations import onnx_registry
 
 
 class Linear(torch.nn.Module):
@@ -75,37 +77,37 @@ def test_onnx_registry_is_built_once_per_opset():
     assert registry.is_registered(torch.ops.aten.gelu.default)
 
 
-def test_decompose_then_translate_gives_an_onnx_ir_model(program):
-    registry = compat.onnx_registry(compat.default_opset())
-    decomposed = compat.decompose_for_onnx(program, compat.default_opset())
+def test_decomposition_pieces_give_what_run_decompositions_gives_and_translate(program):
+    registry = onnx_registry(compat.default_opset())
+    table = compat.onnx_decomposition_table(registry)
+    assert table is compat.onnx_decomposition_table(registry)
+    tables = compat.onnx_decomposition_tables(registry)
+    assert tables is compat.onnx_decomposition_tables(registry)
+    with compat.size_oblivious_capture():
+        reference = program.run_decompositions(dict(table))
+        decomposed = compat.run_decompositions(program, tables)
     assert isinstance(decomposed, torch.export.ExportedProgram)
     assert decomposed is not program
-    targets = {str(n.target) for n in decomposed.graph.nodes if n.op == "call_function"}
-    assert "aten.gelu.default" in targets  # has an ONNX implementation, so it is kept whole
-    assert compat._onnx_decomposition_table(compat.default_opset()) is compat._onnx_decomposition_table(compat.default_opset())
+
+    def targets(ep):
+        return [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+
+    assert targets(decomposed) == targets(reference)
+    assert "aten.gelu.default" in targets(decomposed)  # has an ONNX implementation, so it is kept whole
+    graph_module = decomposed.graph_module
+    compat.insert_type_promotion_nodes(graph_module)
+    graph_module = compat.remove_assertion_nodes(graph_module)
+    compat.replace_graph_module(decomposed, graph_module)
+    assert decomposed.graph_module is graph_module
+    assert not any("assert" in t for t in targets(decomposed))
     model = compat.translate_to_onnx_ir(decomposed, registry)
     assert isinstance(model, ir.Model)
     assert [v.name for v in model.graph.inputs] == ["x"]
 
 
-def test_decompose_for_onnx_gives_the_graph_run_decompositions_gives(program):
-    table = compat._onnx_decomposition_table(compat.default_opset())
-    with compat.size_oblivious_capture():
-        reference = program.run_decompositions(dict(table))
-    ours = compat.decompose_for_onnx(program, compat.default_opset())
-
-    def targets(ep):
-        return [str(n.target) for n in ep.graph.nodes if n.op == "call_function" and "assert" not in str(n.target)]
-
-    assert [t for t in targets(ours) if "prims.convert_element_type" not in t] == targets(reference)
-    assert compat._split_onnx_decompositions(compat.default_opset()) is compat._split_onnx_decompositions(
-        compat.default_opset()
-    )
-
-
 def test_optimize_convert_version_and_rename_axes_work_on_onnx_ir(program):
     registry = compat.onnx_registry(compat.default_opset())
-    model = compat.translate_to_onnx_ir(compat.decompose_for_onnx(program, compat.default_opset()), registry)
+    model = compat.translate_to_onnx_ir(decompose(program, compat.default_opset()), registry)
     symbol = model.graph.inputs[0].shape[0].value
     compat.rename_onnx_axes(model, {symbol: "rows"})
     assert model.graph.inputs[0].shape[0].value == "rows"
@@ -185,7 +187,7 @@ def test_train_mode_dependent_modules_cover_dropout_and_batch_norm_variants():
 def test_fx_node_origins_lead_decomposed_nodes_back_to_captured_nodes(program):
     from exporter.pipeline.translate import registry_opset, resolve_opset
 
-    decomposed = compat.decompose_for_onnx(program, registry_opset(resolve_opset(None)))
+    decomposed = decompose(program, registry_opset(resolve_opset(None)))
     captured = {n.name for n in program.graph.nodes}
     origins = {n.name: compat.fx_node_origins(n) for n in decomposed.graph.nodes if n.op == "call_function"}
     assert origins and all(names and set(names) <= captured for names in origins.values()), origins
@@ -212,7 +214,7 @@ def test_derived_dim_parts_reads_root_scale_and_offset_of_a_torch_derived_dim():
     assert compat.derived_dim_parts(dx - 1)[1:] == (1, -1)
 
 
-# -- unbacked symbols left pending between traces (decompose_for_onnx) ----------------------
+# -- unbacked symbols left pending between traces (the decompose stage) ----------------------
 
 
 class ItemInScan(torch.nn.Module):
@@ -262,10 +264,3 @@ def test_unbacked_symbols_discarded_leaves_no_new_symbol_pending():
     assert len(env.pending_fresh_unbacked_symbols) == 1
     env.pending_fresh_unbacked_symbols.clear()
 
-
-def test_decompose_for_onnx_decomposes_a_scan_over_item_twice_leaving_nothing_pending():
-    program = item_in_scan_program()
-    for _ in range(2):
-        decomposed = compat.decompose_for_onnx(program, 18)
-        assert compat.program_shape_env(program).pending_fresh_unbacked_symbols == []
-    assert any("scan" in str(node.target) for node in decomposed.graph.nodes)

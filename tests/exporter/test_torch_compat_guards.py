@@ -74,7 +74,7 @@ def test_record_shape_guards_wraps_log_guard_once_for_good_and_nests():
 
     with compat.record_shape_guards() as outer:
         installed = ShapeEnv._log_guard
-        assert getattr(installed, compat._GUARD_MARK)
+        assert getattr(installed, compat.guards._GUARD_MARK)
         with compat.record_shape_guards() as inner:
             export(False)
         assert ShapeEnv._log_guard is installed  # not wrapped twice

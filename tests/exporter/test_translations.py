@@ -15,8 +15,7 @@ from torch._export.db.examples import all_examples
 from torch.utils._pytree import tree_leaves
 
 from exporter import Dim, ExportOptions, Session
-from exporter import compat
-from exporter import translations
+from exporter.pipeline import translations
 
 EXAMPLES = all_examples()
 
@@ -60,7 +59,7 @@ def clone(value):
 # --- map_impl → Scan ---------------------------------------------------------------------------
 
 def test_registry_dispatches_map_impl_and_round_to_our_translations_first():
-    registry = compat.onnx_registry(18)
+    registry = translations.onnx_registry(18)
     assert registry.get_decomps(torch.ops.higher_order.map_impl)[0].onnx_function is translations.map_impl
     assert registry.get_decomps(builtins.round)[0].onnx_function is translations.symbolic_round
     assert registry.get_decomps(torch.ops.aten._grouped_mm.default)[0].onnx_function is translations.grouped_mm

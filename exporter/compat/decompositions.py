@@ -1,0 +1,113 @@
+"""The pieces of torch.onnx's decomposition step (``_prepare_exported_program_for_export``),
+each a private API: the ONNX-friendly decomposition table, the decomposition itself, the FX
+passes after it, and the ShapeEnv bookkeeping a retrace needs. The stage that puts them
+together is :mod:`exporter.pipeline.decompose`."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any
+
+__all__ = [
+    "drop_leftover_unbacked_symbols", "insert_type_promotion_nodes", "onnx_decomposition_tables", "program_shape_env",
+    "remove_assertion_nodes", "replace_graph_module", "run_decompositions", "unbacked_symbols_discarded",
+]
+
+
+@functools.lru_cache(maxsize=4)
+def onnx_decomposition_table(registry: Any) -> dict[Any, Any]:
+    """torch.onnx's ONNX-friendly decomposition table for a registry: every op the registry
+    translates is kept whole. Built once per registry."""
+    from torch.onnx._internal.exporter import _decomp
+
+    registered = set(_decomp.get_onnx_implemented_overloads(registry))
+    return _decomp.create_onnx_friendly_decomposition_table(registered)
+
+
+@functools.lru_cache(maxsize=4)
+def onnx_decomposition_tables(registry: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """:func:`onnx_decomposition_table` split the way ``ExportedProgram.run_decompositions``
+    splits it on every call, ``(composite-implicit ops, python decompositions)`` (~0.07 s):
+    done once per registry instead."""
+    from torch.export import exported_program
+
+    composite, python = exported_program._split_decomp_table_to_cia_and_python_decomp(
+        dict(onnx_decomposition_table(registry))
+    )
+    return composite, python
+
+
+def run_decompositions(program: Any, tables: tuple[dict[Any, Any], dict[Any, Any]]) -> Any:
+    """``program.run_decompositions`` with tables already split (:func:`onnx_decomposition_tables`):
+    a new ExportedProgram, retraced."""
+    from torch.export import exported_program
+
+    composite, python = tables
+    return exported_program._decompose_exported_program(
+        program,
+        cia_to_decomp=dict(composite),
+        python_decomp_table=dict(python),
+        joint_loss_index=None,
+        decompose_custom_triton_ops=False,
+    )
+
+
+def insert_type_promotion_nodes(graph_module: Any) -> None:
+    """torch.onnx's explicit type promotion (in place): ONNX ops do not promote their inputs.
+    Re-runs the graph's nodes on fake tensors."""
+    from torch.onnx._internal.exporter import _fx_passes
+
+    _fx_passes.insert_type_promotion_nodes(graph_module)
+
+
+def remove_assertion_nodes(graph_module: Any) -> Any:
+    """torch.onnx's removal of runtime assertion nodes (ONNX has none); returns the graph module."""
+    from torch.onnx._internal.exporter import _fx_passes
+
+    return _fx_passes.remove_assertion_nodes(graph_module)
+
+
+def replace_graph_module(program: Any, graph_module: Any) -> None:
+    """Make ``graph_module`` the graph module of ``program`` (its private ``_graph_module``,
+    as torch.onnx does after its passes)."""
+    program._graph_module = graph_module
+
+
+# Unbacked symbols left pending between traces. A program whose graph calls ``.item()``
+# inside a higher-order op's body (``scan`` over rows, each slicing ``row[:p.item()]``) gets a fresh unbacked symbol (``u6``) every time its graph is
+# re-run on fake tensors. torch.onnx's type-promotion pass re-runs it outside any trace, so the
+# symbol stays in the ShapeEnv's ``pending_fresh_unbacked_symbols`` list, which the program
+# shares with everything decomposed from it. The next retrace of the same program (a second
+# decomposition, by us or by torch.onnx.export) then fails on the first node it binds:
+# ``PendingUnbackedSymbolNotFound: Pending unbacked symbols {u6} not in returned outputs``.
+
+
+def program_shape_env(program: Any) -> Any:
+    """The ShapeEnv of a program's fake tensors (placeholders' ``meta["val"]``), or None."""
+    from torch._guards import detect_fake_mode
+
+    values = [node.meta.get("val") for node in program.graph.nodes if node.op == "placeholder"]
+    fake_mode = detect_fake_mode(values)
+    return getattr(fake_mode, "shape_env", None)
+
+
+def drop_leftover_unbacked_symbols(program: Any) -> int:
+    """Clear the unbacked symbols an earlier, finished re-run of ``program``'s graph left
+    pending (see above; no trace is running, so nothing can claim them any more): a retrace
+    would fail on them. Returns how many."""
+    env = program_shape_env(program)
+    pending = getattr(env, "pending_fresh_unbacked_symbols", None)
+    if not pending:
+        return 0
+    count = len(pending)
+    pending.clear()
+    return count
+
+
+def unbacked_symbols_discarded(program: Any) -> contextlib.AbstractContextManager[None]:
+    """While the block runs, unbacked symbols created in this thread are not left pending
+    in ``program``'s ShapeEnv (``ShapeEnv.ignore_fresh_unbacked_symbols``): for passes that
+    re-run a graph's nodes on fake tensors only to read their types."""
+    env = program_shape_env(program)
+    return env.ignore_fresh_unbacked_symbols() if env is not None else contextlib.nullcontext()

@@ -1,0 +1,86 @@
+"""What a captured ``ExportedProgram`` holds in private fields or undocumented forms: its
+output names, its guards as source text, the draft-export report, FX node provenance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .kv_cache import is_kv_cache_type
+from .pytree import key_path_to_str
+
+__all__ = ["draft_export_report", "fx_node_origins", "guards_code", "output_paths"]
+
+
+def draft_export_report(program: Any) -> Any:
+    """The ``DraftExportReport`` attached by ``torch.export.draft_export`` (or None)."""
+    return getattr(program, "_report", None)
+
+
+def output_paths(program: Any) -> list[str]:
+    """Readable names of a program's user outputs from its output pytree spec:
+    ``output`` for a single tensor, ``output.0`` / ``logits`` for tuples / dicts."""
+    from torch.utils import _pytree
+
+    spec = program.call_spec.out_spec
+    if spec is None:
+        return []
+    positions = _pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+    flat = _pytree.tree_flatten_with_path(positions)[0]
+    if len(flat) == 1 and not flat[0][0]:
+        return ["output"]
+    names = []
+    for path, _ in flat:
+        name = key_path_to_str("output", path)
+        if isinstance(positions, dict):
+            name = name.removeprefix("output.")
+        names.append(name)
+    return _present_names(positions, names)
+
+
+def _present_names(positions: Any, names: list[str]) -> list[str]:
+    """Outputs inside a returned KV cache read ``present.0.key``, ``present.0.value`` ...
+    (the convention of onnxruntime-genai and Optimum) instead of ``cache.0.key``."""
+    from torch.utils import _pytree
+
+    caches = _pytree.tree_flatten_with_path(positions, is_leaf=lambda node: is_kv_cache_type(type(node)))[0]
+    firsts = {}  # position of a cache's first leaf -> its number of leaves
+    for _, node in caches:
+        if is_kv_cache_type(type(node)):
+            leaves = _pytree.tree_leaves(node)
+            if leaves:
+                firsts[leaves[0]] = len(leaves)
+    if not firsts:
+        return names
+    out = list(names)
+    only_one = len(firsts) == 1
+    for number, (first, count) in enumerate(sorted(firsts.items())):
+        prefix = "present" if only_one else f"present{number}"
+        for position in range(first, first + count):
+            rest = names[position].removeprefix(names[first].rsplit(".", 2)[0] + ".")
+            out[position] = f"{prefix}.{rest}"
+    return out
+
+
+def guards_code(program: Any) -> list[str]:
+    """The shape guards a program was specialized under, as torch source text
+    (``L['x'].size()[0] == 3``). ``ExportedProgram._guards_code`` is private."""
+    return [str(code) for code in (getattr(program, "_guards_code", None) or ())]
+
+
+def fx_node_origins(node: Any) -> tuple[str, ...]:
+    """The names of the nodes an FX node was made from in the program it descends from,
+    read from its ``meta["from_node"]`` provenance (``torch.fx.traceback.NodeSource``
+    chains): the roots of the chain, e.g. a decomposed program's ``mul_8`` → the captured
+    program's ``mul``. Empty when torch recorded none."""
+    roots: list[str] = []
+
+    def walk(sources: Any) -> None:
+        for source in sources or ():
+            parents = getattr(source, "from_node", None)
+            if parents:
+                walk(parents)
+            elif getattr(source, "name", None):
+                roots.append(source.name)
+
+    walk(node.meta.get("from_node"))
+    return tuple(dict.fromkeys(roots))
