@@ -1,0 +1,47 @@
+"""Hooks that observe a module's ``forward`` calls, and take them off again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .calls import RecordedCall, snapshot_inputs, snapshot_outputs
+
+__all__ = ["CallObserver"]
+
+
+class CallObserver:
+    """Keeps every completed ``forward`` call of ``module`` between :meth:`attach` and
+    :meth:`detach` (a call that raised is not kept)."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.calls: list[RecordedCall] = []
+        self.raised = 0  # calls that started and never returned
+        self._pending: list[tuple[Any, list[Any], list[int | None], int]] = []
+        self._handles: list[Any] = []
+
+    def attach(self) -> None:
+        from ..compat import prepare_kv_cache_pytree
+
+        prepare_kv_cache_pytree(self.module, (), {})  # a DynamicCache flattens by layer, as export does
+        self._handles = [
+            self.module.register_forward_pre_hook(self._before, with_kwargs=True),
+            self.module.register_forward_hook(self._after, with_kwargs=True),
+        ]
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self.raised += len(self._pending)
+        self._pending = []
+
+    def _before(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._pending.append(snapshot_inputs(args, kwargs))
+
+    def _after(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        spec, leaves, versions, cloned = self._pending.pop()
+        outputs, output_versions = snapshot_outputs(output)
+        self.calls.append(
+            RecordedCall(len(self.calls), spec, tuple(leaves), tuple(versions), outputs, output_versions, cloned)
+        )

@@ -1,0 +1,65 @@
+"""How recordings and their exports are shown (text, HTML, Markdown), registered by type name."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..display import Badge, Block, KeyValues, Note, Section, Table, Verdict
+from ..presentation import presents
+
+if TYPE_CHECKING:
+    from .groups import CallGroup
+    from .recording import Recording
+    from .replay import RecordedCheck, RecordedExport
+
+
+def _range(low: int, high: int) -> str:
+    return str(low) if low == high else f"{low}..{high}"
+
+
+def group_section(group: CallGroup) -> Section:
+    dims = ", ".join(f"{name} {_range(*observed)}" for name, observed in group.dims.items()) or "none (all static)"
+    rows = [
+        (f"{axis.path}.{axis.axis}", axis.policy, _range(*axis.observed), axis.note)
+        for axis in group.axes
+    ]
+    body: list[Block] = [
+        KeyValues((("calls", str(len(group.calls))), ("inputs", ", ".join(group.inputs)), ("dims", dims),
+                   ("example", f"call {group.example.index}"))),
+        Table.from_rows(("axis", "proposed", "observed", "note"), rows, code=("axis", "proposed")),
+    ]
+    body.extend(Note(note) for note in group.notes)
+    return Section(f"group {group.name}", body=tuple(body))
+
+
+@presents("exporter.recording.recording.Recording")
+def recording_section(recording: Recording) -> Section:
+    groups = ", ".join(f"{g.name} ({len(g.calls)})" for g in recording.groups)
+    verdict = Verdict(f"{len(recording.calls)} calls of {recording.model_name}.forward recorded: {groups}")
+    body = tuple(Note(note, tone="warn") for note in recording.notes) + tuple(group_section(g) for g in recording.groups)
+    return Section("Recording", verdict=verdict, body=body)
+
+
+@presents("exporter.recording.replay.RecordedCheck")
+def recorded_check_section(check: RecordedCheck) -> Section:
+    rows = [(c.case, c.output, c.status, c.max_abs if c.max_abs is not None else "", c.describe() if not c.ok else "")
+            for c in check.checks if not c.ok]
+    body: list[Block] = []
+    if rows:
+        body.append(Table.from_rows(("call", "output", "status", "max abs diff", "detail"), rows, badges=("status",)))
+    body.extend(Note(f"call {index} not compared: {reason}", tone="warn") for index, reason in check.skipped)
+    status = "ok" if check.ok else "failed"
+    return Section(f"On the recorded {check.group} calls", badge=Badge.status(status),
+                   verdict=Verdict(check.verdict, "ok" if check.ok else "fail"), body=tuple(body))
+
+
+@presents("exporter.recording.replay.RecordedExport")
+def recorded_export_section(result: RecordedExport) -> Section:
+    sweep = "not run" if result.sweep is None else result.sweep.status
+    body: list[Block] = [
+        KeyValues((("group", result.group.name), ("example", f"call {result.group.example.index}"),
+                   ("spec", repr(result.session.spec)), ("sweep (session.verify())", str(sweep)))),
+        recorded_check_section(result.recorded),
+    ]
+    return Section(f"Exported from the recorded {result.group.name} calls",
+                   badge=Badge.status("ok" if result.ok else "failed"), body=tuple(body))

@@ -1,0 +1,170 @@
+"""``record(model)``: observe a model's calls in a ``with`` block, then export from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from ..errors import ExportError
+from ..presentation import Presentable
+from ..verify.tolerance import Tolerance
+from .calls import RecordedCall
+from .groups import CallGroup, group_calls
+from .observe import CallObserver
+from .replay import RecordedExport, export_group
+
+__all__ = ["Recorder", "Recording", "RecordingError", "record"]
+
+
+class RecordingError(ExportError):
+    """Nothing usable was recorded, or a recording was used before its block ended."""
+
+    stage = "record"
+
+
+@dataclass(frozen=True, repr=False)
+class Recording(Presentable):
+    """The calls a model received inside a ``record`` block, grouped by signature.
+
+    Attributes:
+        model_name: the model's class name.
+        calls: every completed call, in order.
+        groups: the calls grouped by signature (``prefill``, ``decode``; ``forward`` when all
+            calls share one), each with its axes' observed sizes and proposed dims.
+        notes: groups split apart and why; calls that raised.
+    """
+
+    model_name: str
+    calls: tuple[RecordedCall, ...]
+    groups: tuple[CallGroup, ...]
+    notes: tuple[str, ...] = ()
+    model: Any = field(default=None, compare=False)
+
+    def group(self, name: str | None = None) -> CallGroup:
+        """The group called ``name``; with no name, the only group."""
+        if name is None and len(self.groups) == 1:
+            return self.groups[0]
+        for group in self.groups:
+            if group.name == name:
+                return group
+        names = ", ".join(repr(g.name) for g in self.groups)
+        raise RecordingError(
+            f"no group {name!r} in the recording of {self.model_name} (groups: {names})"
+            if name is not None else f"the recording of {self.model_name} has {len(self.groups)} groups ({names})",
+            hint=f"name one: rec.export(group={self.groups[-1].name!r})",
+        )
+
+    def export(
+        self,
+        group: str | None = None,
+        *,
+        sweep: bool = True,
+        tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
+        **options: Any,
+    ) -> RecordedExport:
+        """Export the model with ``group``'s proposed spec and example call (``options`` are
+        :class:`~exporter.ExportOptions` fields), then verify the ONNX model on the group's
+        recorded calls and, when ``sweep``, over ``session.verify()``'s sizes."""
+        return export_group(self.model, self.group(group), sweep=sweep, tolerances=tolerances, **options)
+
+
+class Recorder:
+    """The context manager :func:`record` returns. Inside the block it observes; after the
+    block, :attr:`recording` (and the shortcuts :attr:`groups`, :meth:`group`,
+    :meth:`export`, :meth:`summary`) hold what was observed."""
+
+    def __init__(self, model: Any) -> None:
+        if not callable(getattr(model, "register_forward_pre_hook", None)):
+            raise RecordingError(
+                f"record() needs a torch.nn.Module, not {type(model).__name__}",
+                hint="record the module whose forward you want to export: with exporter.record(model): ...",
+            )
+        self.model = model
+        self._observer: CallObserver | None = None
+        self._recording: Recording | None = None
+        self._state = "new"
+
+    def __enter__(self) -> Recorder:
+        if self._state != "new":
+            raise RecordingError("a recorder records one block", hint="call exporter.record(model) again")
+        self._observer = CallObserver(self.model)
+        self._observer.attach()
+        self._state = "recording"
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        observer = self._observer
+        assert observer is not None
+        observer.detach()
+        self._observer = None
+        if exc_type is not None:
+            self._state = "raised"
+            return  # the block's exception propagates unchanged; nothing is kept
+        self._state = "done"
+        name = type(self.model).__name__
+        if not observer.calls:
+            raise RecordingError(
+                f"no call of {name}.forward was observed in the record block",
+                hint=f"call the model inside the block: with exporter.record(model) as rec: model(x) "
+                f"(or model.generate(...)); record the {name} instance that is actually called",
+            )
+        groups, notes = group_calls(self.model, observer.calls)
+        if observer.raised:
+            notes += (f"{observer.raised} call(s) raised and were not kept",)
+        self._recording = Recording(name, tuple(observer.calls), groups, notes, self.model)
+
+    @property
+    def recording(self) -> Recording:
+        if self._recording is None:
+            raise RecordingError(
+                {"new": "the record block has not run yet", "recording": "the record block has not ended yet",
+                 "raised": "the record block raised: nothing was kept"}.get(self._state, "nothing was recorded"),
+                hint="use the recording after the with block: with exporter.record(model) as rec: ...; rec.export()",
+            )
+        return self._recording
+
+    @property
+    def groups(self) -> tuple[CallGroup, ...]:
+        return self.recording.groups
+
+    def group(self, name: str | None = None) -> CallGroup:
+        return self.recording.group(name)
+
+    def export(
+        self,
+        group: str | None = None,
+        *,
+        sweep: bool = True,
+        tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
+        **options: Any,
+    ) -> RecordedExport:
+        """See :meth:`Recording.export`."""
+        return self.recording.export(group, sweep=sweep, tolerances=tolerances, **options)
+
+    def summary(self) -> str:
+        return self.recording.summary()
+
+    def __repr__(self) -> str:
+        return repr(self._recording) if self._recording is not None else f"<Recorder of {type(self.model).__name__}: {self._state}>"
+
+    def _repr_html_(self) -> str | None:
+        return self._recording._repr_html_() if self._recording is not None else None
+
+
+def record(model: Any) -> Recorder:
+    """Observe every ``forward`` call of ``model`` inside a ``with`` block::
+
+        with exporter.record(model) as rec:
+            model.generate(input_ids, max_new_tokens=8)
+        rec.groups                      # prefill, decode: observed sizes, proposed dims
+        result = rec.export("decode")   # exported, verified on the recorded calls + sweep
+
+    Hooks are removed when the block ends, also when it raises (the exception propagates
+    unchanged and nothing is kept). Tensors are kept by reference; only tensors of caches that
+    write in place are copied (see :mod:`exporter.recording.calls`). Raises
+    :class:`RecordingError` when no call was observed."""
+    return Recorder(model)
