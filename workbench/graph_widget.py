@@ -22,13 +22,24 @@ from __future__ import annotations
 import difflib
 import html
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import traitlets
+
+from exporter.graphs.draw import GraphView, fx_alone, side_by_side
+from exporter.graphs.mapping import MappingEntry, NodeMapping
+from exporter.graphs.model import Graph, GraphNode, module_ancestors
+from exporter.graphs.modules import module_sort_key, module_tree, short_op
+from exporter.graphs.overlay import overlay_values
+from exporter.graphs.session_graphs import SessionGraphs
+
+if TYPE_CHECKING:
+    from exporter.session import Session
 
 __all__ = ["GraphWidget", "PreparedGraphs", "prepare_graphs"]
 
@@ -42,22 +53,38 @@ class PreparedGraphs:
     """What the widget draws from: the session, its graphs, the FX graph, the ONNX graph and
     mapping (``None`` when they could not be built: then ``note`` says why)."""
 
-    session: Any
-    graphs: Any
-    fx: Any
-    onnx: Any = None
-    mapping: Any = None
+    session: Session
+    graphs: SessionGraphs
+    fx: Graph
+    onnx: Graph | None = None
+    mapping: NodeMapping | None = None
     note: str = ""
     fx_kind: str = "fx_decomposed"
-    view: Any = None  # a first layout, made where the graphs were prepared (the worker thread)
+    view: GraphView | None = None  # a first layout, made where the graphs were prepared (the worker thread)
+
+    def origins(self, entry: MappingEntry) -> tuple[str, ...]:
+        """The FX nodes (of the drawn FX graph) an ONNX node came from."""
+        return entry.fx_nodes if self.fx_kind == "fx_decomposed" else entry.fx_captured
 
 
-def prepare_graphs(session: Any, *, fx: str = "fx_decomposed", expand: Iterable[str] = (), layout: bool = True,
+@dataclass(frozen=True)
+class _Index:
+    """What the widget looks up in the prepared graphs, computed once per drawing: every
+    module path, node counts per side and module (descendants included), the module trees,
+    FX node → ONNX nodes."""
+
+    modules: set[str]
+    counts: dict[str, Counter[str]]
+    trees: dict[str, dict[str, list[str]]]
+    onnx_of: dict[str, list[str]]
+
+
+def prepare_graphs(session: Session, *, fx: str = "fx_decomposed", expand: Iterable[str] = (), layout: bool = True,
                    **_: Any) -> PreparedGraphs:
     """The session's graphs, read once (runs the export stages if needed). A model whose ONNX
     side cannot be built (translate failed) gives the FX side alone and a note saying why;
     ``layout`` also lays out the first drawing (collapsed, or ``expand`` open)."""
-    graphs = session.graphs if hasattr(session, "graphs") else session
+    graphs: SessionGraphs = session.graphs
     fx_graph = graphs[fx]
     try:
         onnx_graph, mapping, note = graphs.onnx_optimized, graphs.mapping, ""
@@ -67,9 +94,6 @@ def prepare_graphs(session: Any, *, fx: str = "fx_decomposed", expand: Iterable[
         note = f"The ONNX side is not drawn: {first}. The FX graph is shown alone."
     prepared = PreparedGraphs(session, graphs, fx_graph, onnx_graph, mapping, note, fx)
     if layout:
-        from exporter.graphs.model import module_ancestors
-        from exporter.graphs.draw import fx_alone, side_by_side
-
         known = {a for g in (fx_graph, onnx_graph) if g is not None for n in g.nodes for a in module_ancestors(n.module or "")}
         expand = tuple(p for p in expand if p in known)  # a redraw of another export keeps what it still has
         view = (side_by_side(graphs, expand=expand, fx=fx) if onnx_graph is not None
@@ -81,8 +105,6 @@ def prepare_graphs(session: Any, *, fx: str = "fx_decomposed", expand: Iterable[
 def _close(name: str, candidates: Iterable[str], n: int = 8) -> list[str]:
     """The names nearest to ``name``: close spellings of the whole name or of a dotted
     name's last part (``fc3`` → ``encoder.layer.0.fc1``), and names containing it."""
-    from exporter.graphs.modules import module_sort_key
-
     candidates = list(dict.fromkeys(candidates))
     lowered = name.lower()
     near = difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
@@ -118,10 +140,13 @@ class GraphWidget(anywidget.AnyWidget):
     layout_seconds = traitlets.Float(0.0).tag(sync=True)
     height = traitlets.Unicode("480px").tag(sync=True)
 
-    def __init__(self, session: Any = None, *, expand: Iterable[str] = (), select: str | None = None,
+    def __init__(self, session: Session | None = None, *, expand: Iterable[str] = (), select: str | None = None,
                  overlay: str = "none", fx: str = "fx_decomposed", max_children: int = 24, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._prepared: PreparedGraphs | None = None
+        self._index_of: PreparedGraphs | None = None
+        self._index_cache: _Index | None = None
+        self._types_cache: dict[tuple[int, str], dict[str, str]] = {}
         self._values: dict[str, float] = {}
         self._max_children = max_children
         self._fx_kind = fx
@@ -163,50 +188,49 @@ class GraphWidget(anywidget.AnyWidget):
                 self._relayout(kept)
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session | None:
         return self._prepared.session if self._prepared is not None else None
 
+    def _current(self) -> PreparedGraphs:
+        """The graphs drawn (only called once there are some)."""
+        if self._prepared is None:
+            raise RuntimeError("no graphs drawn yet")
+        return self._prepared
+
     # -- the graph data ---------------------------------------------------------------------------
-    def _graphs_by_side(self) -> dict[str, Any]:
+    def _graphs_by_side(self) -> dict[str, Graph]:
         p = self._prepared
         out = {"fx": p.fx} if p is not None else {}
         if p is not None and p.onnx is not None:
             out["onnx"] = p.onnx
         return out
 
-    def _nodes(self) -> list[Any]:
+    def _nodes(self) -> list[GraphNode]:
         return [n for g in self._graphs_by_side().values() for n in g.nodes]
 
     def _node_names(self) -> list[str]:
         return [n.name for n in self._nodes()]
 
     def _module_paths(self) -> set[str]:
-        return self._index()["modules"]
+        return self._index().modules
 
-    def _index(self) -> dict[str, Any]:
-        """Per prepared graphs, computed once: module paths, node counts per module and side
-        (descendants included), the module trees, FX node → ONNX nodes."""
-        from collections import Counter
-
-        from exporter.graphs.model import module_ancestors
-        from exporter.graphs.modules import module_tree
-
-        p = self._prepared
-        if getattr(self, "_index_of", None) is p:
+    def _index(self) -> _Index:
+        """The lookups of the prepared graphs, computed once per drawing."""
+        p = self._current()
+        if self._index_cache is not None and self._index_of is p:
             return self._index_cache
         sides = self._graphs_by_side()
         counts = {side: Counter(a for n in g.nodes for a in module_ancestors(n.module or "")) for side, g in sides.items()}
-        origins = (lambda e: e.fx_nodes) if p.fx_kind == "fx_decomposed" else (lambda e: e.fx_captured)
         onnx_of: dict[str, list[str]] = {}
         for entry in (p.mapping.entries if p.mapping is not None else ()):
-            for name in origins(entry):
+            for name in p.origins(entry):
                 onnx_of.setdefault(name, []).append(entry.onnx_node)
-        self._index_cache = {
-            "modules": {m for c in counts.values() for m in c},
-            "counts": counts,
-            "trees": {side: module_tree({n.module or "" for n in g.nodes}) for side, g in sides.items()},
-            "onnx_of": onnx_of,
-        }
+        self._index_cache = _Index(
+            modules={m for c in counts.values() for m in c},
+            counts=counts,
+            trees={side: module_tree({n.module or "" for n in g.nodes}) for side, g in sides.items()},
+            onnx_of=onnx_of,
+        )
         self._index_of = p
         return self._index_cache
 
@@ -215,18 +239,17 @@ class GraphWidget(anywidget.AnyWidget):
 
     def _counterparts(self, name: str) -> dict[str, set[str]]:
         """Side → node names selected with ``name`` (itself and the mapped nodes)."""
-        p = self._prepared
+        p = self._current()
         sides = self._graphs_by_side()
         out: dict[str, set[str]] = {"fx": set(), "onnx": set()}
-        origins = (lambda e: e.fx_nodes) if p.fx_kind == "fx_decomposed" else (lambda e: e.fx_captured)
         if "onnx" in sides and name in sides["onnx"]:
             out["onnx"].add(name)
             if p.mapping is not None:
-                out["fx"].update(origins(p.mapping[name]))
+                out["fx"].update(p.origins(p.mapping[name]))
         elif name in sides["fx"]:
             out["fx"].add(name)
             if p.mapping is not None:
-                out["onnx"].update(self._index()["onnx_of"].get(name, ()))
+                out["onnx"].update(self._index().onnx_of.get(name, ()))
         return out
 
     # -- state changes (from the page or from Python) -------------------------------------------------
@@ -301,12 +324,9 @@ class GraphWidget(anywidget.AnyWidget):
         self._relayout(self.expanded)
 
     def _time_values(self) -> dict[str, float]:
-        from exporter.graphs.overlay import overlay_values
-
-        session = self.session
-        profile = session.analyses.get("profile") if hasattr(session, "analyses") else None
-        profile = profile or session.profile()
-        if getattr(profile, "error", None):
+        session = self._current().session
+        profile = session.analyses.get("profile") or session.profile()
+        if profile.error:
             raise RuntimeError(profile.error)
         values = overlay_values(profile, self._node_names())
         if not values:
@@ -316,32 +336,27 @@ class GraphWidget(anywidget.AnyWidget):
     def _error_values(self) -> tuple[dict[str, float], str | None]:
         """Max abs error per ONNX node (a shape or dtype mismatch, ``inf``, painted as the
         worst), and the node to select: the first bad one when the last verify failed."""
-        session = self.session
-        if not hasattr(session, "compare_intermediates"):
-            raise RuntimeError("this version of the exporter has no session.compare_intermediates()")
+        session = self._current().session
         result = session.compare_intermediates()
-        if getattr(result, "error", None) and not getattr(result, "rows", ()):
+        if result.error and not result.rows:
             raise RuntimeError(result.error)
         raw = {k: float(v) for k, v in result.values(metric="max_abs").items() if v is not None and v == v}
         finite = [v for v in raw.values() if v != float("inf")]
         worst = max(finite, default=0.0) * 2 or 1.0
         values = {k: (worst if v == float("inf") else v) for k, v in raw.items()}
-        bad = getattr(result, "first_bad", None)
-        bad_name = getattr(bad, "onnx_node", bad)
-        last = getattr(session, "last_verify", None)
-        failed = last is not None and str(getattr(last, "status", "")) == "failed"
-        if bad_name and not failed:
-            text = bad.describe() if hasattr(bad, "describe") else str(bad_name)
-            self.message = {"kind": "warning", "text": f"first node over the tolerance: {text}; select it:",
+        bad = result.first_bad
+        bad_name = bad.onnx_node if bad is not None else None
+        last = session.last_verify
+        failed = last is not None and str(last.status) == "failed"
+        if bad is not None and bad_name and not failed:
+            self.message = {"kind": "warning", "text": f"first node over the tolerance: {bad.describe()}; select it:",
                             "names": [bad_name]}
-        elif getattr(result, "program_differs", None) and not bad_name:
+        elif result.program_differs and not bad_name:
             self.message = {"kind": "warning", "text": str(result.program_differs), "names": []}
         return values, (bad_name if failed else None)
 
     def _modules_to_open(self, name: str) -> set[str]:
         """Module paths to draw open so that ``name`` (and its counterparts) can be seen."""
-        from exporter.graphs.model import module_ancestors
-
         if not name:
             return set()
         if name in self._module_paths() and not any(name in g for g in self._graphs_by_side().values()):
@@ -371,8 +386,6 @@ class GraphWidget(anywidget.AnyWidget):
         modules = self._module_paths()
         if any(text in g for g in sides.values()) or text in modules:
             return self._select_found(text, "")
-        from exporter.graphs.modules import module_sort_key
-
         tails = sorted((m for m in modules if m.endswith("." + text)), key=module_sort_key)
         if len(tails) == 1:
             return self._select_found(tails[0], f"module {tails[0]}")
@@ -399,9 +412,7 @@ class GraphWidget(anywidget.AnyWidget):
 
     # -- drawing ------------------------------------------------------------------------------------
     def _relayout(self, expand: Iterable[str]) -> None:
-        from exporter.graphs.draw import fx_alone, side_by_side
-
-        p = self._prepared
+        p = self._current()
         expand = tuple(expand)
         self.status = "laying out…"
         try:
@@ -419,7 +430,7 @@ class GraphWidget(anywidget.AnyWidget):
         """How a module box sums up its nodes: time adds up, an error is as bad as its worst node."""
         return "max" if self.overlay == "error" else "sum"
 
-    def _draw(self, view: Any) -> None:
+    def _draw(self, view: GraphView) -> None:
         with self.hold_sync():
             self._quiet = True
             try:
@@ -443,8 +454,6 @@ class GraphWidget(anywidget.AnyWidget):
     def _unit_id(self, side: str, name: str, visible: set[str]) -> str | None:
         """The element standing for node ``name`` on ``side``: its own box, or the collapsed
         module (or folded run) holding it."""
-        from exporter.graphs.model import module_ancestors
-
         own = f"{side}-op-{name}"
         if own in visible:
             return own
@@ -480,7 +489,7 @@ class GraphWidget(anywidget.AnyWidget):
         sides = self._graphs_by_side()
         found = [(side, kind, html.unescape(rest)) for side, kind, rest in _ELEMENT.findall(svg)]
         drawn = {f"{side}-{kind}-{rest}" for side, kind, rest in found}
-        trees, counts = self._index()["trees"], self._index()["counts"]
+        trees, counts = self._index().trees, self._index().counts
         out: dict[str, dict[str, Any]] = {}
         for side, kind, rest in found:
             element = f"{side}-{kind}-{rest}"
@@ -504,7 +513,7 @@ class GraphWidget(anywidget.AnyWidget):
         siblings = tree.get(parent, [])
         if first not in siblings:
             return [first]
-        run = []
+        run: list[str] = []
         for path in siblings[siblings.index(first):]:
             if run and (f"{side}-module-{path}" in drawn or f"{side}-cluster-{path}" in drawn
                         or f"{side}-more-{path}" in drawn):
@@ -512,7 +521,7 @@ class GraphWidget(anywidget.AnyWidget):
             run.append(path)
         return run
 
-    def _node_details(self, side: str, node: Any, drawn: set[str]) -> dict[str, Any]:
+    def _node_details(self, side: str, node: GraphNode, drawn: set[str]) -> dict[str, Any]:
         types = self._value_types(side)
         value = self._values.get(node.name)
         counterparts = self._counterparts(node.name)
@@ -522,7 +531,7 @@ class GraphWidget(anywidget.AnyWidget):
             found = [self._values[m] for m in mapped if m in self._values]
             value = (max(found) if self.overlay == "error" else sum(found)) if found else None
         entry = None
-        p = self._prepared
+        p = self._current()
         if side == "onnx" and p.mapping is not None:
             entry = p.mapping[node.name]
         return {
@@ -537,15 +546,13 @@ class GraphWidget(anywidget.AnyWidget):
         }
 
     def _value_types(self, side: str) -> dict[str, str]:
-        cache = getattr(self, "_types_cache", {})
         key = (id(self._prepared), side)
-        if key not in cache:
+        if key not in self._types_cache:
             graph = self._graphs_by_side()[side]
             types = {v.name: v.type_text() for v in graph.inputs}
             types.update({v.name: v.type_text() for n in graph.nodes for v in n.outputs})
-            cache[key] = types
-            self._types_cache = cache
-        return cache[key]
+            self._types_cache[key] = types
+        return self._types_cache[key]
 
     def __repr__(self) -> str:
         if self._prepared is None:
@@ -555,6 +562,4 @@ class GraphWidget(anywidget.AnyWidget):
 
 
 def _short(op: str) -> str:
-    from exporter.graphs.modules import short_op
-
     return short_op(op, namespace=False)
