@@ -35,7 +35,7 @@ def test_decompose_gives_the_graph_run_decompositions_gives(program):
     )
 
 
-def test_decompose_keeps_ops_only_our_translations_cover_whole():
+def test_decompose_keeps_grouped_mm_whole_for_our_translation():
     class GroupedMatmul(torch.nn.Module):
         def forward(self, a, b, offs):
             return torch._grouped_mm(a, b, offs=offs)

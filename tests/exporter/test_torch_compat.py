@@ -77,6 +77,23 @@ def test_onnx_registry_is_built_once_per_opset():
     assert registry.is_registered(torch.ops.aten.gelu.default)
 
 
+def test_onnx_registry_with_is_a_copy_where_the_given_translations_win_in_order():
+    def first(*args, **kwargs):
+        raise AssertionError("never called")
+
+    def second(*args, **kwargs):
+        raise AssertionError("never called")
+
+    target = torch.ops.aten.gelu.default
+    torchlib = compat.registered_translation(18, target)
+    registry = compat.onnx_registry_with(18, ((target, first), (target, second)))
+    assert registry is compat.onnx_registry_with(18, ((target, first), (target, second)))
+    assert registry is not compat.onnx_registry(18)
+    assert registry.get_decomps(target)[0].onnx_function is second
+    assert compat.registered_translation(18, target) is torchlib is not None
+    assert compat.onnx_registry(18).get_decomps(target)[0].onnx_function is torchlib
+
+
 def test_decomposition_pieces_give_what_run_decompositions_gives_and_translate(program):
     registry = onnx_registry(compat.default_opset())
     table = compat.onnx_decomposition_table(registry)

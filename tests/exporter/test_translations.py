@@ -14,7 +14,7 @@ from torch._export.db.case import SupportLevel
 from torch._export.db.examples import all_examples
 from torch.utils._pytree import tree_leaves
 
-from exporter import Dim, ExportOptions, Session
+from exporter import Dim, ExportOptions, Session, compat
 from exporter.pipeline import translations
 
 EXAMPLES = all_examples()
@@ -63,6 +63,18 @@ def test_registry_dispatches_map_impl_and_round_to_our_translations_first():
     assert registry.get_decomps(torch.ops.higher_order.map_impl)[0].onnx_function is translations.map_impl
     assert registry.get_decomps(builtins.round)[0].onnx_function is translations.symbolic_round
     assert registry.get_decomps(torch.ops.aten._grouped_mm.default)[0].onnx_function is translations.grouped_mm
+
+
+def test_the_exporters_registry_adds_extra_translations_after_ours_and_leaves_torchlibs_alone():
+    def extra_round(number, ndigits=None):
+        raise AssertionError("never called")
+
+    registry = translations.onnx_registry(18, ((builtins.round, extra_round),))
+    assert registry.get_decomps(builtins.round)[0].onnx_function is extra_round
+    assert registry.get_decomps(torch.ops.higher_order.map_impl)[0].onnx_function is translations.map_impl
+    assert translations.onnx_registry(18) is translations.onnx_registry(18)
+    assert translations.onnx_registry(18).get_decomps(builtins.round)[0].onnx_function is translations.symbolic_round
+    assert not compat.onnx_registry(18).get_decomps(builtins.round)  # torchlib's own has no round
 
 
 def test_map_over_a_dynamic_leading_dim_is_one_scan_and_matches_eager_at_1_3_7():
