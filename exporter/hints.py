@@ -1,11 +1,18 @@
-"""What to do next when a stage after capture fails: hints built from the error and the program."""
+"""What to do next when a stage after capture fails: hints built from the error and the program.
+
+Text only, from what the stage holds (the exception, the captured program); the diagnosis of a
+capture failure, which needs the spec and the inputs, is :mod:`exporter.diagnose`."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .compat import formats
+from .compat import formats, holds_kv_cache
+from .frames import is_user_file
+
+if TYPE_CHECKING:
+    from .inputs import BoundInputs
 
 _OPERATOR = re.compile(r"\b(aten\.\w+(?:\.\w+)?|aten::\w+(?:\.\w+)?)")
 
@@ -36,6 +43,21 @@ def decompose_hint(exc: BaseException, program: Any = None) -> str:
     )
 
 
+def translate_hint(exc: BaseException, constants: list[str]) -> str:
+    """The hint of a failed translate stage. ``constants``: the program's non-tensor outputs
+    (``pipeline.translate.constant_outputs``), which ONNX cannot output."""
+    if constants:
+        return (f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
+                "output: return tensors (torch.tensor(value)), or drop them from the outputs")
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    if isinstance(root, NotImplementedError) and str(root):
+        return str(root)  # a translation that refused a form says what to do instead
+    return ("an operator has no ONNX translation at this opset: try a newer opset_version, "
+            "or register a translation with torch.onnx's custom_translation_table")
+
+
 def _constant_use(program: Any, name: str) -> str:
     """`` (used at file.py:12: code)`` for the first node using the lifted constant ``name``."""
     if program is None:
@@ -48,8 +70,6 @@ def _constant_use(program: Any, name: str) -> str:
         return ""
     for user in node.users:
         frames = formats.traceback_frames(user.meta.get("stack_trace"))
-        from .frames import is_user_file
-
         mine = [f for f in frames if is_user_file(f[0])]
         if mine:
             file, line, _, code = mine[-1]
@@ -57,18 +77,16 @@ def _constant_use(program: Any, name: str) -> str:
     return ""
 
 
-def kv_cache_kwarg_hint(bound: Any) -> str | None:
+def kv_cache_kwarg_hint(bound: BoundInputs | None) -> str | None:
     """When a KV cache reached forward through ``**kwargs`` (torch 2.13 cannot put dims on it)
     while forward has a cache parameter left unset, e.g. ``past_key_values=`` on a
     transformers 5 model, whose parameter is now ``cache``: say to pass it by that name."""
-    from . import compat
-
-    var = getattr(bound, "var_keyword", None) if bound is not None else None
-    if not var:
+    var = bound.var_keyword if bound is not None else None
+    if bound is None or not var:
         return None
     entries = bound.by_signature().get(var, {})
-    given = next((key for key, value in entries.items() if compat.holds_kv_cache(value, 3)), None)
-    target = next((name for name in getattr(bound, "unbound", ()) if "cache" in name or name == "past_key_values"), None)
+    given = next((key for key, value in entries.items() if holds_kv_cache(value, 3)), None)
+    target = next((name for name in bound.unbound if "cache" in name or name == "past_key_values"), None)
     if given is None or target is None:
         return None
     renamed = " (transformers 5 renamed past_key_values to cache)" if (given, target) == ("past_key_values", "cache") else ""

@@ -39,6 +39,7 @@ from .presentation import Presentable
 from .worker import submit_work
 
 if TYPE_CHECKING:
+    from .api import Serializer
     from .bench import BenchmarkResult, ProfileResult, SweepResult
     from .bench.compare import Comparison
     from .graphs import IntermediateComparison, SessionGraphs
@@ -432,7 +433,7 @@ class Session(Presentable):
             raise failed.error.with_session(self)  # type: ignore[union-attr]
         return self
 
-    def save(self, destination: Any, *, serializer: Any = None) -> Any:
+    def save(self, destination: Any, *, serializer: Serializer | None = None) -> Any:
         """Write the model atomically: ONNX by default, the ExportedProgram for ``*.pt2``."""
         from .serialize import default_serializer
 

@@ -1,8 +1,10 @@
-"""Capture strategies: the ways to turn an ``nn.Module`` into an ``ExportedProgram``.
+"""The capture stage: the ways to turn an ``nn.Module`` into an ``ExportedProgram``.
 
 Each strategy is a :class:`CaptureStrategy` subclass; :data:`STRATEGIES` is the ordered
 registry ``strategy="auto"`` walks. Every call returns a :class:`CaptureAttempt` (success or
-failure, with timing) so the session can show what was tried.
+failure, with timing) so the session can show what was tried; :func:`capture` tries them in
+turn. A failed capture's error names the first failure; the error a person can act on (the
+exact new spec, the user's terms) is built by :mod:`exporter.diagnose`, which has the spec.
 """
 
 from __future__ import annotations
@@ -11,11 +13,17 @@ import abc
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..compat import formats
-from ..errors import CaptureError, first_line, user_source_line
-from ..frames import source_label
+from ..compat import clear_dim_marks, formats, onnx_capture_patches, record_shape_guards, size_oblivious_capture
+from ..model_state import preserved
+from ..errors import CaptureError, ExportError, Status, first_line, user_source_line
+from .stage import StageResult
+
+if TYPE_CHECKING:
+    from ..dims import DimSpec
+    from ..events import CancelToken, Observer
+    from ..inputs import BoundInputs
 
 __all__ = [
     "CaptureAttempt",
@@ -27,7 +35,7 @@ __all__ = [
     "STRATEGIES",
     "get_strategy",
     "strategy_names",
-    "capture_error",
+    "capture",
     "suggested_fixes",
 ]
 
@@ -42,8 +50,7 @@ class CaptureAttempt:
     error: BaseException | None = None
     skipped_reason: str | None = None
     guards: tuple[Any, ...] = ()  # _torch_compat.ShapeGuardEvent: shape guards torch added, in order
-    # On failure: (model, args, kwargs, dynamic_shapes) as given, so the error can name the
-    # exact fix (the solved Dim ranges, the keys torch expected) without the session.
+    # On failure: (model, args, kwargs, dynamic_shapes) as given to torch.
     context: Any = field(default=None, compare=False, repr=False)
     # model_state.StateReport: what the trace changed on the model (put back when it ended).
     model_state: Any = field(default=None, compare=False, repr=False)
@@ -103,13 +110,13 @@ class CaptureStrategy(abc.ABC):
         return {"prefer_deferred_runtime_asserts_over_guards": self.runtime_asserts}
 
     def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
-        from ..compat import clear_dim_marks, onnx_capture_patches, record_shape_guards, size_oblivious_capture
-        from ..model_state import preserved
+        from ..program_model import program_of  # imports torch
 
         start = time.perf_counter()
-        given = getattr(model, "program", None) if type(model).__name__ == "ProgramModel" else None
+        given = program_of(model)
         if given is not None:  # an ExportedProgram given as the model: it is the capture
             return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
+        error: Exception | None = None
         with record_shape_guards() as guards:
             # A trace can leave state on the module (transformers' longrope stores a FakeTensor
             # ``long_inv_freq``, which breaks the next export and eager run): put it back. One an
@@ -124,8 +131,6 @@ class CaptureStrategy(abc.ABC):
                         program = self._capture(model, args, kwargs, dynamic_shapes)
                 except Exception as exc:  # noqa: BLE001 - every failure becomes data
                     program, error = None, exc
-                else:
-                    error = None
                 finally:
                     clear_dim_marks(args, kwargs)  # a failed export leaves them on the inputs
         if error is not None:
@@ -224,192 +229,56 @@ def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
     return formats.suggested_fix_lines(exc)
 
 
-def _kwargs_hint(bound: Any) -> str:
-    """What to do when torch.export cannot match ``dynamic_shapes`` to a ``**kwargs`` forward."""
-    from ..hints import kv_cache_kwarg_hint
-
-    cache_hint = kv_cache_kwarg_hint(bound)
-    if cache_hint:
-        return cache_hint
-    var = getattr(bound, "var_keyword", None) if bound is not None else None
-    if var:
-        keys = ", ".join(repr(k) for k in bound.by_signature().get(var, {})) or "(none)"
-        top = ", ".join(repr(k) for k in bound.by_signature())
-        where = (
-            f"forward takes {keys} through **{var}; torch.export expects the top-level keys {top} "
-            f"(with {var!r} as one dict), and torch 2.13 still cannot apply a dim to a **kwargs entry"
-        )
-        first = next(iter(bound.by_signature().get(var, {})), "past_key_values")
-        fix = f"make it a parameter of forward (def forward(self, ..., {first}=None, **{var})) or wrap the model"
-    else:
-        where = "torch.export could not match dynamic_shapes to forward's parameters (a **kwargs forward)"
-        fix = "make every dynamic input a named parameter of forward, or wrap the model"
-    return (
-        f"{where}: {fix}; pass a KV cache as a named argument (past_key_values=...), "
-        "not through **kwargs"
-    )
-
-
-def _hint_for(exc: BaseException, bound: Any = None) -> str:
-    if formats.is_tree_name_mismatch(exc):
-        return _kwargs_hint(bound)
-    unknown = formats.unknown_pytree_type(exc)
-    if unknown is not None:
-        cls, where = unknown
-        if cls.endswith("DynamicCache") or ".cache_utils." in cls:
-            return (
-                f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: call "
-                "transformers.integrations.executorch.register_dynamic_cache_export_support() before exporting, "
-                "or export with use_cache=False"
+def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "auto",
+            runtime_asserts: bool = False, observer: Observer, cancel: CancelToken | None = None) -> StageResult:
+    """The capture stage: ``strategy`` (or each of :data:`STRATEGIES` in turn for ``"auto"``)
+    until one succeeds, telling ``observer`` of every attempt and stopping at the next one once
+    ``cancel`` is set. A spec torch rejects is not tried with the others: they would only hide
+    it. Never raises for a failure."""
+    start = time.perf_counter()
+    try:
+        dynamic_shapes = spec.to_torch(inputs)
+    except ExportError as exc:
+        return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=exc)
+    except (TypeError, ValueError, AssertionError) as exc:  # torch's own checks on a Dim
+        error = CaptureError(f"torch refused the dim spec: {first_line(exc)}", hint="check the Dim ranges in the spec")
+        error.__cause__ = exc
+        return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=error)
+    attempts: list[CaptureAttempt] = []
+    strategies = STRATEGIES if strategy == "auto" else (get_strategy(strategy),)
+    for i, cls in enumerate(strategies):
+        if cancel is not None and cancel.cancelled:
+            return StageResult("capture", Status.CANCELLED, time.perf_counter() - start, attempts=tuple(attempts),
+                               detail=f"cancelled before strategy {cls.name}")
+        attempt = cls(runtime_asserts=runtime_asserts)(model, inputs.args, inputs.kwargs, dynamic_shapes)
+        attempts.append(attempt)
+        observer.on_attempt(attempt)
+        if attempt.success:
+            state = attempt.model_state
+            notes = tuple(note for note in (
+                state.message if state is not None else "",
+                "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
+                + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
+            ) if note)
+            return StageResult(
+                "capture", Status.OK, time.perf_counter() - start, attempt.program,
+                attempts=tuple(attempts), strategy=attempt.strategy,
+                detail="; ".join((f"strategy {attempt.strategy}", *notes)), warnings=notes,
             )
-        return (
-            f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: register it "
-            "(torch.export.register_dataclass, or torch.utils._pytree.register_pytree_node)"
-        )
-    fixes = suggested_fixes(exc)
-    if fixes:
-        return "torch suggests these dims (apply them to dynamic_shapes):\n" + "\n".join(fixes)
-    if formats.is_data_dependent(exc):
-        return (
-            "a Python branch or size depends on tensor values; rewrite it with torch.cond / "
-            "torch.where, or try strategy='draft' to specialize it on the example values"
-        )
-    if formats.is_constraint_violation(exc):
-        if formats.range_violations(exc) and not formats.marked_static(exc):
-            return (
-                "the model's code bounds a dim whose Dim range is wider: narrow the range to what "
-                "the guard allows (session.apply_suggested_fixes() solves the guards and does it), "
-                "or name the axis with a string, which takes the guards' range"
-            )
-        return "the model's code pins a dim you asked to be dynamic: make it STATIC or AUTO"
-    return "check the line above; strategy='auto' tries every capture strategy in turn"
+        if attempt.error is not None and is_constraint_violation(attempt.error):
+            reason = "skipped: the dim spec was rejected, another strategy would only hide it"
+            for skipped in strategies[i + 1 :]:
+                attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
+                observer.on_attempt(attempts[-1])
+            break
+    return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=_first_failure(attempts),
+                       attempts=tuple(attempts))
 
 
-def _diagnosis(attempt: CaptureAttempt, spec: Any, bound: Any) -> tuple[Any, tuple[Any, ...]]:
-    """The suggested fixes of a rejected spec, solved from the guards (``exporter.shapes``),
-    and its rejected ranges in the user's terms; ``(None, ())`` when they cannot be built."""
-    from ..guards import guards_from_events
-    from ..shapes.fixes import build_fixes
-    from ..shapes.violations import rejected_ranges
-
-    try:
-        guards = guards_from_events(attempt.guards, bound, attempt.strategy)
-        fixes = build_fixes(attempt.error, spec, bound, guards)
-        return fixes, rejected_ranges(fixes, guards, bound)
-    except Exception:  # noqa: BLE001 - the generic hint and torch's lines are still right
-        return None, ()
-
-
-def _solved_hint(fixes: Any) -> str | None:
-    """The exact new spec for a rejected one: every axis the fixes change."""
-    changes = fixes.changes() if fixes is not None else []
-    if not changes or fixes.error:
-        return None
-    from ..axis import Axis
-
-    lines = [f"{Axis(path, axis).label}: {after}" for path, axis, _, after in changes]
-    return "change these dims (session.apply_suggested_fixes() applies them):\n" + "\n".join(lines)
-
-
-def _spec_of_attempt(attempt: CaptureAttempt) -> tuple[Any, Any]:
-    """The spec and bound inputs an attempt was given, rebuilt from its torch form (names
-    given as strings come back as DYNAMIC: only strict Dims need solved fixes)."""
-    from ..dims import DimSpec
-    from ..inputs import bind_inputs
-
-    model, args, kwargs, dynamic_shapes = attempt.context
-    try:
-        bound = bind_inputs(model, args, kwargs)
-    except Exception:  # noqa: BLE001 - the generic hint is still right
-        return None, None
-    try:
-        return DimSpec.parse(dynamic_shapes, bound), bound
-    except Exception:  # noqa: BLE001 - e.g. torch's form for a **kwargs forward
-        return None, bound
-
-
-def _rnn_reason(attempt: CaptureAttempt) -> str | None:
-    """Why an ``nn.RNN`` pins a dynamic sequence, when the model has one and torch pinned a
-    dim: torch's while_loop decompositions (applied during capture, as torch.onnx.export
-    does) exist for ``nn.LSTM`` and ``nn.GRU`` only."""
-    model = attempt.context[0] if attempt.context is not None else None
-    if model is None or not formats.marked_static(attempt.error) or not hasattr(model, "named_modules"):
-        return None
-    import torch
-
-    plain = [
-        name or type(model).__name__
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.RNNBase) and getattr(module, "mode", "") in ("RNN_TANH", "RNN_RELU")
-    ]
-    if not plain:
-        return None
-    where = ", ".join(repr(name) for name in plain[:3])
-    return (
-        f"nn.RNN {where} loops in Python over the example's time steps under torch.export, so "
-        "its sequence length is fixed at the example's (torch's while_loop decompositions, "
-        "applied here as torch.onnx.export applies them, cover nn.LSTM and nn.GRU only): "
-        "make the sequence dim STATIC, or use nn.GRU / nn.LSTM"
-    )
-
-
-def _guard_line(guard: Any) -> str:
-    """``file:line in function: code`` of a guard's user line, as other sources read."""
-    return f"{source_label(guard.file, guard.line)} in {guard.function}: {guard.code}"
-
-
-def _last_guard_line(attempt: CaptureAttempt) -> str | None:
-    """The user line of the last shape guard torch added: for a rejected spec, the line whose
-    guard the spec contradicts (torch's error itself points into torch)."""
-    for event in reversed(attempt.guards):
-        if event.frames:
-            filename, line, function, code = event.frames[-1]
-            return f"{source_label(filename, line)} in {function}: {code}"
-    return None
-
-
-def capture_error(attempts: tuple[CaptureAttempt, ...], spec: Any = None, bound: Any = None) -> CaptureError:
-    """One error that names the first real failure and lists every attempt. With the session's
-    ``spec`` and ``bound`` inputs, a rejected spec's hint is the exact new spec, solved from
-    the guards."""
-    failed = [a for a in attempts if a.error is not None]
-    first = failed[0]
-    if (spec is None or bound is None) and first.context is not None:
-        spec, bound = _spec_of_attempt(first)
-    from ..shapes.violations import plain_violation
-
-    rejected = formats.is_constraint_violation(first.error)
-    fixes, ranges = _diagnosis(first, spec, bound) if rejected and spec is not None and bound is not None else (None, ())
-    # A range said in the user's terms replaces torch's sentence about it ("Not all values of
-    # seq ... satisfy the generated guard ..."); torch's text stays, whole, in library_text.
-    said = {r.name for r in ranges}
-    violations = [
-        plain_violation(line, bound, spec) for line in formats.violation_lines(first.error)
-        if not any(name in said for name, _ in formats.range_violations(line))
-    ]
-    problems = [r.problem for r in ranges] + violations
-    # torch's first line of a rejected spec is generic ("Constraints violated (seq)! For more
-    # information..."): the headline names the first problem instead.
-    if rejected and problems:
-        headline = problems[0] if ranges else f"the dim spec does not hold: {problems[0]}"
-    else:
-        headline = first.first_error_line
-    details = ["- " + line for line in (problems[1:] if rejected and problems else violations)][:6]
-    # Other strategies skipped because the spec was rejected add nothing to say.
-    tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
-    show_tried = len(attempts) > 1 and not (rejected and all(a.skipped_reason for a in attempts if a is not first))
-    hint = (_solved_hint(fixes) if rejected else None) or _hint_for(first.error, bound)
-    rnn = _rnn_reason(first)
-    error = CaptureError(
-        (headline if ranges else f"could not capture the model ({first.strategy}): {headline}")
-        + "".join(f"\n  {line}" for line in details)
-        + (f"\n  tried: {tried}" if show_tried else ""),
-        source=_guard_line(ranges[0].guard) if ranges and ranges[0].guard.file else (
-            user_source_line(first.error) or (_last_guard_line(first) if rejected else None)),
-        hint=f"{rnn};\n{hint}" if rnn else hint,
-    )
-    error.library_text = str(first.error).strip()  # torch's own words ("torch said"), kept whole
-    error.rejected_ranges = ranges
-    error.suggested_fixes = suggested_fixes(first.error)  # torch's lines; exporter.shapes parses them
-    error.__cause__ = first.error
+def _first_failure(attempts: list[CaptureAttempt]) -> CaptureError:
+    """The first failure as it is, before :func:`exporter.diagnose.capture_error` explains it."""
+    first, cause = next((a, a.error) for a in attempts if a.error is not None)
+    error = CaptureError(f"could not capture the model ({first.strategy}): {first.first_error_line}",
+                         source=user_source_line(cause))
+    error.__cause__ = cause
     return error

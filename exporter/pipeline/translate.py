@@ -7,18 +7,16 @@ outputs after the output pytree (``output``, ``logits``), and symbolic dims afte
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .. import compat
 from ..dims import DimSpec
 from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
-from ..program_symbols import dim_names, symbol_of, user_input_names
+from ..program_symbols import dim_names, user_input_names
 
-__all__ = ["resolve_opset", "translate", "optimize", "optimize_recorded", "optimizer_failure", "OptimizerFailure"]
+__all__ = ["check_opset_forms", "constant_outputs", "registry_opset", "resolve_opset", "translate"]
 
 
 def resolve_opset(opset_version: int | None) -> int:
@@ -119,112 +117,6 @@ def check_opset_forms(model: Any, stage: str = "translate") -> None:
         )
 
 
-def optimize(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = ()) -> Any:
-    """Constant folding, dead-code removal and fusions on a copy of ``model`` (see
-    :func:`optimize_recorded`, which also gives the record of every pass)."""
-    return optimize_recorded(model, skip_passes=skip_passes, extra_rewrite_rules=extra_rewrite_rules)[0]
-
-
-def optimize_recorded(model: Any, *, skip_passes: Sequence[str] = (),
-                      extra_rewrite_rules: Sequence[Any] = ()) -> tuple[Any, Any]:
-    """What ``torch.onnx.export(optimize=True)`` runs, pass by pass, on a copy of ``model``:
-    ``(optimized, passes)`` with an :class:`~exporter.passes.OptimizerPasses` record.
-    ``skip_passes``: pass names not to run (:data:`exporter.passes.PASS_NAMES`). A failure is
-    an :class:`~exporter.errors.OptimizeError` naming the pass that failed, what it does and
-    how to skip it (onnx_ir's own says ``'<onnx_ir.passes.PassManager object at 0x…>' pass``);
-    it carries the records up to the failing pass as ``.passes``."""
-    from ..passes import run_passes
-
-    optimized, passes = run_passes(model.clone(), skip_passes=skip_passes, extra_rewrite_rules=extra_rewrite_rules)
-    try:
-        check_opset_forms(optimized, "optimize")
-    except OptimizeError as error:
-        error.passes = passes  # type: ignore[attr-defined]
-        raise
-    return optimized, passes
-
-
-def trace_leftover_initializers(model: Any) -> dict[str, str]:
-    """Initializers whose value is a FakeTensor (or another tracing tensor) instead of data, by
-    name: what a module attribute left by an earlier trace (torch.onnx.export's, torch.export's)
-    becomes. Such a model can be neither optimized nor saved."""
-    found = {}
-    for name, value in model.graph.initializers.items():
-        kind = compat.trace_tensor_kind(getattr(value.const_value, "raw", None))
-        if kind is not None:
-            found[name] = kind
-    return found
-
-
-# The passes of onnxscript's optimizer (what torch.onnx.export(optimize=True) runs), by class
-# name: what each one does, for an error that says which failed.
-OPTIMIZER_PASSES: dict[str, str] = {
-    "InlinePass": "inlines the model's local functions (torchlib's) into the main graph",
-    "FoldConstantsPass": "constant folding: computes nodes whose inputs are all constants and stores the results",
-    "RewritePass": "pattern rewrites: fuses or simplifies known node patterns",
-    "RemoveUnusedNodesPass": "removes nodes and initializers nothing uses",
-    "RemoveUnusedFunctionsPass": "removes local functions nothing calls",
-    "RemoveUnusedOpsetsPass": "removes opset imports no node uses",
-    "LiftConstantsToInitializersPass": "turns Constant nodes into initializers",
-    "LiftSubgraphInitializersToMainGraphPass": "moves initializers of If/Loop/Scan bodies to the main graph",
-    "DeduplicateInitializersPass": "merges initializers that hold the same values",
-    "DeduplicateHashedInitializersPass": "merges initializers that hold the same values",
-    "CommonSubexpressionEliminationPass": "merges nodes that compute the same thing from the same inputs",
-    "OutputFixPass": "adds Identity nodes where a graph output is an input or repeated",
-    "NameFixPass": "gives every node and value a unique name",
-    "IdentityEliminationPass": "removes redundant Identity nodes",
-    "ShapeInferencePass": "ONNX shape inference over the graph",
-    "TopologicalSortPass": "sorts the nodes topologically",
-    "ExtraRewritePass": "pattern rewrites with the rules given in ExportOptions(extra_rewrite_rules=...)",
-    "OnnxFusionsPass": "fuses RMSNormalization, RotaryEmbedding and GQA patterns into opset 23 ops",
-}
-# Containers that only run other passes: the failure is in one of theirs.
-_PASS_CONTAINERS = ("PassManager", "Sequential")
-
-
-@dataclass(frozen=True)
-class OptimizerFailure:
-    """Which optimizer pass failed, what it does, and the error underneath."""
-
-    pass_name: str | None  # "FoldConstantsPass"; None when no pass could be named
-    description: str  # from OPTIMIZER_PASSES ("" for a pass not in it)
-    cause: str  # the innermost error: "RuntimeError: .numpy() is not supported for tensor subclasses."
-    after: tuple[str, ...] = ()  # the passes that ran before it, by class name
-
-    def __str__(self) -> str:
-        if self.pass_name is None:
-            return f"the ONNX optimizer failed: {self.cause}"
-        what = f" ({self.description})" if self.description else ""
-        return f"the ONNX optimizer's {self.pass_name}{what} failed: {self.cause}"
-
-
-_PASS_OBJECT = re.compile(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>")
-
-
-def optimizer_failure(exc: BaseException) -> OptimizerFailure:
-    """Name the innermost pass in a chain of onnx_ir ``PassError`` s (their messages name the
-    pass by its object repr) and the error that made it fail."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
-    name, after = None, ()
-    for error in chain:  # outermost first: the last named pass is the innermost
-        text = str(error)
-        if "pass" not in text:
-            continue
-        running, _, ran = text.partition(" pass after the following passes:")
-        found = [n for n in _PASS_OBJECT.findall(running) if n not in _PASS_CONTAINERS]
-        if found:
-            name = found[-1]
-            after = tuple(n for n in _PASS_OBJECT.findall(ran) if n not in _PASS_CONTAINERS)
-    root = next((e for e in reversed(chain) if type(e).__name__ != "PassError"), chain[-1])
-    line = (str(root).strip().splitlines() or [""])[0]
-    cause = f"{type(root).__name__}: {line}" if line else type(root).__name__
-    return OptimizerFailure(name, OPTIMIZER_PASSES.get(name or "", ""), cause, after)
-
-
 def _all_values(model: Any):
     import onnx_ir as ir
 
@@ -249,7 +141,7 @@ def _make_specialized_dims_static(model: Any) -> None:
         if shape is None or not any(isinstance(d, ir.SymbolicDim) and str(d.value).isdigit() for d in shape):
             continue
         value.shape = ir.Shape(
-            [int(d.value) if isinstance(d, ir.SymbolicDim) and str(d.value).isdigit() else d for d in shape]
+            [int(str(d.value)) if isinstance(d, ir.SymbolicDim) and str(d.value).isdigit() else d for d in shape]
         )
 
 

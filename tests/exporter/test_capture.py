@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import exporter
 from exporter import STRATEGIES, Dim, ExportOptions, Session
 from exporter.pipeline.capture import CaptureStrategy, get_strategy, strategy_names, suggested_fixes
 
@@ -47,6 +48,20 @@ def test_registry_is_ordered_and_only_fx_symbolic_is_experimental():
     assert [cls.experimental for cls in STRATEGIES] == [False, False, False, True]
     assert all(issubclass(cls, CaptureStrategy) and cls.description for cls in STRATEGIES)
     assert get_strategy("draft").name == "draft"
+
+
+def test_the_strategy_names_the_options_check_are_the_registry_s():
+    from exporter.pipeline.names import STRATEGY_NAMES
+
+    assert strategy_names() == STRATEGY_NAMES
+
+
+def test_each_stage_declares_what_it_consumes_and_the_registry_is_in_that_order():
+    from exporter.pipeline.stages import PIPELINE, STAGES
+
+    assert STAGES == exporter.STAGES == ("capture", "decompose", "translate", "optimize")
+    assert [stage.consumes for stage in PIPELINE] == [None, "capture", "decompose", "translate"]
+    assert all(stage.produces for stage in PIPELINE)
 
 
 def test_constraint_violation_stops_auto_instead_of_hiding_it_behind_a_fallback():

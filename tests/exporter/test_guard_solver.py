@@ -149,7 +149,7 @@ def test_the_capture_error_names_the_exact_new_spec():
 def test_without_its_inputs_the_capture_error_says_a_guard_bounds_the_dim_not_that_it_pins_it():
     import dataclasses
 
-    from exporter.pipeline.capture import capture_error
+    from exporter.diagnose import capture_error
 
     session = failed_session(PositionTable(), (torch.randn(2, 16, 4),), {"x": {1: Dim("seq")}})
     bare = tuple(dataclasses.replace(a, context=None) for a in session.attempts)

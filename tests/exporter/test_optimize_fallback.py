@@ -58,7 +58,7 @@ def test_a_failing_pass_is_named_by_class_and_purpose_and_a_broken_model_is_not_
 def test_optimizer_failure_names_the_innermost_pass_and_the_passes_before_it():
     import onnx_ir as ir
 
-    from exporter.pipeline.translate import optimizer_failure
+    from exporter.pipeline.optimize import optimizer_failure
 
     model = RegistersTable()
     torch.export.export(model, (torch.ones(2, 4),), strict=False)

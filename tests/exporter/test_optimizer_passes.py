@@ -14,7 +14,7 @@ from exporter import ExportOptions, export
 from exporter import compat
 from exporter.errors import Status
 from exporter.examples import demo_block, mlp
-from exporter.passes import PASS_NAMES
+from exporter.pipeline.names import PASS_NAMES
 
 
 class ReluMLP(torch.nn.Module):
