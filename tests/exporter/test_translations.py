@@ -1,4 +1,4 @@
-"""Our ONNX translations beyond torchlib (exporter/translations.py), and torch's 36 ExportDB
+"""Our ONNX translations beyond torchlib (exporter/pipeline/translations.py), and torch's 36 ExportDB
 example programs exported through the whole pipeline and checked against eager."""
 
 from __future__ import annotations
