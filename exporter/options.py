@@ -117,7 +117,7 @@ class ExportOptions:
             See :mod:`exporter.masked_attention`.
         skip_passes: names of ONNX optimizer passes not to run (every round of each), e.g.
             ``("FoldConstantsPass",)``: the fix when one pass breaks a model
-            (``session.bisect_passes()`` names it). Names: :data:`exporter.passes.PASS_NAMES`;
+            (``session.bisect_passes()`` names it). Names: :data:`exporter.pipeline.names.PASS_NAMES`;
             an unknown name is a ``ValueError`` listing them.
         extra_rewrite_rules: onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``)
             run by the optimizer right after its default rules in each round, as the pass
