@@ -142,9 +142,21 @@ class SpecError(ExportError, ValueError):
 
 
 class CaptureError(ExportError):
-    """Every capture strategy failed to turn the model into an FX graph."""
+    """Every capture strategy failed to turn the model into an FX graph.
+
+    When torch rejected the dim spec (a constraint violation), also:
+
+    Attributes:
+        library_text: torch's own error text, whole (the message is the exporter's reading of it).
+        rejected_ranges: the ranges of strict dims torch's fixes narrow, each citing its guard
+            (``exporter.shapes.violations.RejectedRange``).
+        suggested_fixes: torch's lines under "Suggested fixes:", as it wrote them.
+    """
 
     stage = "capture"
+    library_text: str = ""
+    rejected_ranges: tuple[Any, ...] = ()
+    suggested_fixes: tuple[str, ...] = ()
 
 
 class DecomposeError(ExportError):
