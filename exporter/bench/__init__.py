@@ -38,7 +38,6 @@ from .profiling import NodeTime, ProfileResult, parse_profile, profile
 from .rounds import Contender, RoundFigures, Rounds, bootstrap_median_ci, time_rounds
 from .runner import BenchConfig, OrtRunner
 from .stats import LatencyStats
-from .timing import time_calls
 
 __all__ = [
     "DEFAULT_VARIANTS",
@@ -69,6 +68,5 @@ __all__ = [
     "parse_profile",
     "profile",
     "result_of_rounds",
-    "time_calls",
     "time_rounds",
 ]

@@ -20,7 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .rounds import LOW_QUANTILE, RoundFigures, median_of
+from .rounds import LOW_QUANTILE, RoundFigures
+from .stats import median
 
 MAX_GAP = 2.0  # consecutive sorted round ratios this far apart split the rounds in two
 MAX_SPAN = 2.0  # an interval wider than this (high / low) gets a range, not a point
@@ -40,8 +41,8 @@ def ratio_of(top: Sequence[float], bottom: Sequence[float], rounds: Sequence[int
     """Median over ``rounds`` (default all) of ``top`` over the same median of ``bottom``."""
     if rounds is not None:
         top, bottom = [top[i] for i in rounds], [bottom[i] for i in rounds]
-    below = median_of(bottom)
-    return median_of(top) / below if below > 0 else math.nan
+    below = median(bottom)
+    return median(top) / below if below > 0 else math.nan
 
 
 def bootstrap_ratio_ci(top: Sequence[float], bottom: Sequence[float], *, resamples: int = 2000,
@@ -103,8 +104,8 @@ def unsteady(top: RoundFigures, bottom: RoundFigures, names: tuple[str, str], in
     if clusters is not None:
         low_rounds, high_rounds = clusters
         # In the high-ratio rounds either the top engine was slow or the bottom one fast.
-        top_factor = median_of([top.lows[i] for i in high_rounds]) / median_of([top.lows[i] for i in low_rounds])
-        bottom_factor = median_of([bottom.lows[i] for i in low_rounds]) / median_of([bottom.lows[i] for i in high_rounds])
+        top_factor = median([top.lows[i] for i in high_rounds]) / median([top.lows[i] for i in low_rounds])
+        bottom_factor = median([bottom.lows[i] for i in low_rounds]) / median([bottom.lows[i] for i in high_rounds])
         if top_factor >= bottom_factor:
             engine, factor, slow = names[0], top_factor, high_rounds
         else:

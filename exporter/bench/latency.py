@@ -21,7 +21,7 @@ from .headline import MAX_SPAN, Unsteady, bootstrap_ratio_ci, range_text, ratio_
 from .noise import FreeCores, LoadProbe, Noise
 from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds, time_rounds
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for, source_mb
-from .stats import LatencyStats
+from .stats import LatencyStats, percentile
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,6 @@ class EngineTiming:
 
 
 def _pooled(stats: LatencyStats, q: float) -> float:
-    from .stats import percentile
-
     return percentile(sorted(stats.samples), q) if stats.samples else stats.p50
 
 
@@ -327,12 +325,12 @@ def _eager_context(model: Any) -> Any:
         torch.set_num_threads(previous)
 
 
-def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple,
+def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple,
                       kwargs: Mapping[str, Any], threads: int, provider: str) -> tuple[list[Contender], list[VariantTiming]]:
     """A contender per variant that could be set up, and a row per variant (with its error,
     model size and memory)."""
     contenders, rows = [], []
-    unoptimized: Any = None  # the unoptimized session: owns its external-data copy, if any
+    unoptimized: ExportArtifacts | None = None  # the unoptimized session: owns its external-data copy, if any
     for variant in variants:
         count = variant.threads or threads
         try:
@@ -346,8 +344,8 @@ def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[
             else:
                 if variant.model == "unoptimized" and unoptimized is None:
                     unoptimized = session.with_options(optimize=False)
-                source = (unoptimized if variant.model == "unoptimized" else session).ort_model_source
-                session._make_room_for_ort()
+                source = (unoptimized if variant.model == "unoptimized" else session).ort_model.source
+                session.ort_model.make_room()
                 before = rss_bytes()
                 runner = OrtRunner(source, threads=count, provider=provider, optimization_level=variant.level,
                                    spinning=False)
@@ -363,7 +361,7 @@ def _prepare_variants(session: Any, variants: Sequence[Variant], feeds: Mapping[
 
 
 def benchmark(
-    session: Any,
+    session: ExportArtifacts,
     *,
     inputs: tuple[tuple, dict] | None = None,
     sizes: Mapping[str, int] | None = None,
@@ -432,7 +430,7 @@ def benchmark(
     compared = eager or bool(variants)
     try:
         reporter.check()
-        model_source = session.ort_model_source
+        model_source = session.ort_model.source
     except Cancelled:
         return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True)
     except ExportError as exc:  # the export failed: nothing to time
@@ -441,7 +439,7 @@ def benchmark(
     rss_ort = None
     try:
         if runner is None:
-            session._make_room_for_ort()
+            session.ort_model.make_room()
         before = rss_bytes()
         if runner is None:
             runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
@@ -556,7 +554,7 @@ def _failed(exc: BaseException) -> BenchmarkResult:
                            failure=Failure.from_exception(exc, "benchmark"))
 
 
-def _resolve_dim(session: Any, dim: Any) -> str:
+def _resolve_dim(session: ExportArtifacts, dim: Any) -> str:
     """The label of the dim group ``dim`` names (its label, or one of its axes as an ``Axis``,
     ``("x", 0)``, ``"x.0"`` or ``"x.shape[0]"``); the first group for None."""
 
@@ -567,7 +565,7 @@ def _resolve_dim(session: Any, dim: Any) -> str:
 
 
 def benchmark_sweep(
-    session: Any,
+    session: ExportArtifacts,
     dim: Any = None,
     sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
     *,
@@ -598,14 +596,14 @@ def benchmark_sweep(
     threads = default_threads(threads)
     threads, threads_note = _fit_threads(threads, fit, True)
     try:
-        model_source = session.ort_model_source
+        model_source = session.ort_model.source
     except Cancelled:
         return SweepResult(str(dim), tuple(sizes), (), None, cancelled=True)
     except Exception as exc:  # noqa: BLE001 - the export failed: nothing to time
         return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))
     label = _resolve_dim(session, dim)  # a caller's typo raises here
     try:
-        session._make_room_for_ort()
+        session.ort_model.make_room()
         runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
                            spinning=not eager)
     except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime has no kernel for a dtype

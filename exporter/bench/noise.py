@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .stats import percentile
+
 # A figure is flagged as unreliable past any of these.
 MAX_CPU_WAIT = 0.10  # threads waited for a CPU more than 10% of the time they were ready
 MAX_OTHERS_BUSY = 0.50  # other processes used more than half of the machine
@@ -246,8 +248,6 @@ class Noise:
         spread = None
         if len(round_ratios) >= 2:
             ordered = sorted(round_ratios)
-            from .stats import percentile
-
             middle = percentile(ordered, 50)
             spread = (percentile(ordered, 75) - percentile(ordered, 25)) / middle if middle > 0 else None
         return cls(rounds, ratio, ratio_ci, spread, tuple(tails), load, tuple(reasons), len(reasons) - dispersion)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..artifacts import ExportArtifacts
 from ..errors import Failure, Status, first_line
 from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
@@ -126,7 +127,7 @@ def parse_profile(events: Sequence[Mapping[str, Any]], model: Any, skip_runs: in
 
 
 def profile(
-    session: Any,
+    session: ExportArtifacts,
     *,
     inputs: tuple[tuple, dict] | None = None,
     sizes: Mapping[str, int] | None = None,
@@ -152,8 +153,8 @@ def profile(
         feeds = session.feeds(*args, **kwargs)
         model = session.stage_output("optimize")
         with tempfile.TemporaryDirectory(prefix="workbench-profile-") as directory:
-            session._make_room_for_ort()
-            runner = OrtRunner(session.ort_model_source, threads=threads, provider=provider,
+            session.ort_model.make_room()
+            runner = OrtRunner(session.ort_model.source, threads=threads, provider=provider,
                                optimization_level=optimization_level, profile_prefix=os.path.join(directory, "ort"))
             binding = runner.bind(feeds)  # the first (warm-up) run
             for i in range(runs):

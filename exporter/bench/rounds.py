@@ -5,7 +5,8 @@ A round times one batch of each contender, in the order A B C in even rounds and
 ones (A B B A ...: neither goes first more often). Before its batch a contender runs its
 ``before`` hook (e.g. ``torch.set_num_threads``) and ``rewarm`` untimed calls, so that the
 caches the previous contender left do not land on its first timed call. The loop body of a
-batch is the one of :func:`~exporter.bench.timing.time_calls`.
+batch is ``t0 = perf_counter_ns(); call(arg); append(perf_counter_ns() - t0)``: statistics and
+progress run between batches.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..progress import Progress, report
-from .stats import median_ci, percentile
+from .stats import median, median_ci, percentile
 
 # Other processes only ever add time to a call: a low quantile of each round's calls is what the
 # machine gives when nothing interferes (timeit recommends the minimum; p10 keeps a few calls'
@@ -80,19 +81,11 @@ class RoundFigures:
 
     @property
     def low(self) -> float:
-        return median_of(self.lows)
+        return median(self.lows)
 
     @property
     def p50(self) -> float:
-        return median_of(self.medians)
-
-
-def median_of(values: Sequence[float]) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        return median(self.medians)
 
 
 def bootstrap_median_ci(values: Sequence[float], *, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -134,6 +127,8 @@ def time_rounds(
     whole run done (so it only grows)."""
     if not contenders:
         raise ValueError("nothing to time")
+    import numpy as np  # before the first batch: importing it there would land in the timed rounds
+
     perf = time.perf_counter_ns
     count = len(contenders)
     warm_min = min(0.1 * budget, 0.5)
@@ -178,9 +173,9 @@ def time_rounds(
                 call(arg)
                 append(perf() - t0)
             samples[i].extend(chunk)
-            chunk.sort()
-            medians[i].append(percentile(chunk, 50) / 1e9)
-            lows[i].append(percentile(chunk, LOW_QUANTILE) / 1e9)
+            middle, low = np.percentile(np.fromiter(chunk, np.int64, len(chunk)), [50, LOW_QUANTILE])
+            medians[i].append(float(middle) / 1e9)
+            lows[i].append(float(low) / 1e9)
             spent[i] += sum(chunk) / 1e9
             # The next batch is sized on the typical call, not the mean: a few stalled calls
             # (a busy machine) must not shrink batches to one call each, where every timed
@@ -215,5 +210,5 @@ def time_rounds(
 
 def _within(ordered: list[int], precision: float) -> bool:
     low, high = median_ci(ordered)
-    median = percentile(ordered, 50)
-    return median > 0 and (high - low) / 2 / median <= precision
+    middle = percentile(ordered, 50)
+    return middle > 0 and (high - low) / 2 / middle <= precision

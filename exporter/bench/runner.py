@@ -23,7 +23,7 @@ class OrtRunner:
     default; fastest when onnxruntime runs alone, but the spinning threads steal the CPU from
     whatever runs next). :meth:`parked` switches it off for a block and restores it.
 
-    ``model`` is what onnxruntime loads: ``session.ort_model_source`` (the serialized model,
+    ``model`` is what onnxruntime loads: ``session.ort_model.source`` (the serialized model,
     or the path of a model saved with external data past 2 GiB)."""
 
     def __init__(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,17 +22,25 @@ def _t95(df: int) -> float:
     return 1.96 + 2.4 / df  # within 0.3% of the exact quantile above 30 degrees of freedom
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) of sorted data."""
-    if not ordered:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, interpolated linearly between the two
+    nearest (``numpy.percentile``'s default); NaN for no values."""
+    if not values:
         return math.nan
-    position = (len(ordered) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    import numpy as np
+
+    return float(np.percentile(values, q))
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values`` (the mean of the two middle ones for an even count); NaN for
+    no values."""
+    return statistics.median(values) if values else math.nan
 
 
 def median_ci(ordered: Sequence[float]) -> tuple[float, float]:
+    """A distribution-free 95% interval of the median of sorted data: the order statistics
+    about ``1.96 * sqrt(n) / 2`` ranks either side of the middle (the extremes below 6 values)."""
     n = len(ordered)
     if n < 6:
         return (ordered[0], ordered[-1]) if ordered else (math.nan, math.nan)

@@ -1,4 +1,4 @@
-"""The latency harness: statistics, the adaptive timing loop, onnxruntime through IO binding
+"""The latency harness: statistics, onnxruntime through IO binding
 against eager PyTorch under the same thread count, a sweep over one dynamic dim, and the
 onnxruntime per-node profile mapped to op types and module paths. Budgets are tiny: these
 tests assert structure and invariants, never speed."""
@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from exporter import Dim, ExportOptions, Session
-from exporter.bench import LatencyStats, OrtRunner, time_calls
+from exporter.bench import LatencyStats, OrtRunner
+from exporter.bench.stats import median, percentile
 
 
 class TwoLayer(torch.nn.Module):
@@ -55,23 +56,16 @@ def test_latency_stats_match_numpy_percentiles_and_bracket_the_centre():
     assert "p50" in stats.summary() and "n=500" in stats.summary()
 
 
-def test_timing_loop_warms_up_respects_min_and_max_runs_and_says_why_it_stopped():
-    calls = []
-    timing = time_calls(calls.append, 1, budget=0.02, min_runs=30, warmup=7)
-    assert timing.warmup_runs >= 7 and len(timing.samples) >= 30
-    assert len(calls) == timing.warmup_runs + len(timing.samples)
-    assert timing.stopped in ("budget", "precision")
-    capped = time_calls(lambda _: None, budget=10.0, min_runs=5, max_runs=40, warmup=1)
-    assert len(capped.samples) == 40 and capped.stopped == "max_runs"
-
-
-def test_a_slow_call_gets_a_short_warmup_and_stops_at_three_budgets_below_min_runs():
-    import time
-
-    start = time.perf_counter()
-    timing = time_calls(lambda _: time.sleep(0.02), budget=0.1, min_runs=50, warmup=5)
-    assert timing.warmup_runs == 2 and 3 <= len(timing.samples) < 50
-    assert timing.stopped == "budget" and time.perf_counter() - start < 0.6
+def test_percentile_and_median_are_numpy_and_statistics_on_odd_even_and_single_samples():
+    rng = np.random.default_rng(1)
+    arrays = [[0.25], [3.0, 1.0], [5.0, 1.0, 4.0, 2.0], list(rng.lognormal(-9, 0.3, size=7)),
+              list(rng.lognormal(-9, 0.3, size=100))]
+    for values in arrays:
+        for q in (0, 10, 25, 50, 75, 90, 99, 100):
+            assert percentile(values, q) == float(np.percentile(values, q))
+        assert median(values) == float(np.median(values))
+    assert median([3.0, 1.0]) == 2.0 and median([0.25]) == 0.25
+    assert np.isnan(percentile([], 50)) and np.isnan(median([]))
 
 
 def test_ort_runner_preallocates_outputs_so_the_timed_call_reuses_them(session):
