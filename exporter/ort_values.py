@@ -8,10 +8,10 @@ in an ``OrtValue`` of the ONNX element type, complex as ``torch.view_as_real``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .session import Session
+from .artifacts import ExportArtifacts
+from .inputs import bind_inputs
 
 # torch dtype name -> (ONNX TensorProto element type name, integer view dtype name)
 _BITS = {
@@ -48,11 +48,9 @@ def feed_shape(value: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def feeds(session: Session, model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+def feeds(session: ExportArtifacts, model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """ONNX input feeds for inputs given like the model's forward (``Session.feeds`` for every
     dtype)."""
-    from .inputs import bind_inputs
-
     bound = bind_inputs(session.model, args, kwargs)
     graph_names = {value.name for value in model.graph.inputs}
     names = session.onnx_input_names
@@ -63,49 +61,7 @@ def feeds(session: Session, model: Any, args: tuple, kwargs: dict) -> dict[str, 
     }
 
 
-# onnxruntime runs these but cannot hand them to numpy ("No corresponding Numpy type") or, for
-# float8 e4m3fn, hands over the raw bits as uint8: outputs of these types are read through an
-# exact Cast to float32 appended to a copy of the model.
-UNREADABLE_OUTPUTS = ("BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
-                      "FLOAT4E2M1", "FLOAT8E8M0")
-
-
-def readable_outputs_session(session: Session) -> Any | None:
-    """An onnxruntime session of the final model with each output of a type in
-    :data:`UNREADABLE_OUTPUTS` cast (exactly) to float32; None when every output is readable
-    as it is.
-
-    A large model (weights in external data) is edited without its weights: the small model
-    file is loaded alone and the edited copy is written beside it, so it finds the same data."""
-    import os
-
-    import onnx
-
-    from .session import ort_inference_session
-
-    model = session.stage_output("optimize")
-    if not any(value.dtype is not None and value.dtype.name in UNREADABLE_OUTPUTS for value in model.graph.outputs):
-        return None
-    source = session.ort_model_source
-    proto = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(source, load_external_data=False)
-    codes = {getattr(onnx.TensorProto, name) for name in UNREADABLE_OUTPUTS if hasattr(onnx.TensorProto, name)}
-    for output in proto.graph.output:
-        if output.type.tensor_type.elem_type not in codes:
-            continue
-        raw = output.name
-        readable = f"{raw}__as_float32"
-        proto.graph.node.append(onnx.helper.make_node("Cast", [raw], [readable], to=onnx.TensorProto.FLOAT))
-        output.name = readable
-        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-    if isinstance(source, bytes):
-        return ort_inference_session(proto.SerializeToString())
-    edited = os.path.join(os.path.dirname(source), "readable_outputs.onnx")
-    with open(edited, "wb") as handle:
-        handle.write(proto.SerializeToString())  # weights are references: a small proto
-    return ort_inference_session(edited)
-
-
-def output_dtypes(session: Session) -> list[Any]:
+def output_dtypes(session: ExportArtifacts) -> list[Any]:
     """The torch dtype of each tensor output of the exported program, in ONNX output order
     (None where unknown)."""
     import torch

@@ -14,6 +14,7 @@ from ..cases.plan import CasePlan
 from ..compat import formats
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
@@ -42,8 +43,6 @@ def _run_case(
     feeds: dict[str, Any] | None = None
     feeds_error: BaseException | None = None
     try:  # copied before eager runs: a module that writes into its inputs must not change them
-        from ..ort_values import feeds as ort_feeds
-
         feeds = ort_feeds(session, session.stage_output("optimize"), args, dict(kwargs))
     except Exception as exc:  # noqa: BLE001
         feeds_error = exc
