@@ -32,7 +32,7 @@ def _run_case(
     args: tuple,
     kwargs: Mapping[str, Any],
     output_names: Sequence[str],
-    tolerances: Any,
+    tolerances: Mapping[str, Tolerance] | Tolerance | None,
 ) -> tuple[CaseResult, list[Any] | None]:
     import torch
 

@@ -146,10 +146,9 @@ def _dtype_name(value: Any) -> str:
     return str(getattr(value, "dtype", "unknown"))
 
 
-def compare(case: str, name: str, actual: Any, expected: Any, tolerances: Any = None) -> OutputCheck:
+def compare(case: str, name: str, actual: Any, expected: Any,
+            tolerances: Mapping[str, Tolerance] | Tolerance | None = None) -> OutputCheck:
     """Compare one onnxruntime output with the eager one under the dtype's tolerance."""
-    import numpy as np
-
     dtype = _dtype_name(expected)
     tol = tolerance_for(dtype, tolerances)
     try:

@@ -27,6 +27,7 @@ from ..artifacts import ExportArtifacts, ExportInputs
 from ..cases import is_mask
 from ..masked_attention import attention_nodes
 from ..program_symbols import input_placeholders
+from .divergence import Divergence
 
 __all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
 
