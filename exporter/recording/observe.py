@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .calls import RecordedCall, snapshot_inputs, snapshot_outputs
+from .calls import RecordedCall, _version, keep, kept_outputs
 
 __all__ = ["CallObserver"]
 
@@ -17,7 +17,7 @@ class CallObserver:
         self.module = module
         self.calls: list[RecordedCall] = []
         self.raised = 0  # calls that started and never returned
-        self._pending: list[tuple[Any, list[Any], list[int | None], int]] = []
+        self._pending: list[tuple[tuple[Any, ...], dict[str, Any], int]] = []
         self._handles: list[Any] = []
 
     def attach(self) -> None:
@@ -37,11 +37,22 @@ class CallObserver:
         self._pending = []
 
     def _before(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self._pending.append(snapshot_inputs(args, kwargs))
+        cloned = 0
+        kept_args = []
+        for value in args:
+            kept, copies = keep(value)
+            kept_args.append(kept)
+            cloned += copies
+        kept_kwargs = {}
+        for name, value in kwargs.items():
+            kept_kwargs[name], copies = keep(value)
+            cloned += copies
+        self._pending.append((tuple(kept_args), kept_kwargs, cloned))
 
     def _after(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-        spec, leaves, versions, cloned = self._pending.pop()
-        outputs, output_versions = snapshot_outputs(output)
-        self.calls.append(
-            RecordedCall(len(self.calls), spec, tuple(leaves), tuple(versions), outputs, output_versions, cloned)
-        )
+        kept_args, kept_kwargs, cloned = self._pending.pop()
+        outputs = kept_outputs(output)
+        versions = tuple(_version(v) for v in kept_args) + tuple(_version(v) for v in kept_kwargs.values())
+        self.calls.append(RecordedCall(
+            len(self.calls), kept_args, kept_kwargs, versions, outputs, tuple(_version(v) for v in outputs), cloned
+        ))

@@ -84,6 +84,8 @@ class Recorder:
         self.model = model
         self._observer: CallObserver | None = None
         self._recording: Recording | None = None
+        self._calls: tuple[RecordedCall, ...] = ()
+        self._raised = 0
         self._state = "new"
 
     def __enter__(self) -> Recorder:
@@ -104,27 +106,34 @@ class Recorder:
         if exc_type is not None:
             self._state = "raised"
             return  # the block's exception propagates unchanged; nothing is kept
-        self._state = "done"
         name = type(self.model).__name__
         if not observer.calls:
+            self._state = "empty"
             raise RecordingError(
                 f"no call of {name}.forward was observed in the record block",
                 hint=f"call the model inside the block: with exporter.record(model) as rec: model(x) "
                 f"(or model.generate(...)); record the {name} instance that is actually called",
             )
-        groups, notes = group_calls(self.model, observer.calls)
-        if observer.raised:
-            notes += (f"{observer.raised} call(s) raised and were not kept",)
-        self._recording = Recording(name, tuple(observer.calls), groups, notes, self.model)
+        self._calls = tuple(observer.calls)
+        self._raised = observer.raised
+        self._state = "done"
 
     @property
     def recording(self) -> Recording:
+        """What the block observed, grouped (the grouping runs on first use, not inside the
+        block, so it adds nothing to the recorded code's time)."""
         if self._recording is None:
-            raise RecordingError(
-                {"new": "the record block has not run yet", "recording": "the record block has not ended yet",
-                 "raised": "the record block raised: nothing was kept"}.get(self._state, "nothing was recorded"),
-                hint="use the recording after the with block: with exporter.record(model) as rec: ...; rec.export()",
-            )
+            if self._state != "done":
+                raise RecordingError(
+                    {"new": "the record block has not run yet", "recording": "the record block has not ended yet",
+                     "raised": "the record block raised: nothing was kept",
+                     "empty": "no call was observed in the record block"}.get(self._state, "nothing was recorded"),
+                    hint="use the recording after the with block: with exporter.record(model) as rec: ...; rec.export()",
+                )
+            groups, notes = group_calls(self.model, self._calls)
+            if self._raised:
+                notes += (f"{self._raised} call(s) raised and were not kept",)
+            self._recording = Recording(type(self.model).__name__, self._calls, groups, notes, self.model)
         return self._recording
 
     @property
@@ -149,10 +158,12 @@ class Recorder:
         return self.recording.summary()
 
     def __repr__(self) -> str:
-        return repr(self._recording) if self._recording is not None else f"<Recorder of {type(self.model).__name__}: {self._state}>"
+        if self._state != "done":
+            return f"<Recorder of {type(self.model).__name__}: {self._state}>"
+        return repr(self.recording)
 
     def _repr_html_(self) -> str | None:
-        return self._recording._repr_html_() if self._recording is not None else None
+        return self.recording._repr_html_() if self._state == "done" else None
 
 
 def record(model: Any) -> Recorder:

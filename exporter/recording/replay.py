@@ -106,13 +106,14 @@ def check_recorded(
         except Exception as exc:  # noqa: BLE001 - a failed run is this call's verdict
             skipped.append((call.index, f"onnxruntime raised {type(exc).__name__}: {exc}"))
             continue
-        names = _output_names(session, len(call.outputs))
-        if len(actual) != len(call.outputs):
-            checks.append(OutputCheck(case, "outputs", "shape_mismatch", expected_shape=(len(call.outputs),),
+        expected = call.output_tensors()
+        names = _output_names(session, len(expected))
+        if len(actual) != len(expected):
+            checks.append(OutputCheck(case, "outputs", "shape_mismatch", expected_shape=(len(expected),),
                                       actual_shape=(len(actual),), dtype="output count"))
             continue
         checks.extend(compare(case, name, got, want, tolerances)
-                      for name, got, want in zip(names, actual, call.outputs, strict=True))
+                      for name, got, want in zip(names, actual, expected, strict=True))
     return RecordedCheck(group.name, len(group.calls), tuple(checks), tuple(skipped))
 
 
