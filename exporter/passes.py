@@ -19,6 +19,8 @@ from .pipeline.pass_records import OptimizerPasses, PassRecord
 from .presentation import Presentable
 
 if TYPE_CHECKING:
+    import onnx_ir as ir
+
     from .artifacts import ExportArtifacts
 
 __all__ = ["Bisection", "Probe", "bisect_passes"]
@@ -91,7 +93,7 @@ class _Checker:
             eager = session.model(*_clone_tensors(args), **_clone_tensors(dict(kwargs)))
         self.expected = _expected_outputs(compat.tree_flatten_with_path(eager))
 
-    def __call__(self, model: Any, prefix: int, after: str) -> Probe:
+    def __call__(self, model: ir.Model, prefix: int, after: str) -> Probe:
         import onnx_ir as ir
 
         from .ort_values import feeds
@@ -106,7 +108,7 @@ class _Checker:
             actual = ort.run(None, feeds(self.session, model, self.args, dict(self.kwargs)))
         except Exception as exc:  # noqa: BLE001
             return Probe(prefix, after, "run failed", first_line(exc))
-        names = [v.name for v in model.graph.outputs]
+        names = [v.name or f"#{i}" for i, v in enumerate(model.graph.outputs)]
         if len(actual) != len(self.expected):
             return Probe(prefix, after, "differs", f"{len(actual)} outputs, PyTorch gives {len(self.expected)}")
         for i, (got, want) in enumerate(zip(actual, self.expected)):
@@ -123,7 +125,7 @@ def _check_text(check: Any) -> str:
         return f"output {check.output!r}: {check.status}"
 
 
-def bisect_passes(session: ExportArtifacts, passes: OptimizerPasses, translated: Any, case: Any = None,
+def bisect_passes(session: ExportArtifacts, passes: OptimizerPasses, translated: ir.Model, case: Any = None,
                   tolerances: Any = None) -> Bisection:
     """Binary search over the passes that changed the model for the first one after which
     ``case`` (None: the example inputs; or ``(args, kwargs)``) fails in onnxruntime. The
@@ -140,9 +142,9 @@ def bisect_passes(session: ExportArtifacts, passes: OptimizerPasses, translated:
         return Bisection(case_name, failed, f"{failed.label} raised ({failed.error}): the optimize stage stopped there; "
                          f"skip it with ExportOptions(skip_passes=[{failed.name!r}])", (), 0, len(passes))
     check = _Checker(session, args, kwargs, tolerances)
-    cache: dict[int, Any] = {0: translated}
+    cache: dict[int, ir.Model] = {0: translated}
 
-    def model_after(prefix: int) -> Any:
+    def model_after(prefix: int) -> ir.Model:
         start = max(k for k in cache if k <= prefix)
         model = cache[start].clone()
         replay(model, ran[start:prefix])

@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import compat
 from ..errors import OptimizeError, Status
@@ -37,6 +37,10 @@ from .names import check_pass_names
 from .pass_records import OptimizerPasses, PassRecord, Snapshot, diff
 from .stage import StageResult, run_guarded
 from .translate import check_opset_forms
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
 
 __all__ = [
     "OPTIMIZER_PASSES",
@@ -52,14 +56,14 @@ __all__ = [
 ]
 
 
-def optimize(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = ()) -> Any:
+def optimize(model: ir.Model, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = ()) -> ir.Model:
     """Constant folding, dead-code removal and fusions on a copy of ``model`` (see
     :func:`optimize_recorded`, which also gives the record of every pass)."""
     return optimize_recorded(model, skip_passes=skip_passes, extra_rewrite_rules=extra_rewrite_rules)[0]
 
 
-def optimize_recorded(model: Any, *, skip_passes: Sequence[str] = (),
-                      extra_rewrite_rules: Sequence[Any] = ()) -> tuple[Any, OptimizerPasses]:
+def optimize_recorded(model: ir.Model, *, skip_passes: Sequence[str] = (),
+                      extra_rewrite_rules: Sequence[Any] = ()) -> tuple[ir.Model, OptimizerPasses]:
     """What ``torch.onnx.export(optimize=True)`` runs, pass by pass, on a copy of ``model``:
     ``(optimized, passes)`` with an :class:`~exporter.pipeline.pass_records.OptimizerPasses`
     record. ``skip_passes``: pass names not to run (:data:`exporter.pipeline.names.PASS_NAMES`).
@@ -72,7 +76,7 @@ def optimize_recorded(model: Any, *, skip_passes: Sequence[str] = (),
     return optimized, passes
 
 
-def trace_leftover_initializers(model: Any) -> dict[str, str]:
+def trace_leftover_initializers(model: ir.Model) -> dict[str, str]:
     """Initializers whose value is a FakeTensor (or another tracing tensor) instead of data, by
     name: what a module attribute left by an earlier trace (torch.onnx.export's, torch.export's)
     becomes. Such a model can be neither optimized nor saved."""
@@ -176,7 +180,7 @@ def _as_step(make_pass: Callable[[], Any]) -> Callable[[], Callable[[Any], bool]
     return make
 
 
-def _pipeline(model: Any, extra_rewrite_rules: Sequence[Any]) -> tuple[list[_Step], list[_Step], list[_Step], int]:
+def _pipeline(model: ir.Model, extra_rewrite_rules: Sequence[Any]) -> tuple[list[_Step], list[_Step], list[_Step], int]:
     """(before the loop, the loop's passes, after the loop, rounds): optimize_ir's defaults."""
     import onnx_ir.passes.common as common
 
@@ -213,7 +217,7 @@ def _pipeline(model: Any, extra_rewrite_rules: Sequence[Any]) -> tuple[list[_Ste
     return before, [_Step(name, 0, _as_step(make)) for name, make in loop], tail, parts["fixpoint_steps"]
 
 
-def _onnx_opset(model: Any) -> int | None:
+def _onnx_opset(model: ir.Model) -> int | None:
     return model.opset_imports.get("") or model.opset_imports.get("ai.onnx")
 
 
@@ -228,8 +232,8 @@ class PassFailed(OptimizeError):
         super().__init__(message, hint=hint)
 
 
-def run_passes(model: Any, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = (),
-               record: bool = True) -> tuple[Any, OptimizerPasses]:
+def run_passes(model: ir.Model, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = (),
+               record: bool = True) -> tuple[ir.Model, OptimizerPasses]:
     """Run the optimizer's passes on ``model`` in place, one by one; return it with the
     records. A pass that raises stops the run: :class:`PassFailed` names it, says how to skip
     it, and carries the records (the failed one last, with its error) in ``.passes``."""
@@ -311,7 +315,7 @@ def _pass_error(failed: PassRecord, passes: OptimizerPasses, exc: BaseException)
     )
 
 
-def replay(model: Any, records: Sequence[PassRecord]) -> Any:
+def replay(model: ir.Model, records: Sequence[PassRecord]) -> ir.Model:
     """Run ``records``' passes (those that ran) again on ``model``, in place."""
     for r in records:
         if r.ran and r._make is not None:
@@ -322,7 +326,7 @@ def replay(model: Any, records: Sequence[PassRecord]) -> Any:
 # -- the stage ----------------------------------------------------------------------------------------
 
 
-def optimize_stage(model: Any, *, enabled: bool, skip_passes: Sequence[str] = (),
+def optimize_stage(model: ir.Model, *, enabled: bool, skip_passes: Sequence[str] = (),
                    extra_rewrite_rules: Sequence[Any] = ()) -> StageResult:
     """The optimize stage on the translated ``model``: the optimized copy, or ``model`` itself
     when ``enabled`` is false (skipped) or when only the optimizer failed (a warning: the
@@ -332,7 +336,7 @@ def optimize_stage(model: Any, *, enabled: bool, skip_passes: Sequence[str] = ()
                            passes=OptimizerPasses(note="optimize=False: no pass ran"))
     recorded: list[OptimizerPasses] = []
 
-    def work() -> Any:
+    def work() -> ir.Model:
         try:
             optimized, passes = run_passes(model.clone(), skip_passes=skip_passes,
                                            extra_rewrite_rules=extra_rewrite_rules)

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..presentation import Presentable
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
 
 __all__ = ["NodeChange", "OptimizerPasses", "PassDiff", "PassRecord", "Snapshot", "diff", "structure_problem"]
 
@@ -277,7 +280,7 @@ class Snapshot:
     problem: str = ""
 
     @classmethod
-    def of(cls, model: Any) -> Snapshot:
+    def of(cls, model: ir.Model) -> Snapshot:
         nodes: dict[int, tuple[Any, tuple]] = {}
         problems: list[str] = []
         _walk(model.graph, set(), nodes, problems)
@@ -300,7 +303,7 @@ def diff(before: Snapshot, after: Snapshot) -> tuple[tuple[NodeChange, ...], tup
         tuple(n for n in before.initializers if n not in new)
 
 
-def structure_problem(model: Any) -> str:
+def structure_problem(model: ir.Model) -> str:
     """'' when every node input is produced before it is read (graph inputs, initializers,
     earlier nodes, an outer graph's values for a subgraph) and every graph output is produced;
     else the first problem."""

@@ -8,13 +8,16 @@ outputs after the output pytree (``output``, ``logits``), and symbolic dims afte
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import compat
 from ..dims import DimSpec
 from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
 from ..program_symbols import dim_names, user_input_names
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
 
 __all__ = ["check_opset_forms", "constant_outputs", "registry_opset", "resolve_opset", "translate"]
 
@@ -30,7 +33,7 @@ def registry_opset(opset_version: int) -> int:
 
 def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: DimSpec,
               input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
-              translations: tuple[tuple[Any, Any], ...] = ()) -> Any:
+              translations: tuple[tuple[Any, Any], ...] = ()) -> ir.Model:
     """Translate a decomposed program to an ``onnx_ir.Model`` with readable names; the ONNX
     inputs and outputs take ``input_names`` / ``output_names`` in order when given
     (torch.onnx.export's options). ``translations``: ``((target, function), ...)`` used
@@ -73,7 +76,7 @@ def _refuse_lstm_projection(program: Any) -> None:
             )
 
 
-def check_opset_forms(model: Any, stage: str = "translate") -> None:
+def check_opset_forms(model: ir.Model, stage: str = "translate") -> None:
     """torchlib translates at its own lowest opset and onnx's version converter takes the model
     down; the converter, and the optimizer after it, can leave a node in its newer form
     (``Split(num_outputs)`` at opset 17), which onnxruntime refuses to load. An attribute the
@@ -130,7 +133,7 @@ def _all_values(model: Any):
             yield from node.outputs
 
 
-def _make_specialized_dims_static(model: Any) -> None:
+def _make_specialized_dims_static(model: ir.Model) -> None:
     """A dim that capture specialized is still a SymInt whose expression is a number; the
     translator writes it as a symbolic dim named ``"3"``, which onnxruntime would accept at
     any size. Make such dims the static ints they are."""
@@ -145,7 +148,7 @@ def _make_specialized_dims_static(model: Any) -> None:
         )
 
 
-def _name_inputs(model: Any, program: Any, bound: BoundInputs, input_names: Sequence[str] | None) -> None:
+def _name_inputs(model: ir.Model, program: Any, bound: BoundInputs, input_names: Sequence[str] | None) -> None:
     from ..inputs import onnx_input_names
 
     placeholders = user_input_names(program)
@@ -156,7 +159,7 @@ def _name_inputs(model: Any, program: Any, bound: BoundInputs, input_names: Sequ
             by_name[placeholders[leaf.index]].name = names[leaf.path]
 
 
-def _name_outputs(model: Any, program: Any) -> None:
+def _name_outputs(model: ir.Model, program: Any) -> None:
     names = compat.output_paths(program)
     from torch.export.graph_signature import ConstantArgument, OutputKind
 
@@ -176,7 +179,7 @@ def _name_outputs(model: Any, program: Any) -> None:
         taken.add(name)
 
 
-def _rename_outputs(model: Any, names: Sequence[str]) -> None:
+def _rename_outputs(model: ir.Model, names: Sequence[str]) -> None:
     """The first ``len(names)`` ONNX outputs take these names, as in torch.onnx.export."""
     outputs = list(model.graph.outputs)
     if len(names) > len(outputs):
@@ -207,7 +210,7 @@ def constant_outputs(program: Any) -> list[str]:
     ]
 
 
-def _identity_of(model: Any, value: Any, index: int) -> Any:
+def _identity_of(model: ir.Model, value: ir.Value, index: int) -> ir.Value:
     import onnx_ir as ir
 
     node = ir.Node("", "Identity", inputs=[value], num_outputs=1, name=f"output_identity_{index}")
