@@ -12,23 +12,28 @@ widget the magic displays.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .app import Workbench
 
 __all__ = ["Workbench", "load_ipython_extension", "unload_ipython_extension"]
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register ``%onnx_export`` / ``%%onnx_export`` (called by ``%load_ext workbench``)."""
     from .magics import ExportMagics
 
     ipython.register_magics(ExportMagics)
 
 
-def unload_ipython_extension(ipython: Any) -> None:
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Nothing to undo: magics stay registered until the kernel restarts, as IPython's own do."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[Workbench]:
     if name == "Workbench":  # ipywidgets loads only when the widget is asked for
         from .app import Workbench
 

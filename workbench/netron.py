@@ -23,7 +23,10 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exporter.session import Session
 
 __all__ = ["NetronServer", "serve"]
 
@@ -61,7 +64,7 @@ class NetronServer:
     def __enter__(self) -> NetronServer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _repr_html_(self) -> str:
@@ -84,7 +87,7 @@ def _proxy_base(proxy: bool | str | None) -> str | None:
     return str(proxy)
 
 
-def serve(session: Any, which: str = "onnx", *, port: int = 0, proxy: bool | str | None = None,
+def serve(session: Session, which: str = "onnx", *, port: int = 0, proxy: bool | str | None = None,
           height: int = 700) -> NetronServer:
     """Serve the session's model with Netron on 127.0.0.1 and return a :class:`NetronServer`
     that displays Netron in an iframe.

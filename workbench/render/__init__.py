@@ -1,1 +1,2 @@
-"""Rendering: matplotlib charts and graph drawings built from the exporter's plain data."""
+"""Charts: matplotlib figures of the exporter's results (verification, benchmark, profile, dim ranges,
+guards), built without pyplot. The graph drawing is part of the core (:mod:`exporter.graphs.draw`)."""

@@ -8,9 +8,16 @@ state, nothing shown, nothing left open. Display it (a notebook shows a Figure),
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from exporter.bench import BenchmarkResult, ProfileResult, SweepResult
+from exporter.bench.latency import EngineTiming
+from exporter.verify import VerifyResult
 
 from ._figure import PANE_WIDTH, message_figure, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["latency_histogram", "latency_vs_size", "profile_bars", "verify_chart"]
 
@@ -28,54 +35,55 @@ def _busy_note(ax: Any, warning: str | None) -> None:
                 color=FAIL_COLOR, fontsize="small", gid="busy-note")
 
 
-def latency_histogram(result: Any, *, bins: int = 40) -> Any:
+def latency_histogram(result: BenchmarkResult, *, bins: int = 40) -> Figure:
     """Per-call latency distributions of onnxruntime and eager PyTorch (ms), each engine's
     headline statistic marked (its per-round p10, median over rounds: what the speedup divides).
     The x axis stops at the larger p99 so a few outliers do not squash the histogram."""
-    timings = [t for t in (result.ort, result.eager) if t is not None and t.stats is not None]
+    timings = [(t, t.stats) for t in (result.ort, result.eager) if t is not None and t.stats is not None]
     if not timings:
         return message_figure(f"no latency to plot: {result.error or result.ort.error}")
     figure = new_figure()
     ax = figure.add_subplot()
-    upper = max(t.stats.p99 for t in timings) * 1e3
-    for timing in timings:
+    upper = max(stats.p99 for _, stats in timings) * 1e3
+    for timing, stats in timings:
         color = ORT_COLOR if timing.engine == "onnxruntime" else EAGER_COLOR
-        samples = [s * 1e3 for s in timing.stats.samples if s * 1e3 <= upper]
-        marked = timing.low if timing.low is not None else timing.stats.p50
+        samples = [s * 1e3 for s in stats.samples if s * 1e3 <= upper]
+        marked = timing.low if timing.low is not None else stats.p50
         ax.hist(samples, bins=bins, range=(0, upper), alpha=0.6, color=color,
-                label=f"{timing.engine} (p10 {marked * 1e3:.3g} ms, n={timing.stats.runs})")
+                label=f"{timing.engine} (p10 {marked * 1e3:.3g} ms, n={stats.runs})")
         ax.axvline(marked * 1e3, color=color, linestyle="--", linewidth=1)
     ax.set_xlabel("latency per call (ms)")
     ax.set_ylabel("calls")
     title = "latency distribution"
     if result.speedup is not None:
         title += f": onnxruntime {result.speedup:.2f}x eager"
-        interval = getattr(result, "speedup_ci", None)
+        interval = result.speedup_ci
         if interval is not None:
             title += f" (95% {interval[0]:.2f}–{interval[1]:.2f}x)"
     ax.set_title(title, fontsize="medium")
     ax.legend(loc="upper right", fontsize="small")
-    _busy_note(ax, getattr(result, "warning", None))
+    _busy_note(ax, result.warning)
     return figure
 
 
-def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
+def _timing(point: BenchmarkResult, engine: str) -> EngineTiming | None:
+    return point.ort if engine == "ort" else point.eager
+
+
+def latency_vs_size(sweep: SweepResult, *, log: bool = True) -> Figure:
     """Top: p50 latency (p90 as a band top) against the swept dim, onnxruntime and eager.
     Bottom (when eager was timed): onnxruntime's speedup over eager per size, its median over
     rounds with the 95% interval as a band and error bars. A red note when any size was
     measured on a busy machine (``sweep.warning``)."""
     if sweep.error:
         return message_figure(f"sweep could not run: {sweep.error}")
-    ratios = [(size, point.speedup, getattr(point, "speedup_ci", None))
+    ratios = [(size, point.speedup, point.speedup_ci)
               for size, point in zip(sweep.sizes, sweep.points) if point.speedup is not None]
     figure = new_figure(PANE_WIDTH, 5.4 if ratios else 3.6)
     ax = figure.add_subplot(2, 1, 1) if ratios else figure.add_subplot()
     for engine, color in (("ort", ORT_COLOR), ("eager", EAGER_COLOR)):
-        points = [
-            (size, getattr(point, engine).stats)
-            for size, point in zip(sweep.sizes, sweep.points)
-            if getattr(point, engine) is not None and getattr(point, engine).stats is not None
-        ]
+        timings = [(size, _timing(point, engine)) for size, point in zip(sweep.sizes, sweep.points)]
+        points = [(size, timing.stats) for size, timing in timings if timing is not None and timing.stats is not None]
         if not points:
             continue
         sizes = [size for size, _ in points]
@@ -91,13 +99,13 @@ def latency_vs_size(sweep: Any, *, log: bool = True) -> Any:
     ax.set_ylabel("latency (ms)")
     ax.set_title(f"latency vs {sweep.dim}")
     ax.legend(fontsize="small")
-    _busy_note(ax, getattr(sweep, "warning", None))
+    _busy_note(ax, sweep.warning)
     if ratios:
         _speedup_axes(figure.add_subplot(2, 1, 2, sharex=ax), sweep.dim, ratios, log)
     return figure
 
 
-def _speedup_axes(ax: Any, dim: str, ratios: list[tuple[int, float, Any]], log: bool) -> None:
+def _speedup_axes(ax: Any, dim: str, ratios: list[tuple[int, float, tuple[float, float] | None]], log: bool) -> None:
     sizes = [size for size, _, _ in ratios]
     middle = [ratio for _, ratio, _ in ratios]
     low = [interval[0] if interval else ratio for _, ratio, interval in ratios]
@@ -113,7 +121,7 @@ def _speedup_axes(ax: Any, dim: str, ratios: list[tuple[int, float, Any]], log: 
     ax.legend(fontsize="small")
 
 
-def profile_bars(profile: Any, *, by: str = "op_type", top: int = 12) -> Any:
+def profile_bars(profile: ProfileResult, *, by: str = "op_type", top: int = 12) -> Figure:
     """Horizontal bars: kernel time per run (µs) of the ``top`` op types or modules."""
     if profile.error:
         return message_figure(f"profile could not run: {profile.error}")
@@ -132,7 +140,7 @@ def profile_bars(profile: Any, *, by: str = "op_type", top: int = 12) -> Any:
     return figure
 
 
-def verify_chart(result: Any) -> Any:
+def verify_chart(result: VerifyResult) -> Figure:
     """Max abs difference (ONNX vs eager) per case, green = pass, red = fail; cases where
     onnxruntime or eager raised are marked on the axis."""
     if result.status == "error":
@@ -146,7 +154,7 @@ def verify_chart(result: Any) -> Any:
     floor = min(nonzero) / 10 if nonzero else 1e-12
     zeros = []
     for case in result.cases:
-        edge = getattr(case, "edge", None)  # an edge-value case: its input and value kind, short
+        edge = case.edge  # an edge-value case: its input and value kind, short
         names.append(f"{edge.input}\n{edge.kind.replace('_', ' ')}" if edge is not None else f"{case.name}\n{case.sizes_text}")
         value = case.max_abs if case.max_abs is not None else 0.0
         zeros.append(case.max_abs == 0.0 and case.status not in ("ort_error", "eager_error", "error"))

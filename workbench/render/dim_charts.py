@@ -9,13 +9,24 @@ or a test can find them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Union
 
 from exporter.axis import Axis
+from exporter.guards import Guard
+from exporter.shapes.outcomes import DimOutcome, DimOutcomes
 
 from ._figure import PANE_WIDTH, message_figure, new_figure
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from exporter.session import Session
+
 __all__ = ["dim_ranges_chart", "guards_chart"]
+
+# What the charts take: ``session.dims``, the session itself, or a list of outcomes.
+Dims = Union[DimOutcomes, Sequence[DimOutcome], "Session"]
 
 DYNAMIC_COLOR = "#1f77b4"
 STATIC_COLOR = "#7f7f7f"
@@ -40,18 +51,20 @@ def _label_size(n: int) -> float:
     return 9 if n <= 20 else 7
 
 
-def _row(outcome: Any) -> str:
+def _row(outcome: DimOutcome) -> str:
     """A chart row's name and gid stem: the outcome's axis, dotted (``x.0``)."""
     return Axis(outcome.input, outcome.axis).dotted
 
 
-def _outcomes(dims: Any) -> list[Any]:
-    if hasattr(dims, "dims") and not hasattr(dims, "outcomes"):  # a Session
-        dims = dims.dims
-    return list(getattr(dims, "outcomes", dims))
+def _outcomes(dims: Dims) -> list[DimOutcome]:
+    if isinstance(dims, DimOutcomes):
+        return list(dims.outcomes)
+    if isinstance(dims, Sequence):
+        return list(dims)
+    return list(dims.dims.outcomes)
 
 
-def dim_ranges_chart(dims: Any, *, title: str | None = None) -> Any:
+def dim_ranges_chart(dims: Dims, *, title: str | None = None) -> Figure:
     """One row per input axis (``input.axis``): a dynamic dim is a bar from min to max (an
     open-ended max runs to the right edge and ends in an arrow), a static dim a square at its
     size, the example size a black diamond. Axes whose result differs from the request are
@@ -143,12 +156,12 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> Any:
+def guards_chart(guards: Iterable[Guard], dims: Dims | None = None, *, title: str | None = None) -> Figure:
     """Guards per input axis: a stacked bar of how many guards of each kind
     (specialization, equality, guard, runtime assert) involve the axis, and beside it the
     user lines that added them (``file:line  code``). ``dims`` (``session.dims``) lists every
     axis, including those without guards; without it only axes with guards are shown."""
-    records = list(getattr(guards, "records", guards))
+    records = list(guards)
     if dims is not None:
         rows = [_row(o) for o in _outcomes(dims)]
     else:
@@ -164,7 +177,7 @@ def guards_chart(guards: Any, dims: Any = None, *, title: str | None = None) -> 
 
     n = len(rows)
     ys = {row: n - 1 - i for i, row in enumerate(rows)}
-    involved: dict[str, list[Any]] = {row: [] for row in rows}
+    involved: dict[str, list[Guard]] = {row: [] for row in rows}
     for g in records:
         keys = [Axis.parse(a).dotted for a in g.axes] or [NO_INPUT]
         for key in keys:

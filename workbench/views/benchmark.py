@@ -11,6 +11,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from exporter.bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
+from exporter.display import Pre, Table, render
+from workbench.render.bench_charts import latency_histogram, latency_vs_size, profile_bars
+
 from .blocks import failure_html, figure_html, folded, pane, verdict
 
 __all__ = ["BenchmarkView"]
@@ -54,9 +58,7 @@ class BenchmarkView:
         for part in (self.summary, self.chart, self.sweep, self.profile, self.compare):
             part.value = ""
 
-    def show(self, result: Any, current: bool = True) -> None:
-        from exporter.display import render
-
+    def show(self, result: BenchmarkResult, current: bool = True) -> None:
         stale = "" if current else _STALE
         self.status.value = verdict(result.status, result.headline + stale)
         if result.error and not result.cancelled:
@@ -65,36 +67,26 @@ class BenchmarkView:
             return
         self.summary.value = pane(folded("details: percentiles, setup, interval", render(result)))
         if result.ok:
-            from workbench.render.bench_charts import latency_histogram
-
             self.chart.value = figure_html(latency_histogram(result))
         else:
             self.chart.value = ""
 
-    def show_sweep(self, result: Any, current: bool = True) -> None:
-        from exporter.display import render
-
+    def show_sweep(self, result: SweepResult, current: bool = True) -> None:
         stale = "" if current else _STALE
         head = verdict(result.status, f"latency vs {result.dim}: {len(result.points)} size(s){stale}")
         if result.status != "ok":
             self.sweep.value = pane(head, render(result))
             return
-        from workbench.render.bench_charts import latency_vs_size
-
         self.sweep.value = pane(head, figure_html(latency_vs_size(result)),
                                 folded("details: one row per size", render(result)))
 
-    def show_profile(self, result: Any, current: bool = True) -> None:
+    def show_profile(self, result: ProfileResult, current: bool = True) -> None:
         stale = "" if current else _STALE
         if result.error or result.cancelled:
             status = "cancelled" if result.cancelled else "failed"
             self.profile.value = pane(verdict(status, f"profile{stale}"),
                                       failure_html(result.failure or result.error) if result.error else "")
             return
-        from exporter.display import Pre, Table
-
-        from workbench.render.bench_charts import profile_bars
-
         lines = result.summary().splitlines() or [""]
         self.profile.value = pane(
             verdict("ok", f"profile: {lines[0]}{stale}"),
@@ -103,9 +95,7 @@ class BenchmarkView:
                    Table.from_frame(result.to_frame("module"))),
         )
 
-    def show_compare(self, result: Any, current: bool = True) -> None:
-        from exporter.display import render
-
+    def show_compare(self, result: Comparison, current: bool = True) -> None:
         # The core's section starts with its own verdict line (which variant is fastest).
         stale = "" if current else verdict("earlier", _STALE.strip(" ()"), tone="muted")
         self.compare.value = pane(stale, render(result))

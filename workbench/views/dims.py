@@ -17,15 +17,23 @@ DOM hooks (CSS classes) for browser tests: the policy control of input ``x`` axi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from exporter.dims import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Name, Policy
+from exporter.dims.model import default_dim_name
 from exporter.display import Pre
-from exporter.shapes.outcomes import ZERO_MIN_NOTE, range_text
+from exporter.shapes.outcomes import ZERO_MIN_NOTE, DimOutcome, range_text
 
 from .blocks import esc, failure_html, folded, pane, verdict
+
+if TYPE_CHECKING:
+    from exporter.inputs import BoundInputs
+    from exporter.pipeline.stage import StageResult
+    from exporter.session import Session
 
 __all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name", "range_text"]
 
@@ -70,7 +78,7 @@ class AxisRow:
         self.path, self.axis, self.example = path, axis, example
         self._on_change = on_change
         self._syncing = False
-        self._shown_policy: Any = None  # the session's policy for this axis, as last shown
+        self._shown_policy: AxisPolicy | None = None  # the session's policy for this axis, as last shown
         css = css_name(path, axis)
         self.label = widgets.HTML(f"<code>{esc(path)}.{axis}</code> <span style='color:#666'>size {example}</span>",
                                   layout=widgets.Layout(width="130px"))
@@ -103,8 +111,6 @@ class AxisRow:
     def _policy_changed(self, change: Any) -> None:
         self._show_fields()
         if change["new"] in ("name", "Dim") and not self.name.value:
-            from exporter.dims.model import default_dim_name
-
             with self.syncing():
                 self.name.value = default_dim_name(self.path, self.axis)
         if not self._syncing:
@@ -114,10 +120,9 @@ class AxisRow:
         if not self._syncing and self.policy.value in ("name", "Dim"):
             self._on_change(self)
 
-    def requested_policy(self) -> Any:
-        """The policy the controls ask for (raises ``SpecError``/``ValueError`` for a bad name or bound)."""
-        from exporter.dims import AUTO, DYNAMIC, STATIC, Dim, Name
-
+    def requested_policy(self) -> AxisPolicy | str:
+        """The policy the controls ask for (raises ``SpecError``/``ValueError`` for a bad name or bound);
+        a name as the string, unless the session already shows it."""
         choice = self.policy.value
         if choice in ("AUTO", "STATIC", "DYNAMIC"):
             return {"AUTO": AUTO, "STATIC": STATIC, "DYNAMIC": DYNAMIC}[choice]
@@ -132,22 +137,17 @@ class AxisRow:
         return Dim(name, min=low, max=high)
 
     # -- session → control ------------------------------------------------------------------
-    def syncing(self) -> Any:
-        row = self
+    @contextmanager
+    def syncing(self) -> Iterator[None]:
+        """While the session's state is shown in the controls: their changes call nothing back."""
+        saved, self._syncing = self._syncing, True
+        try:
+            yield
+        finally:
+            self._syncing = saved
 
-        class _Syncing:
-            def __enter__(self) -> None:
-                self.saved, row._syncing = row._syncing, True
-
-            def __exit__(self, *exc: Any) -> None:
-                row._syncing = self.saved
-
-        return _Syncing()
-
-    def show_policy(self, policy: Any) -> None:
+    def show_policy(self, policy: AxisPolicy) -> None:
         """Set the controls to ``policy`` without triggering a re-capture."""
-        from exporter.dims import Dim, Name
-
         self._shown_policy = policy
         with self.syncing():
             if isinstance(policy, Name):
@@ -156,11 +156,11 @@ class AxisRow:
             elif isinstance(policy, Dim):
                 self.name.value, self.min.value, self.max.value = policy.name, _bound_text(policy.min), _bound_text(policy.max)
                 self.policy.value = "Dim"
-            elif getattr(policy, "name", None) in ("AUTO", "STATIC", "DYNAMIC"):
-                self.policy.value = policy.name  # Policy enum: AUTO / STATIC / DYNAMIC
+            elif isinstance(policy, Policy):
+                self.policy.value = policy.name  # AUTO / STATIC / DYNAMIC
         self._show_fields()
 
-    def show_outcome(self, outcome: Any, last_good: Any = None) -> None:
+    def show_outcome(self, outcome: DimOutcome, last_good: DimOutcome | None = None) -> None:
         """The obtained result, its reason, note and source line; beside a failure, the last
         good result of this axis."""
         text = outcome.result_text
@@ -195,7 +195,7 @@ class DimsView:
 
     title = "Dims"
 
-    def __init__(self, inputs: Any, on_axis_change: Callable[[AxisRow], None], on_apply_fixes: Callable[[], None]) -> None:
+    def __init__(self, inputs: BoundInputs, on_axis_change: Callable[[AxisRow], None], on_apply_fixes: Callable[[], None]) -> None:
         self.rows: dict[tuple[str, int], AxisRow] = {}
         for leaf in inputs.leaves:
             for axis, size in enumerate(leaf.shape):
@@ -243,7 +243,7 @@ class DimsView:
             known = ", ".join(f"{p}.{a}" for p, a in self.rows)
             raise KeyError(f"no input axis {path}.{axis}; the axes are {known}") from None
 
-    def show_spec(self, spec: Any) -> None:
+    def show_spec(self, spec: DimSpec) -> None:
         for (path, axis), row in self.rows.items():
             row.show_policy(spec.policy(path, axis))
 
@@ -251,7 +251,7 @@ class DimsView:
         self.message.value = (pane(verdict("not valid", f"the controls ask for a spec that is not valid: {text}",
                                            tone="fail")) if text else "")
 
-    def show(self, session: Any, last_good: Any = None) -> None:
+    def show(self, session: Session, last_good: Session | None = None) -> None:
         """The rows, fixes and code of ``session`` (its capture has run); ``last_good`` is the
         last session whose capture succeeded, shown beside a failure."""
         dims = session.dims
@@ -283,7 +283,7 @@ class DimsView:
         self.show_code(session.spec.to_code(session.inputs))
 
     @staticmethod
-    def _capture_message(session: Any, capture: Any) -> str:
+    def _capture_message(session: Session, capture: StageResult) -> str:
         """A failed capture, once: when an axis row carries the reason, only a pointer to it
         (the rows say why); else the failure itself."""
         failure = capture.failure

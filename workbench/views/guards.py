@@ -4,11 +4,17 @@ Charts are drawn when the tab is shown, so a dim toggle only pays for the rows."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
+from exporter.display import render
+from workbench.render.dim_charts import dim_ranges_chart, guards_chart
+
 from .blocks import figure_html, folded, pane, verdict
+
+if TYPE_CHECKING:
+    from exporter.session import Session
 
 __all__ = ["GuardsView"]
 
@@ -23,10 +29,10 @@ class GuardsView:
         self.charts = widgets.HTML()
         self.charts.add_class("wb-guards-charts")
         self.widget = widgets.VBox([self.summary, self.table, self.charts])
-        self._session: Any = None
-        self._drawn: Any = None
+        self._session: Session | None = None
+        self._drawn: Session | None = None
 
-    def show(self, session: Any, visible: bool) -> None:
+    def show(self, session: Session, visible: bool) -> None:
         """Remember ``session`` (its capture has run); draw now if the tab is visible."""
         self._session = session
         if visible:
@@ -36,10 +42,6 @@ class GuardsView:
         session = self._session
         if session is None or session is self._drawn:
             return
-        from exporter.display import render
-
-        from workbench.render.dim_charts import dim_ranges_chart, guards_chart
-
         guards, dims = session.guards, session.dims
         records = tuple(guards)
         ranges = figure_html(dim_ranges_chart(dims))

@@ -7,21 +7,28 @@ everything (stages and verify; a benchmark only from its own button).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
+from exporter.display import Table, render
+from exporter.ports import Port
+
 from .blocks import failure_html, folded, pane
+
+if TYPE_CHECKING:
+    from exporter.pipeline.capture import CaptureAttempt
+    from exporter.pipeline.pass_records import OptimizerPasses
+    from exporter.pipeline.stage import StageResult
+    from exporter.session import Session
 
 __all__ = ["STEPS", "StagesView"]
 
 STEPS = ("capture", "decompose", "translate", "optimize", "verify", "benchmark")
 
 
-def _ports_table(ports: list[Any], caption: str = "") -> Any:
-    from exporter.display import Table
-
+def _ports_table(ports: Sequence[Port], caption: str = "") -> Table:
     return Table.from_rows(("", "name", "dtype", "shape"),
                            [(p.kind, p.name, p.dtype, p.shape_text) for p in ports], caption=caption)
 
@@ -34,7 +41,7 @@ class StagesView:
 
     def __init__(self, on_run: Callable[[str], None]) -> None:
         self._rows: dict[str, tuple[str, str, str, str]] = {}
-        self._attempts: list[Any] = []
+        self._attempts: list[CaptureAttempt] = []
         self.table = widgets.HTML()
         self.table.add_class("wb-stages-table")
         self.attempts = widgets.HTML()
@@ -73,7 +80,7 @@ class StagesView:
         self._rows[stage] = ("running", "", "", "")
         self._draw()
 
-    def ended(self, result: Any) -> None:
+    def ended(self, result: StageResult) -> None:
         # A failed stage's message is in the box above the table, once: the row only says failed.
         detail = "" if result.failure is not None else (result.detail or "")
         self._rows[result.name] = (str(result.status), f"{result.seconds:.3f}", "yes" if result.cached else "no",
@@ -82,10 +89,10 @@ class StagesView:
             self._attempts = list(result.attempts)
             self._draw_attempts()
         if result.name == "optimize":
-            self._draw_passes(getattr(result, "passes", None))
+            self._draw_passes(result.passes)
         self._draw()
 
-    def attempt(self, attempt: Any) -> None:
+    def attempt(self, attempt: CaptureAttempt) -> None:
         self._attempts.append(attempt)
         self._draw_attempts()
 
@@ -95,8 +102,8 @@ class StagesView:
         self._draw()
 
     # -- whole session ---------------------------------------------------------------------------
-    def show(self, session: Any, last_good: Any = None, ports: list[Any] | None = None,
-             last_good_ports: list[Any] | None = None) -> None:
+    def show(self, session: Session, last_good: Session | None = None, ports: Sequence[Port] | None = None,
+             last_good_ports: Sequence[Port] | None = None) -> None:
         """Every stage the session has run (others "not run"), its failure, its ONNX ports;
         beside a failure, the last session that exported (``last_good``) and its ports."""
         for stage in STEPS[:4]:
@@ -107,8 +114,6 @@ class StagesView:
         self.error.value = failure_html(failed.failure, f"{failed.name} failed") if failed is not None else ""
         self.ports.value = pane(folded("ONNX model inputs and outputs", _ports_table(ports), open=True)) if ports else ""
         if failed is not None and last_good is not None and last_good is not session:
-            from exporter.display import render
-
             self.last_good.value = pane(folded(
                 f"last good export: {last_good.spec.describe()}", render(last_good),
                 _ports_table(last_good_ports, "its ONNX model") if last_good_ports else None))
@@ -116,20 +121,16 @@ class StagesView:
             self.last_good.value = ""
 
     def _draw(self) -> None:
-        from exporter.display import Table
-
         rows = [(stage, status, seconds, cached, detail)
                 for stage, (status, seconds, cached, detail) in self._rows.items()]
         self.table.value = pane(Table.from_rows(("stage", "status", "s", "cached", "result"), rows,
                                                 badges=("status",)))
 
-    def _draw_passes(self, passes: Any) -> None:
+    def _draw_passes(self, passes: OptimizerPasses | None) -> None:
         """The optimizer pass by pass (``session.passes``), folded under its verdict line."""
         if passes is None or not len(passes):
             self.passes.value = ""
             return
-        from exporter.display import render
-
         section = render(passes)
         outline = section.verdict.text if section.verdict else f"{len(passes)} passes"
         self.passes.value = pane(folded(f"optimizer passes: {outline}", *section.body))
@@ -138,8 +139,6 @@ class StagesView:
         if not self._attempts:
             self.attempts.value = ""
             return
-        from exporter.display import Table
-
         outline = ", ".join(f"{a.strategy} {a.outcome}" for a in self._attempts)
         rows = [(a.strategy, a.outcome, f"{a.seconds:.3f}", a.first_error_line or "") for a in self._attempts]
         self.attempts.value = pane(folded(

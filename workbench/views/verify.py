@@ -6,9 +6,12 @@ screen (marked as from an earlier spec when the dims changed)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import ipywidgets as widgets
+
+from exporter.display import render
+from exporter.verify import VerifyResult
+from workbench.render.bench_charts import verify_chart
 
 from .blocks import failure_html, figure_html, folded, pane, verdict
 
@@ -33,9 +36,7 @@ class VerifyView:
         self.status.value = verdict("not run")
         self.summary.value = self.table.value = self.chart.value = ""
 
-    def show(self, result: Any, current: bool = True) -> None:
-        from exporter.display import render
-
+    def show(self, result: VerifyResult, current: bool = True) -> None:
         stale = "" if current else " (for an earlier dim spec)"
         if result.status == "error":
             self.status.value = verdict(result.status, f"verify could not run{stale}")
@@ -46,6 +47,4 @@ class VerifyView:
         self.summary.value = ""
         self.table.value = pane(folded(f"details: {len(result.cases)} case(s), findings, contract",
                                        render(result), open=not result.ok))
-        from workbench.render.bench_charts import verify_chart
-
         self.chart.value = figure_html(verify_chart(result))
