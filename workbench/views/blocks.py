@@ -15,9 +15,16 @@ from __future__ import annotations
 import html
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-from exporter.display import Badge, Details, Note, Raw, Verdict, failure_blocks, failure_sentence
+from exporter.display import Badge, Block, Details, Note, Raw, Verdict, failure_blocks, failure_sentence
+from exporter.errors import Failure, Status
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# What a pane holds: blocks, HTML this package built, or nothing.
+Part = Union[Block, str, None]
 
 __all__ = ["STYLE", "esc", "failure_html", "figure_html", "folded", "pane", "verdict"]
 
@@ -44,7 +51,7 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _html_of(part: Any) -> str:
+def _html_of(part: Part) -> str:
     if part is None:
         return ""
     if isinstance(part, str):
@@ -52,12 +59,12 @@ def _html_of(part: Any) -> str:
     return part.to_html()
 
 
-def pane(*parts: Any) -> str:
+def pane(*parts: Part) -> str:
     """Blocks (or HTML strings) as one fragment that never grows wider than its pane."""
     return f'<div class="wb-pane">{"".join(_html_of(p) for p in parts)}</div>'
 
 
-def verdict(status: Any, text: str = "", tone: str | None = None) -> str:
+def verdict(status: Status | str, text: str = "", tone: str | None = None) -> str:
     """The one line a tab starts with: a status badge and the core's :class:`Verdict` sentence
     (the number that matters)."""
     badge = Badge(str(status), tone) if tone else Badge.status(status)
@@ -65,7 +72,7 @@ def verdict(status: Any, text: str = "", tone: str | None = None) -> str:
     return f'<div class="wb-verdict">{badge.to_html()}{line}</div>'
 
 
-def folded(summary: str, *parts: Any, open: bool = False) -> str:
+def folded(summary: str, *parts: Part, open: bool = False) -> str:
     """Details folded under a one-line summary (click to open): the core's :class:`Details`,
     for blocks or markup this package built."""
     body = "".join(_html_of(p) for p in parts)
@@ -74,7 +81,7 @@ def folded(summary: str, *parts: Any, open: bool = False) -> str:
     return Details(summary, (Raw(body),), open=open).to_html()
 
 
-def failure_html(failure: Any, what: str = "") -> str:
+def failure_html(failure: Failure | str | None, what: str = "") -> str:
     """A failure shown once, as the core lays it out (:func:`exporter.display.failure_blocks`):
     its sentence in the user's terms as the verdict line, where it happened and the fix;
     torch's text and the traceback folded."""
@@ -88,7 +95,7 @@ def failure_html(failure: Any, what: str = "") -> str:
 _SIZE = re.compile(r'\s(width|height)="[^"]*"')
 
 
-def figure_html(figure: Any) -> str:
+def figure_html(figure: Figure) -> str:
     """A matplotlib figure as inline SVG scaled to the pane's width (the figure is closed)."""
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg")
