@@ -8,10 +8,15 @@ returns the program itself instead of capturing again. Its dynamic dims become t
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
 import torch
+
+from .inputs import bind_inputs
+from .options import ExportOptions
+from .program_symbols import symbol_of
 
 
 def is_exported_program(value: Any) -> bool:
@@ -39,17 +44,12 @@ def program_of(model: Any) -> Any | None:
     return model.program if isinstance(model, ProgramModel) else None
 
 
-def as_model(model: Any, args: tuple, kwargs: dict, options: Any) -> tuple[Any, tuple, dict, Any]:
+def as_model(model: Any, args: tuple, kwargs: dict,
+             options: ExportOptions | None) -> tuple[Any, tuple, dict, ExportOptions | None]:
     """``(model, args, kwargs, options)`` with an ExportedProgram wrapped: its example inputs
     when none are given, and AUTO on the axes it keeps symbolic when no spec is given."""
     if not is_exported_program(model):
         return model, args, kwargs, options
-    import dataclasses
-
-    from .inputs import bind_inputs
-    from .options import ExportOptions
-    from .program_symbols import symbol_of
-
     program = model
     wrapped = ProgramModel(program)
     if not args and not kwargs and program.example_inputs is not None:
