@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import Failure, Status
 from .headline import bootstrap_ratio_ci, ratio_of
 from ..presentation import Presentable
 from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds
@@ -184,7 +185,8 @@ class VariantTiming:
 
 @dataclass(frozen=True, repr=False)
 class Comparison(Presentable):
-    """Variants timed in the same interleaved rounds, each against ``baseline``."""
+    """Variants timed in the same interleaved rounds, each against ``baseline`` (``seconds``:
+    how long the rounds took)."""
 
     baseline: str
     rows: tuple[VariantTiming, ...]
@@ -192,10 +194,12 @@ class Comparison(Presentable):
     warning: str | None = None
     error: str | None = None
     cancelled: bool = False
+    failure: Failure | None = None
+    seconds: float = 0.0
 
     @property
-    def status(self) -> str:
-        return "cancelled" if self.cancelled else "failed" if self.error else "ok"
+    def status(self) -> Status:
+        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
     @property
     def headline(self) -> str:
@@ -262,7 +266,7 @@ def comparison_of(rounds: Rounds, baseline: str, rows: Sequence[VariantTiming], 
             interval = bootstrap_ratio_ci(figures.lows, base.lows) if row.name != baseline else None
         out.append(VariantTiming(row.variant, stats, ratio, interval, row.threads, row.model_mb, row.rss_growth_mb,
                                  rounds=figures))
-    return Comparison(baseline, tuple(out), rounds.rounds, warning)
+    return Comparison(baseline, tuple(out), rounds.rounds, warning, seconds=rounds.seconds)
 
 
 def state_mb(model: Any) -> float | None:

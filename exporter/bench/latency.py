@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts import ExportArtifacts
 from ..cases import dim_groups, resolve_group
-from ..errors import ExportError, Failure, first_line
+from ..errors import ExportError, Failure, Status, first_line
 from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..ort_values import feed_shape
@@ -75,7 +76,7 @@ class BenchmarkResult(Presentable):
     range with the reason. ``threads_note`` says when fewer threads than asked were used
     (cores busy). ``noise`` says how far to trust it (``warning`` is its plain sentence, ``None``
     when the machine was quiet enough); ``comparison`` holds the variants asked for with
-    ``compare=``."""
+    ``compare=``. ``seconds``: how long :func:`benchmark` took, set-up included."""
 
     ort: EngineTiming
     eager: EngineTiming | None
@@ -92,15 +93,16 @@ class BenchmarkResult(Presentable):
     speedup_p50_ci: tuple[float, float] | None = None
     unsteady: Unsteady | None = None
     threads_note: str | None = None
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.ort.ok and not self.cancelled
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """``ok``, ``failed`` (see ``error``) or ``cancelled``."""
-        return "cancelled" if self.cancelled else "ok" if self.ok else "failed"
+        return Status.CANCELLED if self.cancelled else Status.OK if self.ok else Status.FAILED
 
     @property
     def speedup(self) -> float | None:
@@ -216,7 +218,7 @@ class BenchmarkResult(Presentable):
 
 @dataclass(frozen=True, repr=False)
 class SweepResult(Presentable):
-    """Latency against the size of one dynamic dim."""
+    """Latency against the size of one dynamic dim (``seconds``: how long the sweep took)."""
 
     dim: str
     sizes: tuple[int, ...]
@@ -225,10 +227,12 @@ class SweepResult(Presentable):
     error: str | None = None
     cancelled: bool = False
     threads_note: str | None = None
+    failure: Failure | None = None
+    seconds: float = 0.0
 
     @property
-    def status(self) -> str:
-        return "cancelled" if self.cancelled else "failed" if self.error else "ok"
+    def status(self) -> Status:
+        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
     @property
     def headline(self) -> str:
@@ -422,6 +426,7 @@ def benchmark(
             timing batches, and a :class:`~exporter.events.CancelToken` checked there (the
             result is then ``cancelled``).
     """
+    started = time.perf_counter()
     reporter = progress if isinstance(progress, Reporter) else Reporter(observer, cancel, progress)
     fit = (threads is None if fit_threads is None else fit_threads) and runner is None
     threads = runner.settings["intra_op_num_threads"] if runner is not None else default_threads(threads)
@@ -432,9 +437,10 @@ def benchmark(
         reporter.check()
         model_source = session.ort_model.source
     except Cancelled:
-        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True)
+        return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, None, cancelled=True,
+                               seconds=time.perf_counter() - started)
     except ExportError as exc:  # the export failed: nothing to time
-        return _failed(exc)
+        return _failed(exc, started)
     args, kwargs, used_sizes = inputs_for(session, sizes, inputs, seed)  # a caller's typo raises here
     rss_ort = None
     try:
@@ -448,7 +454,7 @@ def benchmark(
         feeds = session.feeds(*args, **kwargs)
         shapes = tuple((name, feed_shape(value)) for name, value in feeds.items())
     except Exception as exc:  # noqa: BLE001 - onnxruntime refused the model or the inputs
-        return _failed(exc)
+        return _failed(exc, started)
     with contextlib.ExitStack() as stack:
         stack.enter_context(runner.parked() if compared else contextlib.nullcontext())
         stack.enter_context(_eager_context(session.model))
@@ -475,18 +481,19 @@ def benchmark(
         contenders.extend(extra)
         if not contenders:
             return BenchmarkResult(ort_timing or EngineTiming("onnxruntime", error="nothing to time"), eager_timing,
-                                   config, used_sizes, shapes, threads_note=threads_note)
+                                   config, used_sizes, shapes, threads_note=threads_note,
+                                   seconds=time.perf_counter() - started)
         probe = LoadProbe()
         try:
             rounds = time_rounds(contenders, budget=budget, min_runs=min_runs, max_runs=max_runs, warmup=warmup,
                                  precision=precision, rewarm=1 if len(contenders) > 1 else 0, progress=reporter)
         except Cancelled:
             return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
-                                   cancelled=True)
+                                   cancelled=True, seconds=time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - an engine raised part-way
             failed = EngineTiming("onnxruntime", error=first_line(exc))
             return BenchmarkResult(failed, EngineTiming("eager", error=first_line(exc)) if eager else None, config,
-                                   used_sizes, shapes)
+                                   used_sizes, shapes, seconds=time.perf_counter() - started)
         load = probe.stop()
     if ort_timing is None:
         ort_timing = _engine_timing("onnxruntime", rounds, ort_rss)
@@ -501,9 +508,10 @@ def benchmark(
                                                  model_mb=state_mb(session.model),
                                                  rss_growth_mb=eager_timing.rss_growth_mb, error=eager_timing.error))
         comparison_rows.extend(rows)
-    return result_of_rounds(rounds, load, ort_timing, eager_timing, comparison_rows,
-                            BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes,
-                                            threads_note=threads_note))
+    result = result_of_rounds(rounds, load, ort_timing, eager_timing, comparison_rows,
+                              BenchmarkResult(ort_timing, eager_timing, config, used_sizes, shapes,
+                                              threads_note=threads_note))
+    return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 
 def result_of_rounds(rounds: Rounds, load: Any, ort_timing: EngineTiming | None = None,
@@ -549,9 +557,9 @@ def _fit_threads(threads: int, fit: bool, measure: bool) -> tuple[int, str | Non
     return cores.fit(threads) if fit else (threads, cores.crowded(threads))
 
 
-def _failed(exc: BaseException) -> BenchmarkResult:
+def _failed(exc: BaseException, started: float) -> BenchmarkResult:
     return BenchmarkResult(EngineTiming("onnxruntime", error=first_line(exc)), None, None, error=first_line(exc),
-                           failure=Failure.from_exception(exc, "benchmark"))
+                           failure=Failure.from_exception(exc, "benchmark"), seconds=time.perf_counter() - started)
 
 
 def _resolve_dim(session: ExportArtifacts, dim: Any) -> str:
@@ -591,6 +599,7 @@ def benchmark_sweep(
     machine). Threads are fitted to the free cores once, before the first size (see
     :func:`benchmark`'s ``fit_threads``). Raises ``ValueError`` at once for a ``dim`` that
     names no dynamic dim; ``cancel`` is checked between timing batches."""
+    started = time.perf_counter()
     reporter = Reporter(observer, cancel, progress)
     fit = threads is None if fit_threads is None else fit_threads
     threads = default_threads(threads)
@@ -598,16 +607,16 @@ def benchmark_sweep(
     try:
         model_source = session.ort_model.source
     except Cancelled:
-        return SweepResult(str(dim), tuple(sizes), (), None, cancelled=True)
+        return SweepResult(str(dim), tuple(sizes), (), None, cancelled=True, seconds=time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - the export failed: nothing to time
-        return SweepResult(str(dim), tuple(sizes), (), None, first_line(exc))
+        return _failed_sweep(str(dim), sizes, exc, started)
     label = _resolve_dim(session, dim)  # a caller's typo raises here
     try:
         session.ort_model.make_room()
         runner = OrtRunner(model_source, threads=threads, provider=provider, optimization_level=optimization_level,
                            spinning=not eager)
     except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime has no kernel for a dtype
-        return SweepResult(label, tuple(sizes), (), None, first_line(exc))
+        return _failed_sweep(label, sizes, exc, started)
     config = bench_config(runner, threads, provider, budget, min_runs, precision, interleaved=eager)
     points: list[BenchmarkResult] = []
     total = len(sizes)
@@ -618,7 +627,13 @@ def benchmark_sweep(
                           runner=runner)
         if point.cancelled:
             return SweepResult(label, tuple(sizes[: len(points)]), tuple(points), config, cancelled=True,
-                               threads_note=threads_note)
+                               threads_note=threads_note, seconds=time.perf_counter() - started)
         points.append(point)
     reporter.progress("sweep", total, total, "done")
-    return SweepResult(label, tuple(sizes), tuple(points), config, threads_note=threads_note)
+    return SweepResult(label, tuple(sizes), tuple(points), config, threads_note=threads_note,
+                       seconds=time.perf_counter() - started)
+
+
+def _failed_sweep(dim: str, sizes: Sequence[int], exc: BaseException, started: float) -> SweepResult:
+    return SweepResult(dim, tuple(sizes), (), None, first_line(exc), failure=Failure.from_exception(exc, "benchmark_sweep"),
+                       seconds=time.perf_counter() - started)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ class ProfileResult(Presentable):
     error: str | None = None
     failure: Failure | None = None
     cancelled: bool = False
+    seconds: float = 0.0  # how long profile() took, set-up included
 
     @property
     def status(self) -> Status:
@@ -146,6 +148,7 @@ def profile(
     through the model node whose name it carries."""
     import json
 
+    started = time.perf_counter()
     reporter = Reporter(observer, cancel, progress)
     threads = default_threads(threads)
     try:
@@ -164,8 +167,10 @@ def profile(
             with open(path, encoding="utf-8") as handle:
                 events = json.load(handle)
     except Cancelled:
-        return ProfileResult(0, (), None, "cancelled", cancelled=True)
+        return ProfileResult(0, (), None, "cancelled", cancelled=True, seconds=time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - the export failed or onnxruntime refused the model
-        return ProfileResult(0, (), None, first_line(exc), failure=Failure.from_exception(exc, "profile"))
+        return ProfileResult(0, (), None, first_line(exc), failure=Failure.from_exception(exc, "profile"),
+                             seconds=time.perf_counter() - started)
     counted, nodes = parse_profile(events, model, skip_runs=1)
-    return ProfileResult(counted, nodes, bench_config(runner, threads, provider, 0.0, runs, 0.0))
+    return ProfileResult(counted, nodes, bench_config(runner, threads, provider, 0.0, runs, 0.0),
+                         seconds=time.perf_counter() - started)

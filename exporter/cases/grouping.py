@@ -59,10 +59,10 @@ def input_dims_by_path(names: Mapping[str, str], model: Any) -> dict[str, tuple[
     return {path: dims[name] for path, name in names.items() if name in dims} if names else dims
 
 
-def _guards(guards: Guards, program: Any) -> list[tuple[str, str, str | None, tuple | None]]:
+def _guards(guards: Guards, program: Any) -> list[tuple[str, str, str | None, tuple[Axis, ...] | None]]:
     """Guards as ``(expression, text to match, user source or None, axes or None)``: the
     recorded guards (with the user's line), else the program's guard expressions."""
-    out = [
+    out: list[tuple[str, str, str | None, tuple[Axis, ...] | None]] = [
         (guard.expression, f"{guard.expression} {guard.symbolic}", _short_source(guard), guard.axes or None)
         for guard in guards
     ]
@@ -157,13 +157,13 @@ def dim_groups(
     program = program if program is not None else export.exported_program
     onnx_model = onnx_model if onnx_model is not None else export.stage_output("optimize")
     onnx_dims = input_dims_by_path(export.onnx_input_names, onnx_model)
-    symbols = symbol_of(program, export.inputs)
+    symbol_by_axis = symbol_of(program, export.inputs)
     ranges = {str(sym): _range_of(vr) for sym, vr in program.range_constraints.items()}
     caps = axis_ranges(export.guards, export.inputs)
 
     groups: dict[Any, list[Any]] = {}
     for entry in export.spec:
-        symbol = symbols.get((entry.path, entry.axis))
+        symbol = symbol_by_axis.get((entry.path, entry.axis))
         if symbol is not None and symbol.isidentifier():
             key: Any = ("symbol", symbol)
         elif symbol is not None and not symbol.lstrip("-").isdigit():
@@ -186,7 +186,7 @@ def dim_groups(
         symbol = symbols[0] if symbols else None
         obtained = (example, example)
         if symbol:  # the intersection of the ranges of every symbol moved together
-            found_ranges = [ranges.get(sym, (0, None)) for sym in symbols]
+            found_ranges: list[tuple[int, int | None]] = [ranges.get(sym, (0, None)) for sym in symbols]
             uppers = [r[1] for r in found_ranges if r[1] is not None]
             obtained = (max(r[0] for r in found_ranges), min(uppers) if uppers else None)
         cap = None

@@ -85,10 +85,10 @@ def guard_sizes(group: DimGroup, groups: Sequence[DimGroup], guards: Sequence[Gu
             break
         if holds_at(guard.expr, base) is not True:
             continue
-        size = next((n for n in pool if holds_at(guard.expr, at(n)) is False), None)
-        if size is not None and size not in used:
-            used.add(size)
-            out.append(("breaks guard", size, _guard_text(guard)))
+        breaking = next((n for n in pool if holds_at(guard.expr, at(n)) is False), None)
+        if breaking is not None and breaking not in used:
+            used.add(breaking)
+            out.append(("breaks guard", breaking, _guard_text(guard)))
     return tuple(out)
 
 

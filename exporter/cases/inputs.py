@@ -36,8 +36,8 @@ def _axis_sizes(bound: BoundInputs, program: Any, groups: Sequence[DimGroup],
     by_symbol: dict[str, int] = {}
     for group in groups:
         size = assignment[group.label]
-        for axis in group.axes:
-            sizes[axis] = size
+        for group_axis in group.axes:
+            sizes[group_axis] = size
         for symbol in group.symbols or ((group.symbol,) if group.symbol else ()):
             by_symbol[symbol] = size
     for (path, axis), expr in symbol_of(program, bound).items():

@@ -27,9 +27,8 @@ def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
     top = hi if hi is not None else max_size
     example = group.example
     odd = next((n for n in range(3, top + 1, 2) if n != example and n >= lo), None)
-    larger = max(2 * example, example + 4)
-    if hi is not None and larger > hi:
-        larger = hi if hi > example else None
+    doubled = max(2 * example, example + 4)
+    larger = (hi if hi > example else None) if hi is not None and doubled > hi else doubled
     found = {
         "min": lo,
         "1": 1,

@@ -110,7 +110,10 @@ def _training_modules(model: Any) -> list[str]:
     modules = getattr(model, "named_modules", None)
     if modules is None:
         return []
-    found = [f"{name} ({type(m).__name__})" if name else type(m).__name__ for name, m in modules() if isinstance(m, kinds) and m.training]
+    found = []
+    for name, module in modules():
+        if isinstance(module, kinds) and getattr(module, "training", False):
+            found.append(f"{name} ({type(module).__name__})" if name else type(module).__name__)
     return found[:3] + (["..."] if len(found) > 3 else [])
 
 
@@ -180,7 +183,7 @@ def _case_cause(case: CaseResult, groups: Sequence[DimGroup]) -> str | None:
 
 
 def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract: ContractReport | None,
-              session: ExportArtifacts | None = None, divergence: Divergence | None = None,
+              session: ExportArtifacts, divergence: Divergence | None = None,
               named: frozenset[str] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     example = next((c for c in cases if c.is_example), None)
@@ -326,13 +329,13 @@ def _state_findings(cases: Sequence[CaseResult]) -> list[Finding]:
     )]
 
 
-def _edge_findings(cases: Sequence[CaseResult], session: ExportArtifacts | None, divergence: Divergence | None) -> list[Finding]:
+def _edge_findings(cases: Sequence[CaseResult], session: ExportArtifacts, divergence: Divergence | None) -> list[Finding]:
     """Failing edge-value cases in plain words, with the fix when known: one finding per
     input and explanation (``attention_mask`` all False and one row all False fail for one
     reason); one per case the module itself refuses."""
     findings: list[Finding] = []
-    grouped: dict[tuple[Any, ...], list[CaseResult]] = {}
-    explained: dict[tuple[Any, ...], Any] = {}
+    grouped: dict[tuple[Any, ...], list[tuple[CaseResult, EdgeValue]]] = {}
+    explained: dict[tuple[Any, ...], Explanation] = {}
     for c in cases:
         if c.ok or c.edge is None:
             continue
@@ -349,15 +352,16 @@ def _edge_findings(cases: Sequence[CaseResult], session: ExportArtifacts | None,
         if c.status in ("ort_error", "error"):
             explanation = replace(explanation, message="onnxruntime fails" if c.status == "ort_error" else "could not build inputs")
         key = (c.edge.input, c.status, explanation)
-        grouped.setdefault(key, []).append(c)
+        grouped.setdefault(key, []).append((c, c.edge))
         explained[key] = explanation
     for key, group in grouped.items():
         explanation = explained[key]
-        labels = " or ".join(c.edge.label for c in group)
+        labels = " or ".join(edge.label for _, edge in group)
+        first, first_edge = group[0]
         findings.append(Finding(
             "wrong_at_value",
-            f"With {group[0].edge.input} {labels}, {explanation.message} (at the example size; {group[0].describe()})",
-            group[0].name, group[0].sizes, explanation.cause, explanation.fix, explanation.options,
+            f"With {first_edge.input} {labels}, {explanation.message} (at the example size; {first.describe()})",
+            first.name, first.sizes, explanation.cause, explanation.fix, explanation.options,
         ))
     return findings
 

@@ -178,7 +178,7 @@ def first_divergence(
         if not candidates and fx_name in fx_values and len(node.outputs) == 1 and node.outputs[0].name in graph_outputs:
             candidates = [node.outputs[0]]
         for value in candidates:
-            fx_key = value.name if value.name in fx_values else fx_name
+            fx_key = value.name if value.name in fx_values else fx_name or ""
             fx_value = fx_values.get(fx_key)
             onnx_value = onnx_values.get(value.name)
             if onnx_value is None or not hasattr(fx_value, "shape"):

@@ -157,7 +157,7 @@ class VerifyResult:
         """One row per case and output."""
         import pandas as pd
 
-        rows = []
+        rows: list[dict[str, Any]] = []
         for c in self.cases:
             base = {"case": c.name, "sizes": c.sizes_text, "outside_obtained_range": ", ".join(c.outside_obtained)}
             if not c.outputs:
@@ -230,9 +230,9 @@ class VerifyResult:
             return head + (f"; {_cut(first.message)}" if first is not None else "")
         if self.status == "not_verified":
             missing = [f for f in self.findings if f.kind == "not_verified"]
-            compared = (f"the example{at}" + (f" and {len(others)} other size(s)" if others else " only")
-                        if example is not None and example.compared else "nothing")
-            return (f"Verification NOT VERIFIED at other sizes: compared {compared}{edge_text}; "
+            what = (f"the example{at}" + (f" and {len(others)} other size(s)" if others else " only")
+                    if example is not None and example.compared else "nothing")
+            return (f"Verification NOT VERIFIED at other sizes: compared {what}{edge_text}; "
                     + "; ".join(_cut(f.message, 160) for f in missing[:2]))
         if not self.groups:
             return f"Verification PASSED at the example size (no dim requested dynamic){edge_text}"

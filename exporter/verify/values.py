@@ -190,9 +190,9 @@ def explain(edge: EdgeValue, session: ExportArtifacts, divergence: Divergence | 
     translation out."""
     if edge.masks_a_row:
         found = _attention_reading(session, edge.input)
-        located = divergence is not None and divergence.case == edge.name
         # A divergence already in the captured program is not the translation's doing.
-        if found and not (located and divergence.stage == "capture"):
+        in_capture = divergence is not None and divergence.case == edge.name and divergence.stage == "capture"
+        if found and not in_capture:
             attention = found[0]
             rows = session.options.fully_masked_rows
             where = f" ({attention.source})" if attention.source else ""
