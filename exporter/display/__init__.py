@@ -88,11 +88,3 @@ __all__ = [
     "user_terms",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # Temporary, until exporter/cli.py imports these from exporter.display.sections (BOARD.md, H5 -> cli's owner).
-    if name in ("attempts_table", "dims_section", "guards_section", "stages_table"):
-        from . import sections
-
-        return getattr(sections, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

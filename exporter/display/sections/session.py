@@ -11,8 +11,8 @@ from ...bench.latency import BenchmarkResult, SweepResult
 from ...errors import Status
 from ...graphs.intermediates import IntermediateComparison
 from ...passes import Bisection
+from ...pipeline.stages import STAGES
 from ...presentation import presents
-from ...session import STAGES
 from ...verify.results import VerifyResult
 from ..blocks import Badge, Block, Cell, KeyValues, Note, Section, Table, Verdict, cell_text
 from ..cells import number
@@ -22,7 +22,8 @@ from .shapes import dims_section, guards_section
 
 if TYPE_CHECKING:
     from ...pipeline.capture import CaptureAttempt
-    from ...session import Session, StageResult
+    from ...pipeline.stage import StageResult
+    from ...session import Session
 
 __all__ = ["attempts_table", "result_line", "session_html", "session_section", "stages_table"]
 
@@ -77,7 +78,7 @@ def _session_verdict(session: Session) -> Verdict | None:
     return Verdict(f"{', '.join(r.name for r in stages)} done in {number(total)} s{by}", "info")
 
 
-@presents("exporter.session.Session")  # by name: the session is below, but reaches up to its report
+@presents("exporter.session.Session")  # by name: importing the session here would close a loop (session.report())
 def session_section(session: Session, *, title: str | None = None, details: bool | None = None) -> Section:
     """The compact summary of a :class:`~exporter.Session`: model, dim spec, options, one row
     per stage run so far, the failure if any, what has not run. Nothing is run to show it.
