@@ -15,6 +15,7 @@ from ..dims import DimSpec
 from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
 from ..program_symbols import dim_names, user_input_names
+from .translations import onnx_registry
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -40,7 +41,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     instead of torchlib's for those targets (``masked_attention.translations``)."""
     _refuse_lstm_projection(program)
     opset = registry_opset(opset_version)
-    registry = compat.onnx_registry_with(opset, translations) if translations else compat.onnx_registry(opset)
+    registry = onnx_registry(opset, translations)
     model = compat.translate_to_onnx_ir(program, registry)
     model = compat.convert_onnx_version(model, opset_version)
     check_opset_forms(model)
