@@ -12,7 +12,7 @@ import traitlets
 from torch import nn
 
 import exporter
-from exporter import masked_attention
+from exporter.pipeline import stages as pipeline_stages
 from workbench.graph_widget import GraphWidget
 
 pytestmark = pytest.mark.needs_dot
@@ -238,8 +238,8 @@ def _refuse_relu(x):
 
 
 def _with_relu_translation(monkeypatch, translation):
-    original = masked_attention.translations
-    monkeypatch.setattr(masked_attention, "translations",
+    original = pipeline_stages.translations  # the translate stage's source of custom translations
+    monkeypatch.setattr(pipeline_stages, "translations",
                         lambda *a: original(*a) + ((torch.ops.aten.relu.default, translation),))
 
 
