@@ -155,3 +155,18 @@ def test_each_end_of_the_range_cites_the_guard_that_sets_it():
     assert high.text(located=False).endswith("at `return x + self.table[: x.shape[1]]`")
     assert said.excluded == "sizes 0–4 and above 128"
     assert session.failed_stage.failure.message == said.problem
+
+
+def test_the_diagnosis_reads_the_spec_and_inputs_it_is_given_not_torch_s_form_of_them():
+    from exporter.diagnose import capture_error
+    from exporter.pipeline.capture import capture
+    from exporter.events import Observer
+
+    session = rejected(Branches(), (torch.randn(2, 8, 3),), {"x": {1: Dim("seq", min=1, max=512)}})
+    undiagnosed = capture(session.model, session.inputs, session.spec, observer=Observer()).error
+    assert "change these dims" not in str(undiagnosed)  # the stage alone says what failed, not the fix
+    bare = capture_error(session.attempts)  # no spec: no solved fix, no range in the user's terms
+    assert "x.shape[1]: Dim('seq', min=5, max=512)" not in str(bare)
+    given = capture_error(session.attempts, session.spec, session.inputs, session.model)
+    assert given.hint == session.failed_stage.error.hint
+    assert given.hint.endswith("x.shape[1]: Dim('seq', min=5, max=512)")
