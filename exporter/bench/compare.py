@@ -82,7 +82,7 @@ def variants_of(specs: Iterable[str | Variant] | bool | None, threads: int) -> t
         specs = (specs,)
     seen = {Variant("onnxruntime").key(threads), Variant("eager", engine="eager").key(threads)}
     out = []
-    for spec in specs:  # type: ignore[union-attr]
+    for spec in specs:
         variant = Variant.parse(spec)
         if variant.key(threads) not in seen:
             seen.add(variant.key(threads))

@@ -155,7 +155,7 @@ class BenchmarkResult(Presentable):
         threads = _threads_clause(self.threads_note, self.config)
         speedup = self.speedup
         if speedup is None:
-            low = self.ort.low
+            low = self.ort.low or 0.0  # timed: ok says it has stats
             eager = f" (eager failed: {self.eager.error})" if self.eager is not None and self.eager.error else ""
             return f"onnxruntime {low * 1e3:.3g} ms per call (p{LOW_QUANTILE}){threads}{eager}"
         spread = self.spread
@@ -201,7 +201,7 @@ class BenchmarkResult(Presentable):
             row: dict[str, Any] = {"engine": timing.engine}
             if timing.stats is not None:
                 row.update(timing.stats.to_dict())
-                row.update({f"round_p{LOW_QUANTILE}_ms": timing.low * 1e3, "round_p50_ms": timing.p50 * 1e3})
+                row.update({f"round_p{LOW_QUANTILE}_ms": _ms(timing.low), "round_p50_ms": _ms(timing.p50)})
             row.update({"warmup_runs": timing.warmup_runs, "stopped": timing.stopped,
                         "rss_growth_mb": timing.rss_growth_mb, "error": timing.error})
             row.update({"speedup": self.speedup, "speedup_ci_low": self.speedup_ci[0] if self.speedup_ci else None,
@@ -269,7 +269,7 @@ class SweepResult(Presentable):
             for prefix, timing in (("ort_", point.ort), ("eager_", point.eager)):
                 if timing is not None and timing.stats is not None:
                     stats = timing.stats
-                    row.update({f"{prefix}p{LOW_QUANTILE}_ms": timing.low * 1e3, f"{prefix}p50_ms": timing.p50 * 1e3,
+                    row.update({f"{prefix}p{LOW_QUANTILE}_ms": _ms(timing.low), f"{prefix}p50_ms": _ms(timing.p50),
                                 f"{prefix}p90_ms": stats.p90 * 1e3, f"{prefix}p99_ms": stats.p99 * 1e3,
                                 f"{prefix}runs": stats.runs})
             row["speedup"] = point.speedup
@@ -297,6 +297,10 @@ class SweepResult(Presentable):
             return None
         names = ", ".join(str(size) for size, _ in busy)
         return f"at {self.dim}={names}: {busy[0][1]}"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
 
 
 def _threads_clause(note: str | None, config: BenchConfig | None) -> str:
@@ -346,9 +350,12 @@ def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], fee
                 rows.append(VariantTiming(variant, threads=count, model_mb=state_mb(session.model),
                                           rss_growth_mb=rss_growth_mb(before)))
             else:
-                if variant.model == "unoptimized" and unoptimized is None:
-                    unoptimized = session.with_options(optimize=False)
-                source = (unoptimized if variant.model == "unoptimized" else session).ort_model.source
+                if variant.model == "unoptimized":
+                    if unoptimized is None:
+                        unoptimized = session.with_options(optimize=False)
+                    source = unoptimized.ort_model.source
+                else:
+                    source = session.ort_model.source
                 session.ort_model.make_room()
                 before = rss_bytes()
                 runner = OrtRunner(source, threads=count, provider=provider, optimization_level=variant.level,
@@ -527,22 +534,21 @@ def result_of_rounds(rounds: Rounds, load: Any, ort_timing: EngineTiming | None 
         base = BenchmarkResult(ort_timing, eager_timing, None)
     speedups: tuple[float, ...] = ()
     interval = p50_interval = None
-    both = ort_timing.rounds is not None and eager_timing is not None and eager_timing.rounds is not None
-    if both:
-        eager_rounds, ort_rounds = eager_timing.rounds, ort_timing.rounds
+    eager_rounds = eager_timing.rounds if eager_timing is not None else None
+    ort_rounds = ort_timing.rounds
+    if eager_rounds is not None and ort_rounds is not None:
         speedups = tuple(e / o for e, o in zip(eager_rounds.lows, ort_rounds.lows) if o > 0)
         interval = bootstrap_ratio_ci(eager_rounds.lows, ort_rounds.lows)
         p50_interval = bootstrap_ratio_ci(eager_rounds.medians, ort_rounds.medians)
     tails = tuple((name, stats.p90 / stats.p50) for name, stats in
                   ((t.engine, t.stats) for t in (ort_timing, eager_timing) if t is not None and t.stats is not None)
                   if stats.p50 > 0)
-    speedup = ratio_of(eager_timing.rounds.lows, ort_timing.rounds.lows) if both else None  # type: ignore[union-attr]
+    speedup = ratio_of(eager_rounds.lows, ort_rounds.lows) if eager_rounds is not None and ort_rounds is not None else None
     noise = Noise.assess(rounds.rounds, speedup, interval, speedups, tails, load)
     spread = None
-    if both:
+    if eager_rounds is not None and ort_rounds is not None:
         busy = noise.dispersion_reasons < len(noise.reasons)  # a load reason was crossed
-        spread = unsteady(eager_timing.rounds, ort_timing.rounds, ("eager", "onnxruntime"),  # type: ignore[union-attr,arg-type]
-                          interval, busy)
+        spread = unsteady(eager_rounds, ort_rounds, ("eager", "onnxruntime"), interval, busy)
     comparison = comparison_of(rounds, "onnxruntime", comparison_rows, noise.warning) if comparison_rows else None
     return dataclasses.replace(base, speedup_rounds=speedups, speedup_ci=interval, speedup_p50_ci=p50_interval,
                                unsteady=spread, noise=noise, comparison=comparison)

@@ -38,7 +38,7 @@ class OrtRunner:
     ) -> None:
         if optimization_level not in _LEVELS:
             raise ValueError(f"optimization_level must be one of {sorted(_LEVELS)}, not {optimization_level!r}")
-        self._build = dict(model=os.fspath(model) if isinstance(model, os.PathLike) else model, threads=threads, provider=provider,
+        self._build: dict[str, Any] = dict(model=os.fspath(model) if isinstance(model, os.PathLike) else model, threads=threads, provider=provider,
                            optimization_level=optimization_level, profile_prefix=profile_prefix)
         self._parked: OrtRunner | None = None
         self._alive: list[Any] = []
@@ -64,7 +64,7 @@ class OrtRunner:
             options.add_session_config_entry(key, "1" if spinning else "0")
         self.options = options
         session = ort.InferenceSession(self._build["model"], options, providers=[self._build["provider"]])
-        self.settings = {
+        self.settings: dict[str, Any] = {
             "intra_op_num_threads": threads,
             "inter_op_num_threads": 1,
             "execution_mode": "sequential",
