@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..axis import Axis
+from ..compat import derived_dim_parts, dim_hint_policy, torch_dim_kind
 from ..errors import SpecError
 from ..inputs import BoundInputs, Leaf, onnx_input_names
 from .model import AUTO, DYNAMIC, STATIC, AxisEntry, AxisPolicy, Derived, Dim, Name, Policy, default_dim_name
@@ -162,8 +163,6 @@ def parse_axis_value(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy:
 
 
 def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | None:
-    from ..compat import dim_hint_policy, torch_dim_kind
-
     kind = torch_dim_kind(value)
     if kind == "hint":
         name, lo, hi = dim_hint_policy(value)
@@ -175,8 +174,6 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
             )
         return Policy[name]
     if kind == "derived":
-        from ..compat import derived_dim_parts
-
         root, scale, offset = derived_dim_parts(value)
         converted = _from_torch_dim(root, leaf, axis)
         if not isinstance(converted, Dim) or scale < 1:
@@ -193,14 +190,10 @@ def _from_torch_dim(value: Any, leaf: Leaf, axis: int | None) -> AxisPolicy | No
 
 
 def _is_dim_hint(value: Any) -> bool:
-    from ..compat import torch_dim_kind
-
     return torch_dim_kind(value) == "hint"
 
 
 def _is_static_hint(value: Any) -> bool:
-    from ..compat import dim_hint_policy
-
     return _is_dim_hint(value) and dim_hint_policy(value)[0] == "STATIC"
 
 
@@ -260,8 +253,6 @@ def _parse_leaf_spec(raw: Any, leaf: Leaf, out: dict[tuple[str, int], AxisPolicy
 
 
 def _is_torch_dim(value: Any) -> bool:
-    from ..compat import torch_dim_kind
-
     return torch_dim_kind(value) == "dim"
 
 

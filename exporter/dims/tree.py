@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..compat import pytree_children
 from ..inputs import BoundInputs, Leaf
 
 
@@ -13,8 +14,6 @@ class Tree:
     lists, tuples, registered dataclasses, ``*args``, ``**kwargs``) and other values."""
 
     def __init__(self, bound: BoundInputs) -> None:
-        from ..compat import pytree_children
-
         self.bound = bound
         self.leaves: dict[str, Leaf] = {leaf.path: leaf for leaf in bound.leaves}
         self.values: dict[str, Any] = {}
