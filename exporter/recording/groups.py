@@ -60,7 +60,6 @@ class CallGroup:
     inputs: tuple[str, ...]  # top-level inputs holding tensors
     axes: tuple[RecordedAxis, ...]
     constants: tuple[tuple[str, str], ...]  # (path, repr of the value) of the non-tensor inputs
-    notes: tuple[str, ...] = ()
 
     @property
     def dynamic_shapes(self) -> dict[str, dict[int, Dim | Derived]]:
@@ -188,8 +187,7 @@ def _group(name: str, members: list[tuple[RecordedCall, BoundInputs]], constants
             axes.append(RecordedAxis(path, axis, s, dim, note))
         else:
             axes.append(RecordedAxis(path, axis, s, None, f"always {s[0]} in the recorded calls"))
-    notes = tuple(dict.fromkeys(a.note for a in axes if a.dim is not None and a.note))
-    return CallGroup(name, tuple(c for c, _ in members), _top_level(first), tuple(axes), constants, notes)
+    return CallGroup(name, tuple(c for c, _ in members), _top_level(first), tuple(axes), constants)
 
 
 def _propose(

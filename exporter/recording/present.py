@@ -28,7 +28,6 @@ def group_section(group: CallGroup) -> Section:
                    ("example", f"call {group.example.index}"))),
         Table.from_rows(("axis", "proposed", "observed", "note"), rows, code=("axis", "proposed")),
     ]
-    body.extend(Note(note) for note in group.notes)
     return Section(f"group {group.name}", body=tuple(body))
 
 
