@@ -22,15 +22,24 @@ from __future__ import annotations
 import datetime
 import os
 from pathlib import Path
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Union
 
 from .display import Badge, Block, Document, KeyValues, Note, Section, Svg, Table, error_section, failure_blocks, render
 from .display.sections import attempts_table, dims_section, guards_section, session_section, stages_table
 from .graphs.draw import side_by_side
 
 if TYPE_CHECKING:
+    from .bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
+    from .passes import Bisection
+    from .pipeline.pass_records import OptimizerPasses
     from .session import Session
+    from .verify import VerifyResult
+
+    Timing = Union[BenchmarkResult, SweepResult, Comparison, ProfileResult]
+    # What the Verification and Benchmark sections take: a result, or True to run it now.
+    VerifyArgument = Union[VerifyResult, bool, None]
+    BenchmarkArgument = Union[Timing, Sequence[Timing], bool, None]
 
 __all__ = ["report_document", "report_html", "write_report"]
 
@@ -76,7 +85,7 @@ def _graphs(session: Session) -> Section:
                     Svg(view.svg, "FX and ONNX graphs")))
 
 
-def _analysis(result: Any, title: str, hint: str) -> Section:
+def _analysis(result: object, title: str, hint: str) -> Section:
     if result is None or (isinstance(result, (list, tuple)) and not result):
         return Section(title, Badge.status("not run"), (Note(hint),))
     if isinstance(result, (list, tuple)) and len(result) == 1:
@@ -99,20 +108,21 @@ def _kept(session: Session) -> dict[str, Any]:
         return {}
 
 
-def _recorded_passes(session: Session) -> Any:
+def _recorded_passes(session: Session) -> OptimizerPasses | None:
     """``session.passes`` when the optimize stage ran its passes; None otherwise."""
     result = next((r for r in session.stages if r.name == "optimize"), None)
     passes = result.passes if result is not None else None
     return passes if passes is not None and len(passes) else None
 
 
-def _passes(passes: Any, bisection: Any) -> Section:
+def _passes(passes: OptimizerPasses, bisection: Bisection | None) -> Section:
     section = render(passes)
     body = section.body + ((render(bisection),) if bisection is not None else ())
     return Section("Optimizer passes", section.badge, body, verdict=section.verdict)
 
 
-def report_document(session: Session, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Document:
+def report_document(session: Session, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
+                    graphs: bool = True) -> Document:
     """The report's :class:`~exporter.display.Document`. Runs the session's stages (a failure
     is shown, not raised). ``verify``: a :class:`~exporter.verify.VerifyResult`, or True to run
     ``session.verify()``; ``benchmark``: a BenchmarkResult / SweepResult / Comparison /
@@ -149,12 +159,13 @@ def report_document(session: Session, *, verify: Any = None, benchmark: Any = No
     return Document(title, tuple(sections), subtitle=f"written {when}")
 
 
-def report_html(session: Session, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> str:
+def report_html(session: Session, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
+                graphs: bool = True) -> str:
     """The report as one HTML string (see :func:`report_document`)."""
     return report_document(session, verify=verify, benchmark=benchmark, graphs=graphs).to_html()
 
 
-def write_report(session: Session, path: str | os.PathLike, *, verify: Any = None, benchmark: Any = None,
+def write_report(session: Session, path: str | os.PathLike, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
                  graphs: bool = True) -> Path:
     """Write the report to ``path`` atomically (a failure leaves no partial file) and return
     the path. Raises :class:`~exporter.errors.SerializeError` if the file cannot be written."""
