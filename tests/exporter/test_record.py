@@ -234,3 +234,22 @@ def test_a_group_that_does_not_exist_names_the_groups_there_are():
     _, rec = _recorded("gpt2")
     with pytest.raises(RecordingError, match="no group 'decoding' in the recording of GPT2LMHeadModel"):
         rec.group("decoding")
+
+
+def test_an_axis_always_the_sum_of_two_dims_is_named_total_and_the_export_follows_it():
+    class Append(torch.nn.Module):
+        def forward(self, x, past, mask):
+            return torch.cat([past, x], dim=1) * mask
+
+    model = Append()
+    with record(model) as rec:
+        for seq, past in [(2, 3), (4, 3), (2, 5)]:
+            model(torch.randn(2, seq), torch.randn(2, past), torch.ones(2, seq + past))
+    group = rec.group()
+    assert _policies(group) == {"x.0": "STATIC", "x.1": "seq", "past.0": "STATIC", "past.1": "seq_2",
+                                "mask.0": "STATIC", "mask.1": "total"}
+    total = group.axes[-1]
+    assert isinstance(total.dim, Name)
+    assert total.note.startswith("total = seq + seq_2 in every recorded call")
+    result = rec.export(sweep=False)
+    assert result.recorded.ok and result.recorded.compared == 3, result.recorded.summary()
