@@ -39,7 +39,7 @@ def _is_path(destination: Any) -> bool:
     return isinstance(destination, (str, os.PathLike))
 
 
-def default_serializer(destination: Any) -> Any:
+def default_serializer(destination: Any) -> OnnxSerializer | Pt2Serializer:
     if _is_path(destination) and Path(destination).suffix == ".pt2":
         return Pt2Serializer()
     return OnnxSerializer()

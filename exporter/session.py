@@ -170,7 +170,7 @@ class Session(Presentable):
         self.onnx_input_names  # noqa: B018 - too many or clashing input_names fail here, not at translate
         self._cache = _cache or _StageCache()
         self._results: dict[str, StageResult] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # guards self._results and self._ort_model, held for a dict access only
         self._ort_model: OrtModel | None = None
         self._applied_fixes: tuple[Any, ...] = ()
 
@@ -248,43 +248,52 @@ class Session(Presentable):
         return self._stage(stage, self._observer(observer), cancel)
 
     def _stage(self, stage: str, observer: Observer, cancel: CancelToken | None) -> StageResult:
+        # The session lock guards self._results only: the previous stage, the computation and
+        # the observer calls run unlocked (the stage cache computes each key once).
         with self._lock:
-            if stage in self._results:
-                return self._results[stage]
-            step = stage_named(stage)
-            previous: StageResult | None = None
-            if step.consumes is not None:
-                previous = self._stage(step.consumes, observer, cancel)
-                if previous.status == Status.CANCELLED:
-                    return previous
-                if previous.status == Status.FAILED:
-                    result = StageResult(stage, Status.SKIPPED, 0.0, detail=f"{previous.name} failed")
-                    self._results[stage] = result
-                    observer.on_stage_end(result)
-                    return result
-            if cancel is not None and cancel.cancelled:
-                result = StageResult(stage, Status.CANCELLED, 0.0, detail="cancelled before it started")
+            known = self._results.get(stage)
+        if known is not None:
+            return known
+        step = stage_named(stage)
+        previous: StageResult | None = None
+        if step.consumes is not None:
+            previous = self._stage(step.consumes, observer, cancel)
+            if previous.status == Status.CANCELLED:
+                return previous
+            if previous.status == Status.FAILED:
+                result = self._record(StageResult(stage, Status.SKIPPED, 0.0, detail=f"{previous.name} failed"))
                 observer.on_stage_end(result)
                 return result
-            observer.on_stage_start(stage)
-            context = StageContext(self._model, self._inputs, self._spec, self._options)
-            consumed = previous.output if previous is not None else None
-
-            def compute() -> StageResult:
-                with _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
-                    result = diagnosed(step.run(context, consumed, observer, cancel), self._spec, self._inputs,
-                                       self._model)
-                return dataclasses.replace(result, library_output=output.text) if output.text else result
-
-            with _TORCH_LOCK:  # a capture running in another thread swaps the module's parameters
-                key = cache_key(stage, context)
-            result, cached = self._cache.get_or_compute(stage, key, compute)
-            if cached:
-                result = dataclasses.replace(result, cached=True)
-            if result.status != Status.CANCELLED:
-                self._results[stage] = result
+        if cancel is not None and cancel.cancelled:
+            result = StageResult(stage, Status.CANCELLED, 0.0, detail="cancelled before it started")
             observer.on_stage_end(result)
             return result
+        observer.on_stage_start(stage)
+        context = StageContext(self._model, self._inputs, self._spec, self._options)
+        consumed = previous.output if previous is not None else None
+
+        def compute() -> StageResult:
+            with _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
+                result = diagnosed(step.run(context, consumed, observer, cancel), self._spec, self._inputs,
+                                   self._model)
+            # Recorded before the cache hands it to another thread of this session waiting for
+            # the same key: both then return this result, not a "cached" copy.
+            return self._record(dataclasses.replace(result, library_output=output.text) if output.text else result)
+
+        with _TORCH_LOCK:  # a capture running in another thread swaps the module's parameters
+            key = cache_key(stage, context)
+        result, cached = self._cache.get_or_compute(stage, key, compute)
+        if cached:
+            result = self._record(dataclasses.replace(result, cached=True))
+        observer.on_stage_end(result)
+        return result
+
+    def _record(self, result: StageResult) -> StageResult:
+        """Keep ``result`` as this session's (not a cancelled one); the first one kept stays."""
+        if result.status == Status.CANCELLED:
+            return result
+        with self._lock:
+            return self._results.setdefault(result.name, result)
 
     def submit(self, until: str = "optimize", *, observer: Observer | None = None,
                cancel: CancelToken | None = None, **options: Any) -> Future:
@@ -396,10 +405,6 @@ class Session(Presentable):
         """An onnxruntime CPU ``InferenceSession`` of the final model (from
         :attr:`ort_model_source`), built once; :meth:`release` frees it."""
         return self.ort_model.inference_session
-
-    def _make_room_for_ort(self) -> None:
-        # Until bench/latency.py and bench/profiling.py call ort_model.make_room() themselves.
-        self.ort_model.make_room()
 
     def release(self) -> None:
         """Free what this session built for onnxruntime: the ``InferenceSession``, the
@@ -540,7 +545,8 @@ class Session(Presentable):
             result = benchmark(self, compare=variants, observer=observer, cancel=cancel, **options)
             if result.comparison is not None:
                 return result.comparison
-            return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled)
+            return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled,
+                              failure=result.failure, seconds=result.seconds)
 
         return self._analysis("compare", observer, run)
 

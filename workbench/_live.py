@@ -13,14 +13,24 @@ Nothing here computes a number: it forwards what the core returns.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["Job", "JobRunner", "Step", "WidgetObserver"]
+from exporter.events import CancelToken, Observer
+from exporter.worker import submit_work
+
+if TYPE_CHECKING:
+    from exporter.pipeline.capture import CaptureAttempt
+    from exporter.pipeline.stage import StageResult
+    from exporter.session import Session
+
+__all__ = ["Job", "JobRunner", "JobSink", "Step", "WidgetObserver"]
 
 _log = logging.getLogger(__name__)
 
@@ -41,9 +51,7 @@ class Job:
 
     _counter = 0
 
-    def __init__(self, session: Any, steps: tuple[Step, ...], label: str, previous: Any) -> None:
-        from exporter.events import CancelToken
-
+    def __init__(self, session: Session, steps: tuple[Step, ...], label: str, previous: Session) -> None:
         Job._counter += 1
         self.number = Job._counter
         self.session = session
@@ -79,10 +87,10 @@ class JobRunner:
 
     def __init__(
         self,
-        submit_step: Callable[..., Any],
+        submit_step: Callable[[Session, Step, Observer, CancelToken], Future[Any]],
         on_step: Callable[[Job, Step, Any], bool],
         on_finish: Callable[[Job], None],
-        observer_for: Callable[[Job], Any],
+        observer_for: Callable[[Job], Observer],
     ) -> None:
         self._submit_step = submit_step
         self._on_step = on_step
@@ -91,6 +99,7 @@ class JobRunner:
         self._lock = threading.RLock()
         self._current: Job | None = None
         self._active: set[Job] = set()
+        self._beside = 0  # work queued with beside() and not yet done
         self._idle = threading.Event()
         self._idle.set()
 
@@ -106,7 +115,7 @@ class JobRunner:
     def is_current(self, job: Job) -> bool:
         return self._current is job and not job.cancelled
 
-    def start(self, session: Any, steps: tuple[Step, ...], label: str, previous: Any) -> Job:
+    def start(self, session: Session, steps: tuple[Step, ...], label: str, previous: Session) -> Job:
         """Cancel the current job (its results will be ignored) and queue a new one."""
         job = Job(session, tuple(steps), label, previous)
         with self._lock:
@@ -121,11 +130,8 @@ class JobRunner:
     def beside(self, work: Callable[[], Any]) -> None:
         """Run ``work`` on the export worker after what is queued, without cancelling the
         current job (drawing a tab's charts); :meth:`wait` waits for it too."""
-        from exporter.worker import submit_work
-
-        marker = object()
         with self._lock:
-            self._active.add(marker)  # type: ignore[arg-type]
+            self._beside += 1
             self._idle.clear()
 
         def run() -> None:
@@ -135,14 +141,14 @@ class JobRunner:
                 _log.exception("workbench: %r failed", work)
             finally:
                 with self._lock:
-                    self._active.discard(marker)  # type: ignore[arg-type]
-                    if not self._active:
-                        self._idle.set()
+                    self._beside -= 1
+                    self._set_idle_if_done()
 
         submit_work(run)
 
     def cancel(self) -> Job | None:
-        """Cancel the current job; return it (None if there was none)."""
+        """Cancel the current job; return it (None if there was none). It finishes in the
+        background, its later events and results ignored."""
         with self._lock:
             job, self._current = self._current, None
         if job is not None:
@@ -152,6 +158,10 @@ class JobRunner:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until no job runs (the current one and any cancelled one still finishing)."""
         return self._idle.wait(timeout)
+
+    def _set_idle_if_done(self) -> None:
+        if not self._active and not self._beside:
+            self._idle.set()
 
     # -- chaining ----------------------------------------------------------------------------
     def _queue(self, job: Job) -> None:
@@ -164,9 +174,9 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - a refused step is shown, never raised into the UI
             self._deliver(job, step, exc)
             return
-        future.add_done_callback(lambda f, job=job, step=step: self._done(job, step, f))
+        future.add_done_callback(functools.partial(self._done, job, step))
 
-    def _done(self, job: Job, step: Step, future: Any) -> None:
+    def _done(self, job: Job, step: Step, future: Future[Any]) -> None:
         try:
             result = future.result()
         except BaseException as exc:  # noqa: BLE001 - the core returns failures as data; this is a bug path
@@ -196,57 +206,64 @@ class JobRunner:
                 self._active.discard(job)
                 if self._current is job:
                     self._current = None
-                if not self._active:
-                    self._idle.set()
+                self._set_idle_if_done()
             job.done.set()
 
 
-class WidgetObserver:
-    """An :class:`exporter.events.Observer` that forwards one job's events to the widget, and
-    drops them once the job is no longer the current one. Progress updates are throttled to
-    one per ``interval`` seconds (the last one of a task always passes)."""
+class JobSink(Protocol):
+    """What hears a job's events (the widget), each given the job it belongs to. Called on the
+    worker thread; the sink drops the events of a job that is no longer current."""
 
-    def __init__(self, runner: JobRunner, job: Job, sink: Any, interval: float = 0.05) -> None:
+    def stage_started(self, job: Job, stage: str) -> None: ...
+
+    def stage_ended(self, job: Job, result: StageResult) -> None: ...
+
+    def attempt_made(self, job: Job, attempt: CaptureAttempt) -> None: ...
+
+    def analysis_started(self, job: Job, name: str) -> None: ...
+
+    def analysis_ended(self, job: Job, name: str, result: Any) -> None: ...
+
+    def progress_made(self, job: Job, task: str, done: float, total: float, note: str = "") -> None: ...
+
+
+class WidgetObserver(Observer):
+    """An :class:`exporter.events.Observer` that forwards one job's events to the widget
+    (``sink``) while the job is the current one. Progress updates are throttled to one per
+    ``interval`` seconds (the last one of a task always passes). The core shields the work
+    from an observer that raises: a display problem never stops an export."""
+
+    def __init__(self, runner: JobRunner, job: Job, sink: JobSink, interval: float = 0.05) -> None:
         self.runner = runner
         self.job = job
         self.sink = sink
         self.interval = interval
         self._last = 0.0
 
-    def _forward(self, method: str, *args: Any) -> None:
-        if not self.runner.is_current(self.job):
-            return
-        try:
-            getattr(self.sink, method)(self.job, *args)
-        except Exception:  # noqa: BLE001 - a display problem must never stop an export
-            _log.exception("workbench: %s failed", method)
-
     def on_stage_start(self, stage: str) -> None:
-        self._forward("stage_started", stage)
+        if self.runner.is_current(self.job):
+            self.sink.stage_started(self.job, stage)
 
-    def on_stage_end(self, result: Any) -> None:
-        self._forward("stage_ended", result)
+    def on_stage_end(self, result: StageResult) -> None:
+        if self.runner.is_current(self.job):
+            self.sink.stage_ended(self.job, result)
 
-    def on_attempt(self, attempt: Any) -> None:
-        self._forward("attempt_made", attempt)
+    def on_attempt(self, attempt: CaptureAttempt) -> None:
+        if self.runner.is_current(self.job):
+            self.sink.attempt_made(self.job, attempt)
+
+    def on_analysis_start(self, name: str) -> None:
+        if self.runner.is_current(self.job):
+            self.sink.analysis_started(self.job, name)
+
+    def on_analysis_end(self, name: str, result: Any) -> None:
+        if self.runner.is_current(self.job):
+            self.sink.analysis_ended(self.job, name, result)
 
     def on_progress(self, task: str, done: float, total: float, note: str = "") -> None:
         now = time.perf_counter()
         if now - self._last < self.interval and done < total:
             return
         self._last = now
-        self._forward("progress_made", task, done, total, note)
-
-
-def observer_class() -> type:
-    """``WidgetObserver`` as a subclass of the core's ``Observer`` (imported on first use, so
-    loading the extension stays light)."""
-    from exporter.events import Observer
-
-    global _ObserverClass
-    if _ObserverClass is None:
-        _ObserverClass = type("WorkbenchObserver", (WidgetObserver, Observer), {})
-    return _ObserverClass
-
-
-_ObserverClass: type | None = None
+        if self.runner.is_current(self.job):
+            self.sink.progress_made(self.job, task, done, total, note)

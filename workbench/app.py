@@ -23,13 +23,21 @@ shows its error beside the last good result; a cancelled one puts the previous r
 from __future__ import annotations
 
 import html
+import os
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from ._live import JobRunner, Step, observer_class
+from exporter.bench import BenchmarkResult
+from exporter.events import CancelToken, Observer
+from exporter.verify import VerifyResult
+from exporter.worker import submit_work
+
+from ._live import Job, JobRunner, Step, WidgetObserver
 from .views.blocks import STYLE, esc, failure_html
 from .views.benchmark import BenchmarkView
 from .views.dims import AxisRow, DimsView
@@ -38,18 +46,26 @@ from .views.guards import GuardsView
 from .views.stages import STEPS, StagesView
 from .views.verify import VerifyView
 
+if TYPE_CHECKING:
+    from exporter.dims import DimSpec
+    from exporter.pipeline.capture import CaptureAttempt
+    from exporter.pipeline.stage import StageResult
+    from exporter.ports import Port
+    from exporter.session import Session
+
 __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
 ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
 
 
-def one_line(result: Any) -> str:
-    """The line a result is known by: a verification's verdict, a benchmark's headline."""
-    line = getattr(result, "verdict", None) or getattr(result, "headline", None)
-    if line is None:
-        line = (result.summary().splitlines() or [""])[0]
-    return line() if callable(line) else str(line)
+def stage_row(result: VerifyResult | BenchmarkResult) -> tuple[str, float | None, str]:
+    """How the Stages tab's verify or benchmark row shows a result: its status, seconds (a
+    verification's) and the line it is known by (a verification's verdict, a benchmark's
+    headline)."""
+    if isinstance(result, VerifyResult):
+        return str(result.status), result.seconds, result.verdict
+    return str(result.status), None, result.headline
 
 
 def steps_until(until: str) -> tuple[Step, ...]:
@@ -82,15 +98,16 @@ class Workbench(widgets.VBox):
             (default ``"optimize"``, so the ONNX inputs are shown too).
     """
 
-    def __init__(self, session: Any, *, run: bool = True, verify: bool = False, benchmark: bool = False,
-                 save: Any = None, follow: str = "optimize", bind: Any = None) -> None:
+    def __init__(self, session: Session, *, run: bool = True, verify: bool = False, benchmark: bool = False,
+                 save: str | os.PathLike[str] | None = None, follow: str = "optimize",
+                 bind: Callable[[Session], Any] | None = None) -> None:
         steps_until(follow)  # a typo fails here, not on the first click
         self._shown = session          # the session whose results are on screen
-        self._last_good: Any = None    # the last session whose capture succeeded (for the rows)
-        self._last_exported: Any = None  # the last session exported to ONNX (for the Stages tab)
-        self._sessions: dict[Any, Any] = {session.spec: session}
-        self._ports: dict[int, list[Any]] = {}
-        self._analyses: dict[str, tuple[Any, Any]] = {}
+        self._last_good: Session | None = None  # the last session whose capture succeeded (for the rows)
+        self._last_exported: Session | None = None  # the last session exported to ONNX (for the Stages tab)
+        self._sessions: dict[DimSpec, Session] = {session.spec: session}
+        self._ports: dict[int, list[Port]] = {}
+        self._analyses: dict[str, tuple[Session, Any]] = {}  # by name: the session it ran on, its result
         self._follow = follow
         self._bind = bind
         self._render_lock = threading.RLock()  # one renderer at a time (worker thread vs kernel thread)
@@ -135,12 +152,12 @@ class Workbench(widgets.VBox):
 
     # -- public API -----------------------------------------------------------------------------
     @property
-    def session(self) -> Any:
+    def session(self) -> Session:
         """The session now shown (after :meth:`wait`, the one the controls ask for)."""
         return self._shown
 
     @property
-    def requested_session(self) -> Any:
+    def requested_session(self) -> Session:
         """The session the controls ask for (still being captured while a job runs)."""
         job = self._runner.current
         return job.session if job is not None else self._shown
@@ -192,18 +209,22 @@ class Workbench(widgets.VBox):
                     "drawing the graphs")
 
     def cancel(self) -> None:
-        """Stop the background job at its next step and put the previous result back on screen."""
+        """Stop the background job at its next step and put the previous result back on screen
+        at once: it only reads results the previous session holds (the job's later events and
+        results are dropped)."""
         with self._render_lock:
-            job = self._runner.current
+            job = self._runner.cancel()
             if job is None:
                 return
             previous = job.previous
             self.dims_view.show_spec(previous.spec)
             self.dims_view.show_code(previous.spec.to_code(previous.inputs))
-            # Drawing reads the session, which the worker may hold while it finishes the
-            # cancelled step: the previous result is drawn by the worker, as a job of its own.
-            self._runner.start(previous, (Step("show"),), f"cancelled {job.label}: showing the previous result",
-                               previous)
+            self._show_session(previous)
+            if previous.stages:
+                self._render(previous)
+            else:
+                self.stages_view.reset()
+            self.progress.value = 0.0
             self._status(f"cancelling {job.label}…")
 
     # -- control handlers (kernel thread) ---------------------------------------------------------
@@ -243,7 +264,7 @@ class Workbench(widgets.VBox):
             self._runner.beside(lambda: self._render_locked(None))
 
     # -- jobs -------------------------------------------------------------------------------------
-    def _start(self, session: Any, steps: tuple[Step, ...], label: str) -> None:
+    def _start(self, session: Session, steps: tuple[Step, ...], label: str) -> None:
         with self._render_lock:
             previous = self._shown
             self.progress.value = 0.0
@@ -256,25 +277,24 @@ class Workbench(widgets.VBox):
             self.last_message = ""
             self._runner.start(session, steps, label, previous)
 
-    def _observer_for(self, job: Any) -> Any:
-        return observer_class()(self._runner, job, self)
+    def _observer_for(self, job: Job) -> Observer:
+        return WidgetObserver(self._runner, job, self)
 
-    def _submit_step(self, session: Any, step: Step, observer: Any, cancel: Any) -> Any:
+    def _submit_step(self, session: Session, step: Step, observer: Observer, cancel: CancelToken) -> Future[Any]:
         if step.task in STAGES or step.task in ANALYSES:
             return session.submit(step.task, observer=observer, cancel=cancel, **dict(step.options))
-        from exporter.worker import submit_work
-
         if step.task == "fixes":
             return submit_work(session.apply_suggested_fixes, observer=observer, cancel=cancel)
         if step.task == "save":
             return submit_work(session.save, step.options["path"])
         if step.task == "graphs":
-            return submit_work(graph_renderer(), session, **dict(step.options))
-        if step.task == "show":
-            return submit_work(lambda: session)
+            renderer = graph_renderer()
+            if renderer is None:
+                raise ValueError("drawing the graphs needs Graphviz or anywidget")
+            return submit_work(renderer, session, **dict(step.options))
         raise ValueError(f"unknown step {step.task!r}")
 
-    def _on_step(self, job: Any, step: Step, result: Any) -> bool:
+    def _on_step(self, job: Job, step: Step, result: Any) -> bool:
         """A step's result, on the worker thread: show it; say whether the job goes on."""
         with self._render_lock:
             if not self._runner.is_current(job):
@@ -296,27 +316,16 @@ class Workbench(widgets.VBox):
             if step.task in ANALYSES:
                 self._analyses[step.task] = (job.session, result)
                 self._show_analysis(step.task, job.session, result)
-                status = str(getattr(result, "status", "ok"))
-                if status == "cancelled":
-                    return False
-                return True
+                return str(result.status) != "cancelled"
             if step.task == "save":
                 self.last_message = f"saved {result}"
                 return True
             if step.task == "graphs":
                 self.graphs_view.show(result)
                 return True
-            if step.task == "show":
-                session = job.session
-                self._show_session(session)
-                if session.stages:
-                    self._render(session)
-                else:
-                    self.stages_view.reset()
-                return True
         return False
 
-    def _stage_done(self, job: Any, result: Any) -> bool:
+    def _stage_done(self, job: Job, result: StageResult) -> bool:
         session = job.session
         if result.status == "cancelled":
             return False
@@ -330,7 +339,7 @@ class Workbench(widgets.VBox):
         self._render(session)
         return result.ok
 
-    def _show_session(self, session: Any) -> None:
+    def _show_session(self, session: Session) -> None:
         """``session`` is now on screen; ``bind`` hears of a new one (the ``-o`` variable)."""
         changed = session is not self._shown
         self._shown = session
@@ -340,18 +349,15 @@ class Workbench(widgets.VBox):
             except Exception:  # noqa: BLE001 - a binding problem never stops the widget
                 pass
 
-    def _on_finish(self, job: Any) -> None:
+    def _on_finish(self, job: Job) -> None:
         with self._render_lock:
             if self._runner.current is not job and self._runner.current is not None:
                 return  # superseded: the next job owns the job bar
             self.cancel_button.disabled = True
             self.cancel_button.button_style = ""
-            if job.cancelled:
+            if job.cancelled:  # by Cancel, which has put the previous result back
                 self.progress.value = 0.0
-                return
-            if job.steps[-1].task == "show":
-                self.progress.value = 0.0
-                self._status(job.label)
+                self._status(f"cancelled {job.label}: the previous result is shown")
                 return
             failed = self._shown.failed_stage if self._shown is not None else None
             problem, self._draw_problem = job.problem or self._draw_problem, None
@@ -370,33 +376,52 @@ class Workbench(widgets.VBox):
                 self._status(f"done: {job.label} in {took:.2f} s" + (f"; {self.last_message}" if self.last_message else ""))
 
     # -- observer sink (worker thread) ---------------------------------------------------------
-    # These run while the worker holds the session's lock: they only set widget values and
-    # never wait for the render lock (a kernel-thread caller holding it could be waiting for
-    # that session).
-    def stage_started(self, job: Any, stage: str) -> None:
-        if self._runner.is_current(job):
-            self._status(f"{stage}… ({job.label})")
-            self.stages_view.started(stage)
-            if stage in STAGES:
-                self.progress.value = STAGES.index(stage) / len(STAGES)
+    # The core calls observers holding no session lock, so these draw under the render lock like
+    # every other drawing: a Cancel (kernel thread) and a late event of the cancelled job never
+    # interleave, and the job checked current is still current when drawn.
+    def stage_started(self, job: Job, stage: str) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self._status(f"{stage}… ({job.label})")
+                self.stages_view.started(stage)
+                if stage in STAGES:
+                    self.progress.value = STAGES.index(stage) / len(STAGES)
 
-    def stage_ended(self, job: Any, result: Any) -> None:
-        if self._runner.is_current(job):
-            self.stages_view.ended(result)
-            if result.name in STAGES:
-                self.progress.value = (STAGES.index(result.name) + 1) / len(STAGES)
+    def stage_ended(self, job: Job, result: StageResult) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self.stages_view.ended(result)
+                if result.name in STAGES:
+                    self.progress.value = (STAGES.index(result.name) + 1) / len(STAGES)
 
-    def attempt_made(self, job: Any, attempt: Any) -> None:
-        if self._runner.is_current(job):
-            self.stages_view.attempt(attempt)
+    def attempt_made(self, job: Job, attempt: CaptureAttempt) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self.stages_view.attempt(attempt)
 
-    def progress_made(self, job: Any, task: str, done: float, total: float, note_text: str = "") -> None:
-        if self._runner.is_current(job):
-            self.progress.value = 0.0 if total <= 0 else min(1.0, done / total)
-            self._status(f"{task} {done:.0f}/{total:.0f} {note_text}".rstrip())
+    def analysis_started(self, job: Job, name: str) -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self._status(f"{name}… ({job.label})")
+                self.progress.value = 0.0
+                if name in STEPS:  # verify and benchmark have a row in the Stages tab
+                    self.stages_view.started(name)
+
+    def analysis_ended(self, job: Job, name: str, result: Any) -> None:
+        # A result is shown when the step delivers it; an analysis that raised marks its row.
+        if isinstance(result, BaseException) and name in STEPS:
+            with self._render_lock:
+                if self._runner.is_current(job):
+                    self.stages_view.analysis(name, "failed", None, (str(result).splitlines() or [""])[0])
+
+    def progress_made(self, job: Job, task: str, done: float, total: float, note: str = "") -> None:
+        with self._render_lock:
+            if self._runner.is_current(job):
+                self.progress.value = 0.0 if total <= 0 else min(1.0, done / total)
+                self._status(f"{task} {done:.0f}/{total:.0f} {note}".rstrip())
 
     # -- rendering (on the worker thread) ---------------------------------------------------------
-    def _render_locked(self, session: Any) -> None:
+    def _render_locked(self, session: Session | None) -> None:
         """Draw ``session`` (None: only the Guards tab of the session shown) unless a job
         has replaced what is shown meanwhile."""
         with self._render_lock:
@@ -405,7 +430,7 @@ class Workbench(widgets.VBox):
             elif self._shown is session and not self._runner.current:
                 self._render(session)
 
-    def _render(self, session: Any) -> None:
+    def _render(self, session: Session) -> None:
         """Every view from ``session`` (its capture has run): the widget only reads the core."""
         exported = self._last_exported
         self._safely(self.stages_view.show, session, exported, self._ports.get(id(session)),
@@ -416,7 +441,7 @@ class Workbench(widgets.VBox):
             if result is None and name in self._analyses and self._analyses[name][0] is session:
                 result = self._analyses[name][1]  # e.g. a verify that could not run: kept by the widget only
             if result is not None:
-                self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None), one_line(result))
+                self.stages_view.analysis(name, *stage_row(result))
             else:
                 self.stages_view.analysis(name, "not run", None, "")
         self._safely(self.dims_view.show, session, self._last_good)
@@ -431,7 +456,7 @@ class Workbench(widgets.VBox):
             elif name in self._analyses:
                 self._safely(self._show_analysis, name, *self._analyses[name])
 
-    def _show_analysis(self, name: str, of: Any, result: Any) -> None:
+    def _show_analysis(self, name: str, of: Session, result: Any) -> None:
         current = of is self._shown or self._shown.analyses.get(name) is result
         if name == "verify":
             self.verify_view.show(result, current)
@@ -444,9 +469,9 @@ class Workbench(widgets.VBox):
         elif name == "compare":
             self.benchmark_view.show_compare(result, current)
         if current and name in ("verify", "benchmark"):
-            self.stages_view.analysis(name, str(result.status), getattr(result, "seconds", None), one_line(result))
+            self.stages_view.analysis(name, *stage_row(result))
 
-    def _safely(self, draw: Any, *args: Any) -> None:
+    def _safely(self, draw: Callable[..., Any], *args: Any) -> None:
         """A view that fails to draw shows why in the job bar; the widget and kernel go on."""
         try:
             draw(*args)
@@ -466,19 +491,19 @@ class Workbench(widgets.VBox):
         self.job_status.value = f'<span style="color: #991b1b">{esc(text)}</span>' if error else esc(text)
 
     @staticmethod
-    def _onnx_ports(session: Any) -> list[Any]:
+    def _onnx_ports(session: Session) -> list[Port]:
         from exporter.ports import onnx_ports
 
         return onnx_ports(session.stage_output("optimize"))
 
-    def _analyses_of(self, session: Any) -> set[str]:
+    def _analyses_of(self, session: Session) -> set[str]:
         return set(session.analyses) | {name for name, (of, _) in self._analyses.items() if of is session}
 
     @staticmethod
-    def _model_label(session: Any) -> str:
+    def _model_label(session: Session) -> str:
         return type(session.model).__name__
 
-    def _title(self, session: Any) -> str:
+    def _title(self, session: Session) -> str:
         inputs = ", ".join(f"{leaf.path}: {list(leaf.shape)}" for leaf in session.inputs.leaves)
         return f"<b>ONNX export workbench</b> — <code>{html.escape(self._model_label(session))}</code>({html.escape(inputs)})"
 

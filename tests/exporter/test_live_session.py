@@ -432,3 +432,65 @@ def test_clear_cache_drops_the_shared_stage_results_so_a_derived_session_recompu
     again.run()
     assert [r.cached for r in again.stages] == [False, False, False, False]
     assert session.stages and session.succeeded  # its own results stay
+
+
+# -- one observer protocol, a lock for results only --------------------------------------------------
+
+class AnalysisRecorder(Recorder):
+    """A Recorder that also hears analyses start and end."""
+
+    def on_analysis_start(self, name):
+        self.events.append(("analysis start", name))
+
+    def on_analysis_end(self, name, result):
+        self.events.append(("analysis end", name, str(result.status) if not isinstance(result, BaseException) else "raised"))
+
+
+def test_every_analysis_has_one_start_and_one_end_event_around_its_progress():
+    session = session_of(Counting(), dynamic_shapes={"x": {0: Dim("batch")}})
+    session.run()
+    recorder = AnalysisRecorder()
+    session.verify(observer=recorder)
+    session.benchmark(budget=0.02, min_runs=5, threads=1, eager=False, observer=recorder)
+    session.profile(runs=1, threads=1, observer=recorder)
+    bounds = [e for e in recorder.events if e[0].startswith("analysis")]
+    assert bounds == [("analysis start", "verify"), ("analysis end", "verify", "passed"),
+                      ("analysis start", "benchmark"), ("analysis end", "benchmark", "ok"),
+                      ("analysis start", "profile"), ("analysis end", "profile", "ok")]
+    verify_events = recorder.events[: recorder.events.index(("analysis end", "verify", "passed")) + 1]
+    assert verify_events[0] == ("analysis start", "verify") and any(e[0] == "progress" for e in verify_events)
+    assert not any(e[0] == "start" for e in recorder.events)  # stage events are for the four stages only
+
+
+def test_an_analysis_that_raises_still_ends():
+    session = session_of(Counting(), dynamic_shapes={"x": {0: Dim("batch")}})
+    recorder = AnalysisRecorder()
+    with pytest.raises(ValueError):
+        session.verify(sizes={"typo": [4]}, observer=recorder)
+    assert [e for e in recorder.events if e[0].startswith("analysis")] == [
+        ("analysis start", "verify"), ("analysis end", "verify", "raised")]
+
+
+def test_a_raising_observer_without_a_logger_does_not_break_the_export():
+    class Broken(Observer):
+        def on_stage_start(self, stage):
+            raise RuntimeError("broken progress bar")
+
+    assert session_of(Counting()).run(observer=Broken()).status == Status.OK
+
+
+def test_the_session_lock_is_not_held_while_a_stage_computes_or_an_observer_runs():
+    # An observer reads and releases the session from another thread while the stage it hears
+    # of is being computed: the session lock guards results only, so nothing waits.
+    session = session_of(Counting())
+    answered = []
+
+    class ReadsFromAnotherThread(Observer):
+        def on_attempt(self, attempt):
+            reader = threading.Thread(target=lambda: answered.append((session.stages, session.release())))
+            reader.start()
+            reader.join(10)
+            answered.append(not reader.is_alive())
+
+    assert session.run("capture", observer=ReadsFromAnotherThread()).status == Status.OK
+    assert answered == [((), None), True]
