@@ -23,12 +23,26 @@ import math
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..artifacts import ExportArtifacts, ExportGraphs, ExportInputs
+from ..errors import Failure
 from ..presentation import Presentable
 
-__all__ = ["IntermediateComparison", "IntermediateRow", "compare_intermediates"]
+if TYPE_CHECKING:
+    from ..verify.results import CaseResult, VerifyResult
+    from ..verify.tolerance import Tolerance
+
+__all__ = ["IntermediateComparison", "IntermediateRow", "IntermediatesSource", "compare_intermediates"]
+
+
+class IntermediatesSource(ExportArtifacts, ExportGraphs, Protocol):
+    """What :func:`compare_intermediates` reads from an export (a :class:`~exporter.Session`):
+    its artifacts, its graphs' node mapping, and the latest verify result (for a case name)."""
+
+    @property
+    def last_verify(self) -> VerifyResult | None: ...
 
 ROW_STATUSES = ("pass", "fail", "mismatch", "not compared")
 METRICS = ("max_abs", "max_rel")
@@ -110,6 +124,7 @@ class IntermediateComparison(Presentable):
     fx_runs: int = 0
     peak_bytes: int = 0
     seconds: float = 0.0
+    failure: Failure | None = None
 
     @property
     def ok(self) -> bool:
@@ -189,12 +204,12 @@ class IntermediateComparison(Presentable):
 
 
 def compare_intermediates(
-    session: Any,
-    case: Any = None,
+    session: IntermediatesSource,
+    case: str | CaseResult | None = None,
     *,
     args: Sequence[Any] | None = None,
     kwargs: Mapping[str, Any] | None = None,
-    tolerances: Any = None,
+    tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> IntermediateComparison:
     """Compare every ONNX node's output with its FX node's value on one set of inputs.
@@ -219,17 +234,20 @@ def compare_intermediates(
     mapping = session.graphs.mapping
     name, case_args, case_kwargs = _case_inputs(session, case, args, kwargs)
 
-    def failed(message: str, **extra: Any) -> IntermediateComparison:
-        return IntermediateComparison(name, "failed", error=message, seconds=time.perf_counter() - start, **extra)
+    def failed(message: str, exc: BaseException, *, fx_runs: int = 0, chunks: int = 0,
+               program_differs: str | None = None) -> IntermediateComparison:
+        failure = replace(Failure.from_exception(exc, "compare_intermediates"), message=message)
+        return IntermediateComparison(name, "failed", error=message, seconds=time.perf_counter() - start,
+                                      fx_runs=fx_runs, chunks=chunks, program_differs=program_differs, failure=failure)
 
     try:
         feeds = session.feeds(*case_args, **dict(case_kwargs))  # before eager: a forward may write into its inputs
     except Exception as exc:  # noqa: BLE001
-        return failed(f"could not build the ONNX inputs: {first_line(exc)}")
+        return failed(f"could not build the ONNX inputs: {first_line(exc)}", exc)
     try:
         expected = _eager_outputs(session, case_args, case_kwargs)
     except Exception as exc:  # noqa: BLE001
-        return failed(f"eager PyTorch raised {first_line(exc)}")
+        return failed(f"eager PyTorch raised {first_line(exc)}", exc)
     nodes = _nodes(model)
     pairs = _pairs(nodes, model, program)
     wanted = {fx for node_pairs in pairs.values() for _, fx in node_pairs}
@@ -240,7 +258,7 @@ def compare_intermediates(
         outputs, sizes, kept = _run_fx(program, inputs, wanted, max_bytes)
     except Exception as exc:  # noqa: BLE001
         return failed(f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
-                      "assumed something that only holds near the example")
+                      "assumed something that only holds near the example", exc)
     program_differs = _program_vs_eager(name, model, outputs, expected, tolerances)
     del outputs, expected
     fx_runs = 1
@@ -253,7 +271,8 @@ def compare_intermediates(
     finally:
         runner.close()
     if error is not None:
-        return failed(error, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs)
+        message, cause = error
+        return failed(message, cause, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs)
     all_rows = tuple(rows.get(n.name) or _not_compared(n, mapping, pairs) for n in nodes)
     bad = any(r.bad for r in all_rows) or program_differs is not None
     return IntermediateComparison(
@@ -265,7 +284,7 @@ def compare_intermediates(
 def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping[str, list[tuple[str, str]]],
                     mapping: Any, program: Any, inputs: Sequence[Any], kept: dict[str, Any] | None,
                     feeds: Mapping[str, Any], runner: _OrtRunner, tolerances: Any, peak: int,
-                    fx_runs: int) -> tuple[dict[str, IntermediateRow], int, int, str | None]:
+                    fx_runs: int) -> tuple[dict[str, IntermediateRow], int, int, tuple[str, BaseException] | None]:
     """Each chunk: its FX values (kept, or from one more FX run), one onnxruntime run, its rows."""
     from ..errors import first_line
 
@@ -275,14 +294,15 @@ def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping
             fx_values = kept
         else:
             needed = {fx for node in chunk for _, fx in pairs[node.name]}
-            _, _, fx_values = _run_fx(program, inputs, needed, None)
+            _, _, every = _run_fx(program, inputs, needed, None)
+            fx_values = every or {}  # no budget: every wanted value
             fx_runs += 1
         value_names = [v for node in chunk for v, _ in pairs[node.name]]
         try:
             onnx_values = runner.run(value_names, feeds)
         except Exception as exc:  # noqa: BLE001
             message = f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}"
-            return rows, peak, fx_runs, message
+            return rows, peak, fx_runs, (message, exc)
         held = sum(_nbytes(v) for v in onnx_values.values()) + sum(_nbytes(fx_values[fx]) for node in chunk
                                                                   for _, fx in pairs[node.name] if fx in fx_values)
         peak = max(peak, held)
@@ -306,28 +326,28 @@ class _Node:
     node: Any
 
 
-def _case_inputs(session: Any, case: Any, args: Sequence[Any] | None,
+def _case_inputs(session: IntermediatesSource, case: str | CaseResult | None, args: Sequence[Any] | None,
                  kwargs: Mapping[str, Any] | None) -> tuple[str, tuple, dict]:
     if args is not None or kwargs is not None:
         return (case if isinstance(case, str) else "inputs"), tuple(args or ()), dict(kwargs or {})
-    if case is None or case == "example" or getattr(case, "name", None) == "example":
+    if case is None or case == "example" or (not isinstance(case, str) and case.name == "example"):
         return "example", tuple(session.inputs.args), dict(session.inputs.kwargs)
     if isinstance(case, str):
         verified = session.last_verify
-        names = [c.name for c in getattr(verified, "cases", ())]
-        if case not in names:
+        names = [c.name for c in verified.cases] if verified is not None else []
+        if verified is None or case not in names:
             known = ", ".join(repr(n) for n in names) or "none: run session.verify() first"
             raise ValueError(f"no verify case {case!r}; cases are: example, {known}")
         case = verified.case(case)
     return case.name, *_rebuild(session, case)
 
 
-def _rebuild(session: Any, case: Any) -> tuple[tuple, dict]:
+def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
     """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
     from ..cases import dim_groups, make_case_inputs, plan_cases
     from ..verify.values import edge_value_inputs
 
-    if getattr(case, "edge", None) is not None:
+    if case.edge is not None:
         args, kwargs = edge_value_inputs(session, case.edge)
         return tuple(args), dict(kwargs)
     program = session.stage_output("capture")
@@ -344,7 +364,7 @@ def _rebuild(session: Any, case: Any) -> tuple[tuple, dict]:
     return tuple(args), dict(kwargs)
 
 
-def _eager_outputs(session: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+def _eager_outputs(session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
     import torch
 
     from .. import compat
@@ -425,12 +445,12 @@ def _pairs(nodes: Sequence[_Node], model: Any, program: Any) -> dict[str, list[t
     by_output = dict(zip(graph_outputs, user_outputs)) if len(graph_outputs) == len(user_outputs) else {}
     pairs: dict[str, list[tuple[str, str]]] = {}
     for node in nodes:
-        found = []
+        found: list[tuple[str, str]] = []
         for value in node.node.outputs:
             if not value.name or value.dtype is None:
                 continue
             fx = value.name if value.name in fx_names else by_output.get(value.name)
-            if fx in fx_names:
+            if fx is not None and fx in fx_names:
                 found.append((value.name, fx))
         pairs[node.name] = found
     return pairs
@@ -547,8 +567,8 @@ class _OrtRunner:
             os.remove(path)
 
     @staticmethod
-    def _read(session: Any, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(zip(names, session.run(list(names), dict(feeds))))
+    def _read(ort_session: Any, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(zip(names, ort_session.run(list(names), dict(feeds))))
 
 
 _INLINE_WEIGHTS = 256 << 20
@@ -611,32 +631,32 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
 
     from ..verify.tolerance import compare
 
-    base = dict(onnx_node=node.name, onnx_op=_op(node.node), fx_nodes=fx_nodes or (fx,), module=_module(entry, node),
-                source=_source(entry, node), onnx_value=value, fx_value=fx)
+    row = IntermediateRow(onnx_node=node.name, onnx_op=_op(node.node), fx_nodes=fx_nodes or (fx,),
+                          module=_module(entry, node), source=_source(entry, node), status="not compared",
+                          onnx_value=value, fx_value=fx)
     if got is None or want is None:
-        return IntermediateRow(status="not compared", reason="a value was not produced", **base)
+        return replace(row, reason="a value was not produced")
     if isinstance(want, (bool, int, float)) and not isinstance(want, torch.Tensor):
         want = torch.tensor(want).reshape(np.shape(got)) if np.size(got) == 1 else torch.tensor(want)
     if not isinstance(want, torch.Tensor):
-        return IntermediateRow(status="not compared", reason=f"the FX value is a {type(want).__name__}, not a tensor",
-                               **base)
-    raw = got if isinstance(got, torch.Tensor) else np.asarray(got)
+        return replace(row, reason=f"the FX value is a {type(want).__name__}, not a tensor")
+    if isinstance(got, torch.Tensor):
+        raw: Any = got
+        raw_dtype = None
+    else:
+        raw = np.asarray(got)
+        raw_dtype = raw.dtype
     fx_dtype = str(want.dtype).removeprefix("torch.")
-    shapes = dict(onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
+    row = replace(row, onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
                   nonfinite_onnx=_nonfinite(raw), nonfinite_fx=_nonfinite(want))
-    raw_dtype = raw.dtype if not isinstance(got, torch.Tensor) else None
     if (raw_dtype is not None and raw_dtype.kind not in "V" and not want.is_complex() and "float8" not in fx_dtype
             and fx_dtype != "bfloat16" and raw_dtype.name != fx_dtype):
-        return IntermediateRow(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX",
-                               **base, **shapes)
+        return replace(row, status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX")
     check = compare(case, value, got, want, tolerances)
-    if check.status == "shape_mismatch":
-        return IntermediateRow(status="mismatch", reason=check.describe(), **base, **shapes)
-    if check.status not in ("pass", "fail"):
-        return IntermediateRow(status="mismatch", reason=check.describe(), **base, **shapes)
-    return IntermediateRow(status=check.status, max_abs=check.max_abs, max_rel=check.max_rel,
-                           atol_applied=check.atol_applied, reason=None if check.ok else check.elements_text() or None,
-                           **base, **shapes)
+    if check.status not in ("pass", "fail"):  # a shape mismatch, or no comparison
+        return replace(row, status="mismatch", reason=check.describe())
+    return replace(row, status=check.status, max_abs=check.max_abs, max_rel=check.max_rel,
+                   atol_applied=check.atol_applied, reason=None if check.ok else check.elements_text() or None)
 
 
 def _nonfinite(value: Any) -> int:

@@ -199,7 +199,7 @@ def map_nodes(
         fx_name = fx_names.get(node.name)
         if node.name in before:
             origin = "fx" if fx_name else "unmapped"
-            fx_nodes = (fx_name,) if fx_name else ()
+            fx_nodes: tuple[str, ...] = (fx_name,) if fx_name else ()
         else:
             origin = "optimizer"
             replaced = _replaced(node, before, optimized) or _removed_consumers(node, before, optimized)

@@ -9,6 +9,7 @@ import torch
 
 import exporter
 from exporter import masked_attention
+from exporter.pipeline import stages
 from exporter.graphs import IntermediateComparison
 
 
@@ -63,10 +64,11 @@ def _export(model: torch.nn.Module, **options) -> exporter.Session:
 
 
 def _with_relu_translation(monkeypatch: pytest.MonkeyPatch, translation) -> None:
-    # The session's registration path for custom translations (exporter/masked_attention.translations
-    # feeds translate(translations=...)), with one more entry for aten.relu.
+    # The session's registration path for custom translations (masked_attention.translations, which
+    # the translate stage in exporter/pipeline/stages.py passes to translate(translations=...)), with
+    # one more entry for aten.relu.
     original = masked_attention.translations
-    monkeypatch.setattr(masked_attention, "translations",
+    monkeypatch.setattr(stages, "translations",
                         lambda *a: original(*a) + ((torch.ops.aten.relu.default, translation),))
 
 
