@@ -48,7 +48,7 @@ from .dims import (
     torch_dim_kind,
 )
 from .exceptions import is_constraint_violation_error, is_data_dependent_error
-from .frames import is_user_file
+from .frames import LIBRARY_PACKAGES, is_user_file
 from .guards import ShapeGuardEvent, record_shape_guards
 from .kv_cache import (
     UnsupportedCacheLayer,
@@ -86,6 +86,7 @@ from .translation import (
 )
 
 __all__ = [
+    "LIBRARY_PACKAGES",
     "ShapeGuardEvent",
     "Translations",
     "UnsupportedCacheLayer",
