@@ -6,8 +6,9 @@ What is kept, and what it costs (the hooks run inside every call of ``generate()
 * a transformers ``DynamicCache``: a shallow copy of the cache and its layer objects, which
   keeps the tensors the call saw (the cache grows by concatenation into new tensors, so those
   are never written again; the cache object itself changes after the call);
+* an ``EncoderDecoderCache``: the same for its two ``DynamicCache`` s;
 * any other transformers cache (``StaticCache`` and kin write into their tensors in place):
-  its tensors cloned. Those are the only tensor copies made.
+  deep-copied. Those are the only tensor copies made.
 * everything else (ints, bools, containers): as passed.
 
 Flattening to pytree leaves and naming them waits until the recording is read. A kept tensor
@@ -68,7 +69,7 @@ def _version(value: Any) -> int | None:
     return version if isinstance(version, int) else None
 
 
-_CACHE_KIND: dict[type, str] = {}  # type -> "dynamic" / "in_place" / "" (not a cache)
+_CACHE_KIND: dict[type, str] = {}  # type -> "dynamic" / "pair" / "in_place" / "" (not a cache)
 
 
 def _cache_kind(cls: type) -> str:
@@ -76,25 +77,45 @@ def _cache_kind(cls: type) -> str:
     if kind is None:
         from ..compat import is_kv_cache_type
 
-        kind = "" if not is_kv_cache_type(cls) else "dynamic" if cls.__name__ == "DynamicCache" else "in_place"
+        if not is_kv_cache_type(cls):
+            kind = ""
+        elif cls.__name__ == "DynamicCache":
+            kind = "dynamic"
+        elif cls.__name__ == "EncoderDecoderCache":
+            kind = "pair"
+        else:
+            kind = "in_place"
         _CACHE_KIND[cls] = kind
     return kind
 
 
-def _shallow_cache(cache: Any) -> Any:
-    """A new cache object whose layers are new objects holding the same tensors."""
-    layers = getattr(cache, "layers", None)
-    snapshot = copy.copy(cache)
-    if isinstance(layers, list):
-        snapshot.layers = [copy.copy(layer) for layer in layers]
-    return snapshot
-
-
-def _cloned_cache(cache: Any) -> Any:
+def _snapshot(cache: Any) -> tuple[Any, int]:
+    """A cache object that keeps the tensors ``cache`` holds now, and how many were copied:
+    a ``DynamicCache`` as a new object with new layer objects over the same tensors; an
+    ``EncoderDecoderCache`` as a new pair of those; any other cache deep-copied (it writes its
+    tensors in place)."""
     import torch
-    from torch.utils import _pytree
 
-    return _pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), cache)
+    kind = _cache_kind(type(cache))
+    if kind == "dynamic":
+        snapshot = copy.copy(cache)
+        layers = getattr(cache, "layers", None)
+        if isinstance(layers, list):
+            snapshot.layers = [copy.copy(layer) for layer in layers]
+        return snapshot, 0
+    if kind == "pair":
+        snapshot = copy.copy(cache)
+        copies = 0
+        for name in ("self_attention_cache", "cross_attention_cache"):
+            inner = getattr(cache, name, None)
+            if inner is not None:
+                inner_snapshot, inner_copies = _snapshot(inner)
+                setattr(snapshot, name, inner_snapshot)
+                copies += inner_copies
+        return snapshot, copies
+    layers = getattr(cache, "layers", None) or ()
+    copies = sum(isinstance(v, torch.Tensor) for layer in layers for v in vars(layer).values())
+    return copy.deepcopy(cache), copies
 
 
 def keep(value: Any) -> tuple[Any, int]:
@@ -103,23 +124,13 @@ def keep(value: Any) -> tuple[Any, int]:
 
     if isinstance(value, torch.Tensor):
         return (value.detach() if value.requires_grad else value), 0
-    kind = _cache_kind(type(value))
-    if kind == "dynamic":
-        return _shallow_cache(value), 0
-    if kind == "in_place":
-        from torch.utils import _pytree
-
-        return _cloned_cache(value), sum(isinstance(leaf, torch.Tensor) for leaf in _pytree.tree_leaves(value))
+    if _cache_kind(type(value)):
+        return _snapshot(value)
     return value, 0
 
 
 def _fresh(value: Any) -> Any:
-    kind = _cache_kind(type(value))
-    if kind == "dynamic":
-        return _shallow_cache(value)
-    if kind == "in_place":
-        return _cloned_cache(value)
-    return value
+    return _snapshot(value)[0] if _cache_kind(type(value)) else value
 
 
 def kept_outputs(output: Any) -> tuple[Any, ...]:

@@ -253,3 +253,20 @@ def test_an_axis_always_the_sum_of_two_dims_is_named_total_and_the_export_follow
     assert total.note.startswith("total = seq + seq_2 in every recorded call")
     result = rec.export(sweep=False)
     assert result.recorded.ok and result.recorded.compared == 3, result.recorded.summary()
+
+
+def test_caches_are_kept_as_they_were_at_the_call_copying_only_caches_that_write_in_place():
+    from transformers import DynamicCache, StaticCache
+
+    from exporter.recording.calls import keep
+
+    dynamic = kv_models.cache(2, 3)
+    kept, copies = keep(dynamic)
+    assert copies == 0 and kept is not dynamic and kept.layers[0].keys is dynamic.layers[0].keys  # no copy
+    dynamic.update(torch.randn(2, kv_models.HEADS, 1, kv_models.HEAD_DIM), torch.randn(2, kv_models.HEADS, 1, kv_models.HEAD_DIM), 0)
+    assert kept.layers[0].keys.shape[2] == 3 and dynamic.layers[0].keys.shape[2] == 4  # generate() grows the cache
+    static = StaticCache(config=kv_models.llama().config, max_cache_len=8)
+    static.update(torch.randn(1, kv_models.HEADS, 2, kv_models.HEAD_DIM), torch.randn(1, kv_models.HEADS, 2, kv_models.HEAD_DIM), 0)
+    kept, copies = keep(static)
+    assert copies == 2 * kv_models.LAYERS and kept.layers[0].keys.data_ptr() != static.layers[0].keys.data_ptr()
+    assert isinstance(keep(DynamicCache())[0], DynamicCache)
