@@ -27,6 +27,7 @@ from .errors import SerializeError
 if TYPE_CHECKING:
     import onnx
     import onnx_ir
+    import onnxruntime
 
 __all__ = ["OrtModel", "UNREADABLE_OUTPUTS", "ort_inference_session"]
 
@@ -38,7 +39,7 @@ UNREADABLE_OUTPUTS = ("BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2"
 
 
 def ort_inference_session(source: bytes | str | os.PathLike[str], options: Any = None,
-                          providers: Sequence[str] = ("CPUExecutionProvider",)) -> Any:
+                          providers: Sequence[str] = ("CPUExecutionProvider",)) -> onnxruntime.InferenceSession:
     """An onnxruntime ``InferenceSession`` from :attr:`OrtModel.source` (bytes, or the path of
     a model with external data), with warnings silenced unless ``options`` say."""
     import onnxruntime as ort
@@ -61,8 +62,8 @@ class OrtModel:
         self._lock = threading.RLock()
         self._proto: onnx.ModelProto | None = None
         self._bytes: bytes | None = None
-        self._session: Any = None
-        self._output_session: Any = None  # False: the outputs are readable through the session itself
+        self._session: onnxruntime.InferenceSession | None = None
+        self._output_session: onnxruntime.InferenceSession | None = None  # self._session when outputs are readable
         self._external: Path | None = None  # the model saved with external data, once written
         self._tempdir: str | None = None
         self._tempdir_finalizer: weakref.finalize | None = None
@@ -163,7 +164,7 @@ class OrtModel:
 
     # -- onnxruntime sessions -----------------------------------------------------------------
     @property
-    def inference_session(self) -> Any:
+    def inference_session(self) -> onnxruntime.InferenceSession:
         """The CPU ``onnxruntime.InferenceSession`` of :attr:`source`, built once."""
         with self._lock:
             if self._session is None:
@@ -171,16 +172,16 @@ class OrtModel:
             return self._session
 
     @property
-    def output_session(self) -> Any:
+    def output_session(self) -> onnxruntime.InferenceSession:
         """The session outputs are read through: :attr:`inference_session`, or, when an output
         has a dtype numpy cannot hold (:data:`UNREADABLE_OUTPUTS`: bfloat16, float8), a copy with
         those outputs cast exactly to float32 (built once)."""
         with self._lock:
             if self._output_session is None:
-                self._output_session = self._readable_outputs_session() or False
-            return self._output_session or self.inference_session
+                self._output_session = self._readable_outputs_session() or self.inference_session
+            return self._output_session
 
-    def _readable_outputs_session(self) -> Any | None:
+    def _readable_outputs_session(self) -> onnxruntime.InferenceSession | None:
         """A session of the model with each unreadable output cast to float32; None when every
         output is readable. A large model is edited without its weights: the small model file
         is loaded alone and the edited copy is written beside it, so it finds the same data."""
@@ -213,7 +214,7 @@ class OrtModel:
         profile's, with their own options), free the cached ones: at most one onnxruntime copy
         of the weights is alive. They are rebuilt when next asked. A small model keeps them."""
         with self._lock:
-            if (self._session is None and not self._output_session) or not self.is_large:
+            if (self._session is None and self._output_session is None) or not self.is_large:
                 return
             self._session = self._output_session = None
         gc.collect()

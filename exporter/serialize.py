@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import SerializeError
 
 if TYPE_CHECKING:
+    import onnx
+
     from .artifacts import ExportArtifacts
 
 __all__ = [
@@ -196,7 +198,7 @@ def _copy_external(source: Path, target: Path) -> bool:
     return True
 
 
-def _tensors_of(graph: Any) -> Any:
+def _tensors_of(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     import onnx
 
     yield from graph.initializer

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -39,6 +40,13 @@ from .presentation import Presentable
 from .worker import submit_work
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import onnx
+    import onnx_ir
+    import onnxruntime
+    import pandas
+
     from .api import Serializer
     from .bench import BenchmarkResult, ProfileResult, SweepResult
     from .bench.compare import Comparison
@@ -296,7 +304,7 @@ class Session(Presentable):
             return self._results.setdefault(result.name, result)
 
     def submit(self, until: str = "optimize", *, observer: Observer | None = None,
-               cancel: CancelToken | None = None, **options: Any) -> Future:
+               cancel: CancelToken | None = None, **options: Any) -> Future[Any]:
         """Run in the background on the export worker (one thread per process: torch.export
         cannot run concurrently) and return a ``concurrent.futures.Future``.
 
@@ -308,8 +316,12 @@ class Session(Presentable):
             if options:
                 raise TypeError(f"submit({until!r}) takes no options, got {sorted(options)}")
             return submit_work(self.run, until, observer=observer, cancel=cancel)
-        if until in ANALYSES:
-            return submit_work(getattr(self, until), observer=observer, cancel=cancel, **options)
+        analyses: dict[str, Callable[..., Any]] = {
+            "verify": self.verify, "benchmark": self.benchmark, "benchmark_sweep": self.benchmark_sweep,
+            "profile": self.profile, "compare": self.compare,
+        }
+        if until in analyses:
+            return submit_work(analyses[until], observer=observer, cancel=cancel, **options)
         raise ValueError(f"unknown task {until!r}; choose a stage ({', '.join(STAGES)}) or one of {', '.join(ANALYSES)}")
 
     # -- results ----------------------------------------------------------------------------
@@ -356,7 +368,7 @@ class Session(Presentable):
         return self.stage_output("decompose")
 
     @property
-    def onnx_model(self) -> Any:
+    def onnx_model(self) -> onnx_ir.Model:
         """A copy of the final ``onnx_ir.Model`` (optimized unless ``optimize=False``): change
         it freely, the session and the bytes it saves stay as exported."""
         return self.stage_output("optimize").clone()
@@ -374,7 +386,7 @@ class Session(Presentable):
             return self._ort_model
 
     @property
-    def model_proto(self) -> Any:
+    def model_proto(self) -> onnx.ModelProto:
         """A copy of the final ``onnx.ModelProto`` (what :meth:`save` writes). It holds every
         weight: for a large model (:attr:`is_large`) it is built on each call and not kept."""
         return self.ort_model.model_proto
@@ -401,7 +413,7 @@ class Session(Presentable):
         return self.ort_model.source
 
     @property
-    def ort_session(self) -> Any:
+    def ort_session(self) -> onnxruntime.InferenceSession:
         """An onnxruntime CPU ``InferenceSession`` of the final model (from
         :attr:`ort_model_source`), built once; :meth:`release` frees it."""
         return self.ort_model.inference_session
@@ -475,7 +487,7 @@ class Session(Presentable):
         return from_outputs(raw, output_dtypes(self))
 
     @property
-    def output_ort_session(self) -> Any:
+    def output_ort_session(self) -> onnxruntime.InferenceSession:
         """The onnxruntime session :meth:`run_onnx` and ``verify()`` read outputs through:
         :attr:`ort_session`, or, when an output has a dtype onnxruntime cannot hand to numpy
         (bfloat16, float8), a copy with those outputs cast exactly to float32 (built once;
@@ -483,7 +495,7 @@ class Session(Presentable):
         return self.ort_model.output_session
 
     # -- display -----------------------------------------------------------------------------
-    def to_frame(self) -> Any:
+    def to_frame(self) -> pandas.DataFrame:
         """The stages as a pandas DataFrame."""
         import pandas as pd
 
@@ -492,7 +504,8 @@ class Session(Presentable):
 
     # summary(), repr and _repr_html_: exporter.display.session_section, through Presentable.
 
-    def report(self, path: Any, *, verify: Any = None, benchmark: Any = None, graphs: bool = True) -> Any:
+    def report(self, path: str | os.PathLike[str], *, verify: VerifyResult | None = None,
+               benchmark: BenchmarkResult | None = None, graphs: bool = True) -> Path:
         """Write one standalone HTML report of this export (stages, dims, guards, the graphs as
         SVG when Graphviz is installed, and ``verify`` / ``benchmark`` results if given), that
         opens offline, atomically; returns its path."""
@@ -575,7 +588,7 @@ class Session(Presentable):
 
         return self._keep("compare_intermediates", compare_intermediates(self, case, **options))
 
-    def _exported_model(self) -> Any:
+    def _exported_model(self) -> onnx_ir.Model | None:
         optimize = self._results.get("optimize")  # one read of a dict entry: no lock needed
         return optimize.output if optimize is not None and optimize.ok else None
 
@@ -597,7 +610,7 @@ class Session(Presentable):
         return {} if model is None else self._cache.analyses_of(model)
 
     @property
-    def last_verify(self) -> Any:
+    def last_verify(self) -> VerifyResult | None:
         """The latest :meth:`verify` result of this exported model (see :attr:`analyses`), or None."""
         return self.analyses.get("verify")
 
