@@ -270,3 +270,29 @@ def test_caches_are_kept_as_they_were_at_the_call_copying_only_caches_that_write
     kept, copies = keep(static)
     assert copies == 2 * kv_models.LAYERS and kept.layers[0].keys.data_ptr() != static.layers[0].keys.data_ptr()
     assert isinstance(keep(DynamicCache())[0], DynamicCache)
+
+
+def test_a_call_that_raised_inside_the_block_and_was_caught_is_not_kept_and_said():
+    class Picky(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 3:
+                raise ValueError("no 3")
+            return x + 1
+
+    model = Picky()
+    with record(model) as rec:
+        model(torch.ones(2, 4))
+        with pytest.raises(ValueError):
+            model(torch.ones(3, 4))
+        model(torch.ones(5, 4))
+    assert [call.index for call in rec.recording.calls] == [0, 1]
+    assert rec.group().dims == {"batch": (2, 5)}
+    assert rec.recording.notes == ("1 call(s) raised and were not kept",)
+
+
+def test_importing_the_recording_loads_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, exporter.recording; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
