@@ -11,12 +11,15 @@ import copy
 import enum
 import traceback
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .axis import Axis
 from .compat.formats import traceback_frames
 from .frames import source_label, user_frame
 from .presentation import Presentable
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = [
     "ExportError",
@@ -96,7 +99,7 @@ class ExportError(Exception):
         axis: int | None = None,
         source: str | None = None,
         hint: str | None = None,
-        session: Any = None,
+        session: Session | None = None,
         stage: str | None = None,
     ) -> None:
         if stage is not None:
@@ -123,7 +126,7 @@ class ExportError(Exception):
     def _format(self) -> str:
         return _report_text(self.stage, self.reason, where=self.where, source=self.source, hint=self.hint)
 
-    def with_session(self, session: Any) -> ExportError:
+    def with_session(self, session: Session) -> ExportError:
         """A copy of this error that carries ``session``: a stage's error is cached and shared
         by derived sessions, so raising it must not change (or lengthen the traceback of) the
         stored one."""
@@ -144,12 +147,10 @@ class SpecError(ExportError, ValueError):
 class CaptureError(ExportError):
     """Every capture strategy failed to turn the model into an FX graph.
 
-    When torch rejected the dim spec (a constraint violation), also:
-
     Attributes:
         library_text: torch's own error text, whole (the message is the exporter's reading of it).
-        rejected_ranges: the ranges of strict dims torch's fixes narrow, each citing its guard
-            (``exporter.shapes.violations.RejectedRange``).
+        rejected_ranges: when torch rejected the dim spec, the ranges of strict dims its fixes
+            narrow, each citing its guard (``exporter.shapes.violations.RejectedRange``).
         suggested_fixes: torch's lines under "Suggested fixes:", as it wrote them.
     """
 
@@ -236,7 +237,7 @@ class Failure(Presentable):
         if isinstance(exc, ExportError):
             return cls(
                 exc.stage, type(exc).__name__, exc.reason, hint or exc.hint, exc.source,
-                "".join(traceback.format_exception(exc)), getattr(exc, "library_text", ""),
+                "".join(traceback.format_exception(exc)), exc.library_text if isinstance(exc, CaptureError) else "",
             )
         return cls(
             stage or "export", type(exc).__name__, str(exc).strip(), hint, user_source_line(exc),
