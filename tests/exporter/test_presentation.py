@@ -117,6 +117,35 @@ def test_the_presentation_seam_imports_nothing_from_the_project():
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
 
 
+def _project_imports(path: Path) -> set[str]:
+    """The project modules ``path`` imports (relative imports resolved), counting imports inside functions."""
+    package = list(path.relative_to(EXPORTER.parent).with_suffix("").parts)[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("exporter")):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from .display import sections`
+    return found
+
+
+def test_the_block_model_imports_nothing_above_errors_and_presentation():
+    for path in sorted((EXPORTER / "display").glob("*.py")):
+        above = {m for m in _project_imports(path)
+                 if m.split(".")[:2] not in (["exporter", "errors"], ["exporter", "presentation"], ["exporter", "display"])
+                 or "sections" in m.split(".")}
+        assert not above, path.name
+
+
+def test_only_the_package_the_report_and_the_cli_import_the_builders():
+    builders = "exporter.display.sections"
+    importers = {str(path.relative_to(EXPORTER)) for path in EXPORTER.rglob("*.py")
+                 if any(m == builders or m.startswith(builders + ".") for m in _project_imports(path))
+                 and "sections" not in path.parts}
+    assert importers <= {"__init__.py", "report.py", "cli.py"}
+
+
 def test_every_result_type_has_a_builder():
     from exporter.presentation import registered
 
