@@ -420,3 +420,24 @@ def test_a_verify_run_in_the_widget_is_kept_on_the_session_it_ran_on():
     wb.wait()
     assert wb.session.last_verify is first.last_verify
     assert "earlier dim spec" not in wb.verify_view.status.value and "PASSED" in wb.verify_view.status.value
+
+
+def test_cancel_puts_the_previous_result_back_at_once_while_the_worker_is_still_busy():
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), x={0: Dim("batch")})
+    previous = wb.session
+    model.gate.clear()
+    model.entered.clear()
+    wb.verify_view.button.click()  # the verify's eager run waits at the gate on the worker
+    assert model.entered.wait(60)
+    assert stage_row(wb, "verify")[0] == "running"  # the analysis' start event reached the Stages tab
+
+    wb.cancel_button.click()
+    assert wb.busy and wb.session is previous  # shown at once: the kernel waited for nothing
+    assert stage_row(wb, "optimize")[0] == "ok" and stage_row(wb, "verify")[0] != "running"
+    assert "cancelling" in wb.job_status.value
+
+    model.gate.set()
+    wb.wait()
+    assert wb.job_status.value.startswith("cancelled") and wb.cancel_button.disabled
+    assert wb.session is previous and stage_row(wb, "verify")[0] != "running"
