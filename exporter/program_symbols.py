@@ -11,12 +11,14 @@ from typing import Any
 
 from . import compat
 from .dims import Dim, DimSpec
+from .dims.model import default_dim_name
 from .inputs import BoundInputs
 
 __all__ = ["dim_names", "input_placeholders", "symbol_of", "user_input_names"]
 
 
 def user_input_names(program: Any) -> tuple[str | None, ...]:
+    """The placeholder names of the program's user inputs, in order (``graph_signature.user_inputs``)."""
     return tuple(program.graph_signature.user_inputs)
 
 
@@ -48,8 +50,6 @@ def dim_names(
 ) -> dict[str, str]:
     """Map torch symbols to ONNX dim names: the user's Dim name, else ``<input>_dim<axis>``
     (``dims.model.default_dim_name``). ``symbols``: ``symbol_of(program, bound)`` if known."""
-    from .dims.model import default_dim_name
-
     symbols = symbol_of(program, bound) if symbols is None else symbols
     mapping: dict[str, str] = {}
     named = [e for e in spec if isinstance(e.policy, Dim)]
