@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .axis import Axis
 from .compat import (
     UnsupportedCacheLayer,
     key_path_to_str,
@@ -137,8 +138,6 @@ def onnx_input_names(bound: BoundInputs, input_names: Any = None) -> dict[str, s
 
 def axis_label(path: str, axis: int) -> str:
     """How messages name an input axis: ``x.shape[0]`` (:attr:`exporter.axis.Axis.label`)."""
-    from .axis import Axis
-
     return Axis(path, axis).label
 
 
