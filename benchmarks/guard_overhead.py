@@ -20,6 +20,7 @@ expression) is timed once.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import logging
 import statistics
@@ -87,11 +88,11 @@ OWN_SECONDS: list[float] = []  # time spent in the exporter's own guard code, pe
 
 
 def count_own_time() -> None:
-    """Time the collector's per-guard work (``compat._guard_event``) so its own cost
+    """Time the collector's per-guard work (``compat.guards._guard_event``) so its own cost
     can be printed apart from run-to-run noise in the export itself."""
-    from exporter import compat
+    from exporter.compat import guards
 
-    original = compat._guard_event
+    original = guards._guard_event
 
     def timed(*args: Any) -> Any:
         start = time.perf_counter()
@@ -100,7 +101,7 @@ def count_own_time() -> None:
         finally:
             OWN_SECONDS[-1] += time.perf_counter() - start
 
-    compat._guard_event = timed
+    guards._guard_event = timed
 
 
 def with_guards(model: Any, args: tuple, kwargs: dict, shapes: Any, strict: bool, bound: Any) -> Any:
@@ -160,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             plain, collected = [], []
             OWN_SECONDS.clear()
             for i in range(options.repeats):
-                order = [(plain, lambda: bare(model, args, kwargs, shapes, strict)),
-                         (collected, lambda: with_guards(model, args, kwargs, shapes, strict, bound))]
+                order = [(plain, functools.partial(bare, model, args, kwargs, shapes, strict)),
+                         (collected, functools.partial(with_guards, model, args, kwargs, shapes, strict, bound))]
                 for samples, fn in order if i % 2 == 0 else order[::-1]:
                     samples.append(timed(fn))
             own = statistics.median(OWN_SECONDS)

@@ -104,8 +104,8 @@ def run_torch_onnx(name: str, ours: bool = False) -> dict:
         flat = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
         if "cache" in inputs:
             layers = inputs["cache"].layers
-            by_kind = [*[l.keys for l in layers], *[l.values for l in layers]]
-            by_layer = [t for l in layers for t in (l.keys, l.values)]
+            by_kind = [*[layer.keys for layer in layers], *[layer.values for layer in layers]]
+            by_layer = [t for layer in layers for t in (layer.keys, layer.values)]
             flat = [inputs["input_ids"], *(by_layer if ours else by_kind)]
             if "attention_mask" in inputs:
                 flat.append(inputs["attention_mask"])
@@ -143,6 +143,7 @@ def run_bare(name: str) -> dict:
 
     from exporter import compat
     from exporter.pipeline.decompose import decompose
+    from exporter.pipeline.translations import onnx_registry
     from exporter.pipeline.translate import registry_opset, resolve_opset
 
     model, kwargs, shapes, _ = _case(name)
@@ -163,7 +164,7 @@ def run_bare(name: str) -> dict:
     decomposed = decompose(program, opset)
     times["decompose"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    onnx_model = compat.translate_to_onnx_ir(decomposed, compat.onnx_registry(opset))
+    onnx_model = compat.translate_to_onnx_ir(decomposed, onnx_registry(opset))
     compat.optimize_onnx_ir(onnx_model)
     times["translate+optimize"] = time.perf_counter() - mark
     return {"status": "ok", "seconds": time.perf_counter() - start, "stages": {k: round(v, 2) for k, v in times.items()}}
@@ -204,7 +205,7 @@ def main() -> None:
         for tool in tools:
             out = subprocess.run([sys.executable, __file__, "--child", "--tool", tool, "--models", model],
                                  capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-            line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+            line = next((text for text in out.stdout.splitlines() if text.startswith("RESULT ")), None)
             rows[model, tool] = json.loads(line[7:]) if line else {"status": "crashed", "error": out.stderr[-300:]}
             print(f"{model:6} {tool:11} {json.dumps(rows[model, tool])}", flush=True)
     print()

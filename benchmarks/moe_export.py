@@ -107,7 +107,7 @@ def main() -> None:
         for tool in tools:
             out = subprocess.run([sys.executable, __file__, "--child", "--models", name, "--tool", tool],
                                  capture_output=True, text=True, timeout=900)
-            line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+            line = next((text for text in out.stdout.splitlines() if text.startswith("RESULT ")), None)
             result = json.loads(line[7:]) if line else {"status": "crashed", "error": out.stderr[-300:]}
             print(f"{name:10s} {tool:11s} {json.dumps(result)}")
     print(f"load average after: {os.getloadavg()}")

@@ -92,7 +92,7 @@ def toggle_and_revisit(name: str, model, x, repeats: int) -> tuple[float, float,
     row.policy.value = "Dim"
     wb.wait()
     revisit = []
-    for i in range(repeats):
+    for _ in range(repeats):
         for choice, expected in (("STATIC", "static"), ("Dim", "dynamic")):
             start = time.perf_counter()
             row.policy.value = choice
@@ -117,7 +117,7 @@ def load_ext_in_fresh_kernels(kernels: int) -> list[float]:
         manager, client = start_new_kernel(kernel_name="python3")
         try:
             outputs = []
-            client.execute_interactive(code, timeout=60, output_hook=lambda msg: outputs.append(msg))
+            client.execute_interactive(code, timeout=60, output_hook=outputs.append)
             text = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
             took, heavy = text.strip().splitlines()
             seconds.append(float(took))

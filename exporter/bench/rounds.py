@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..progress import Progress, report
+from ..events import Reporter
+from ..progress import Progress
 from .stats import median, median_ci, percentile
 
 # Other processes only ever add time to a call: a low quantile of each round's calls is what the
@@ -115,7 +116,7 @@ def time_rounds(
     min_rounds: int = 6,
     target_rounds: int = 20,
     rewarm: int = 1,
-    progress: Callable[[Progress], Any] | None = None,
+    progress: Reporter | Callable[[Progress], Any] | None = None,
 ) -> Rounds:
     """Time each contender in interleaved rounds until each has ``budget`` seconds of timed
     calls, ``min_runs`` samples and there were ``min_rounds`` rounds (``stopped="budget"``), or
@@ -127,6 +128,7 @@ def time_rounds(
     whole run done (so it only grows)."""
     if not contenders:
         raise ValueError("nothing to time")
+    reporter = progress if isinstance(progress, Reporter) else Reporter(progress=progress)
     import numpy as np  # before the first batch: importing it there would land in the timed rounds
 
     perf = time.perf_counter_ns
@@ -182,7 +184,7 @@ def time_rounds(
             # call would be the first after the other contenders ran.
             per_call[i] = medians[i][-1]
             done = min(min(spent) / budget, 1.0) if budget > 0 else 1.0
-            report(progress, contender.name, done, 1.0, f"round {rounds + 1}, {len(samples[i])} runs")
+            reporter.progress(contender.name, done, 1.0, f"round {rounds + 1}, {len(samples[i])} runs")
         rounds += 1
         lengths = [len(s) for s in samples]
         if max(lengths) >= max_runs:

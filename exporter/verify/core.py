@@ -426,7 +426,6 @@ def verify(
     if max_size < 1:
         raise ValueError(f"max_size must be at least 1, got {max_size}")
     reporter = Reporter(observer, cancel, progress)
-    reporter.observer.on_stage_start("verify")
     start = time.perf_counter()
     try:
         program = session.stage_output("capture")

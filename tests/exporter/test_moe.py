@@ -1,6 +1,6 @@
 """Mixture-of-experts: ``torch._grouped_mm`` and transformers' ``grouped_mm_fallback`` (what a
 transformers 5 MoE model with its default "grouped_mm" experts calls under torch.export) have
-no torchlib translation; ``exporter/translations.py`` adds one. Tiny modules check every
+no torchlib translation; ``exporter/pipeline/translations.py`` adds one. Tiny modules check every
 grouped_mm form against eager, then Mixtral and Qwen2-MoE (tiny configs, random weights) export
 with named dynamic batch/seq, match eager at another size and pass verify."""
 
@@ -122,7 +122,7 @@ def test_batched_split_k_and_split_n_forms_match_torchs_kernel():
 
 
 def test_a_dynamic_number_of_groups_is_refused_with_the_transformers_workaround():
-    from exporter import translations
+    from exporter.pipeline import translations
 
     import onnx_ir as ir
 
