@@ -1,12 +1,21 @@
 """Recorded calls grouped by signature, and the dims each group's axes need.
 
 A group holds the calls that pass the same inputs with the same pytree structure, dtypes,
-ranks and constants (prefill: no cache tensors; decode: with them). Within a group every
-axis's observed sizes decide its policy: an axis that never varied is STATIC ("always 4 in
-the recorded calls"); axes whose sizes moved together share one named :class:`~exporter.Dim`;
-an axis always ``k`` more than another is that dim ``+ k`` (torch's derived dims, e.g. the
-attention mask's ``past + 1`` while decoding one token); an axis always the sum of two dims is
-named ``total`` (torch.export has no dim for a sum: verify derives it from the guards).
+ranks and constants (prefill: no cache tensors; decode: with them); calls that pass the same
+inputs but differ otherwise are split into groups, with a note saying how they differ.
+
+Within a group every axis's observed sizes decide its proposal:
+
+* an axis that never varied is STATIC ("always 4 in the recorded calls"; widen it by hand);
+* axes whose sizes moved together share one name: ``batch`` (axis 0), ``past`` (a KV cache's
+  sequence axis), ``seq`` (axis 1), else the exporter's default name (``x_dim2``). A name is a
+  :class:`~exporter.dims.Name`, dynamic and bounded by the model's guards, as torch.onnx reads
+  a string: a strict ``Dim('batch')`` fails on GPT-2's ``batch != 1`` guard;
+* an axis always ``k`` more than another is that dim ``+ k``, torch's derived dim (the
+  attention mask's ``past + 1`` while decoding one token); its root is then a strict
+  :class:`~exporter.Dim`, since torch derives only from a ``Dim``;
+* an axis always the sum of two dims is the name ``total`` (torch.export has no dim for a sum
+  of two dims: the verify stage derives the relation from the guards).
 """
 
 from __future__ import annotations
@@ -99,7 +108,8 @@ def _signature(bound: BoundInputs, constants: tuple[tuple[str, str], ...]) -> tu
     )
 
 
-def _constants(args: tuple[Any, ...], kwargs: dict[str, Any], bound: BoundInputs) -> tuple[tuple[str, str], ...]:
+def _constants(bound: BoundInputs) -> tuple[tuple[str, str], ...]:
+    """The inputs that are not tensors nor hold any (``use_cache=True``, ``cache=None``)."""
     values = dict(zip(bound.parameter_names, (*bound.args, *bound.kwargs.values())))
     return tuple(
         (name, repr(value)) for name, value in values.items()
@@ -127,7 +137,7 @@ def group_calls(model: Any, calls: Sequence[RecordedCall]) -> tuple[tuple[CallGr
     for call in calls:
         args, kwargs = call.inputs()
         bound = bind_inputs(model, args, kwargs)
-        key = _signature(bound, _constants(args, kwargs, bound))
+        key = _signature(bound, _constants(bound))
         if key not in keys:
             keys[key] = []
             coarse.setdefault(_top_level(bound), []).append(key)
