@@ -34,7 +34,18 @@ from .dims import DimSpec
 from .errors import Status
 from ._quiet import captured_library_output, quiet_library_warnings
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
-from .inputs import BoundInputs, bind_inputs
+from .bench import benchmark, benchmark_sweep, profile
+from .bench.compare import Comparison
+from .graphs import graphs_of
+from .graphs.intermediates import compare_intermediates
+from .guards import guards_of
+from .inputs import BoundInputs, bind_inputs, onnx_input_names
+from .ort_values import feeds, from_outputs, output_dtypes
+from .passes import bisect_passes
+from .report import write_report
+from .serialize import default_serializer
+from .shapes import apply_suggested_fixes, dim_outcomes, dim_warnings, infer_dim_spec, suggested_fixes_of
+from .verify import verify
 from .ort_model import OrtModel
 from .presentation import Presentable
 from .worker import submit_work
@@ -49,7 +60,6 @@ if TYPE_CHECKING:
 
     from .api import Serializer
     from .bench import BenchmarkResult, ProfileResult, SweepResult
-    from .bench.compare import Comparison
     from .graphs import IntermediateComparison, SessionGraphs
     from .guards import Guards
     from .options import ExportOptions
@@ -452,8 +462,6 @@ class Session(Presentable):
 
     def save(self, destination: Any, *, serializer: Serializer | None = None) -> Any:
         """Write the model atomically: ONNX by default, the ExportedProgram for ``*.pt2``."""
-        from .serialize import default_serializer
-
         serializer = serializer or default_serializer(destination)
         return serializer.serialize(self, destination)
 
@@ -463,16 +471,12 @@ class Session(Presentable):
         """The ONNX input name of every tensor input, by its path (``x``, ``cache.0.key``):
         the path itself (a transformers cache's tensors: ``past_key_values.0.key``), or the
         ``input_names`` option's name."""
-        from .inputs import onnx_input_names
-
         return onnx_input_names(self._inputs, self._options.input_names)
 
     def feeds(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """ONNX input feeds (ONNX input name → numpy array) for inputs given like the model's
         forward; a bfloat16 or float8 input, which numpy cannot hold, is an ``OrtValue`` of its
         ONNX type, and a complex one torch.onnx's real tensor with a trailing dim of 2."""
-        from .ort_values import feeds
-
         return feeds(self, self.stage_output("optimize"), args, kwargs)
 
     def run_onnx(self, *args: Any, **kwargs: Any) -> list[Any]:
@@ -481,8 +485,6 @@ class Session(Presentable):
         float8 as their bits, complex as a trailing real/imaginary dim), not ``.numpy()``.
         Outputs come back as numpy arrays (complex ones as complex arrays), except bfloat16
         and float8 outputs, which numpy cannot hold: those are torch tensors of their dtype."""
-        from .ort_values import feeds, from_outputs, output_dtypes
-
         raw = self.output_ort_session.run(None, feeds(self, self.stage_output("optimize"), args, kwargs))
         return from_outputs(raw, output_dtypes(self))
 
@@ -502,15 +504,13 @@ class Session(Presentable):
         return pd.DataFrame([r.to_dict() for r in self.stages],
                             columns=["stage", "status", "seconds", "cached", "strategy", "detail"])
 
-    # summary(), repr and _repr_html_: exporter.display.session_section, through Presentable.
+    # summary(), repr and _repr_html_: exporter.display.sections.session_section, through Presentable.
 
     def report(self, path: str | os.PathLike[str], *, verify: VerifyResult | None = None,
                benchmark: BenchmarkResult | None = None, graphs: bool = True) -> Path:
         """Write one standalone HTML report of this export (stages, dims, guards, the graphs as
         SVG when Graphviz is installed, and ``verify`` / ``benchmark`` results if given), that
         opens offline, atomically; returns its path."""
-        from .report import write_report
-
         return write_report(self, path, verify=verify, benchmark=benchmark, graphs=graphs)
 
     # -- verification and benchmarking --
@@ -532,16 +532,12 @@ class Session(Presentable):
         """ONNX vs eager at the example inputs and over a sweep of sizes, plus the contract
         checks: a :class:`~exporter.verify.VerifyResult` (never raises). Options: see
         :func:`exporter.verify.verify`."""
-        from .verify import verify
-
         return self._analysis("verify", observer, lambda observer: verify(self, observer=observer, cancel=cancel, **options))
 
     def benchmark(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
                   **options: Any) -> BenchmarkResult:
         """onnxruntime vs eager latency: a :class:`~exporter.bench.BenchmarkResult`. Options:
         see :func:`exporter.bench.benchmark`."""
-        from .bench import benchmark
-
         return self._analysis("benchmark", observer,
                               lambda observer: benchmark(self, observer=observer, cancel=cancel, **options))
 
@@ -551,9 +547,6 @@ class Session(Presentable):
         model, onnxruntime's optimization levels, 1 / 2 / all threads by default; see
         :mod:`exporter.bench.compare`): a :class:`~exporter.bench.Comparison`. Options: those of
         :func:`exporter.bench.benchmark` (``budget`` is per variant)."""
-        from .bench import benchmark
-        from .bench.compare import Comparison
-
         def run(observer: Observer) -> Comparison:
             result = benchmark(self, compare=variants, observer=observer, cancel=cancel, **options)
             if result.comparison is not None:
@@ -567,16 +560,12 @@ class Session(Presentable):
                         observer: Observer | None = None, cancel: CancelToken | None = None,
                         **options: Any) -> SweepResult:
         """Latency against the size of one dynamic dim: a :class:`~exporter.bench.SweepResult`."""
-        from .bench import benchmark_sweep
-
         return self._analysis("benchmark_sweep", observer, lambda observer: benchmark_sweep(
             self, dim, sizes, observer=observer, cancel=cancel, **options))
 
     def profile(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
                 **options: Any) -> ProfileResult:
         """onnxruntime per-node profile by op type and module: a :class:`~exporter.bench.ProfileResult`."""
-        from .bench import profile
-
         return self._analysis("profile", observer, lambda observer: profile(self, observer=observer, cancel=cancel, **options))
 
     def compare_intermediates(self, case: Any = None, **options: Any) -> IntermediateComparison:
@@ -584,8 +573,6 @@ class Session(Presentable):
         example inputs by default): an :class:`~exporter.graphs.IntermediateComparison` with
         ``first_bad`` and ``values()`` for a graph overlay. Options: see
         :func:`exporter.graphs.compare_intermediates`."""
-        from .graphs.intermediates import compare_intermediates
-
         return self._keep("compare_intermediates", compare_intermediates(self, case, **options))
 
     def _exported_model(self) -> onnx_ir.Model | None:
@@ -633,8 +620,6 @@ class Session(Presentable):
         model (each prefix's model is kept): 1 + ceil(log2(changing passes + 1)) verify runs.
         An :class:`~exporter.passes.Bisection`; its ``fix`` is the ``ExportOptions(skip_passes=...)``
         that leaves the pass out."""
-        from .passes import bisect_passes
-
         passes = self.passes
         return self._keep("bisect_passes", bisect_passes(self, passes, self.stage_output("translate"), case, tolerances))
 
@@ -643,8 +628,6 @@ class Session(Presentable):
     def graphs(self) -> SessionGraphs:
         """The FX and ONNX graphs of this export and the mapping between them: a
         :class:`~exporter.graphs.SessionGraphs` (each graph computed when first asked for)."""
-        from .graphs import graphs_of
-
         return graphs_of(self)
 
     # -- shapes (guards, dim outcomes, fixes) --
@@ -655,31 +638,23 @@ class Session(Presentable):
         """Every shape guard and runtime assert torch added while capturing (the attempt that
         succeeded, else the failed one), with the user's file, line and code: a
         :class:`~exporter.guards.Guards`. Runs capture if needed."""
-        from .guards import guards_of
-
         return guards_of(self.attempts, self.inputs)
 
     @functools.cached_property
     def dims(self) -> DimOutcomes:
         """Per input axis: requested policy, obtained result and why they differ: a
         :class:`~exporter.shapes.DimOutcomes`. Runs capture if needed."""
-        from .shapes import dim_outcomes
-
         return dim_outcomes(self)
 
     @property
     def dim_warnings(self) -> tuple[Any, ...]:
         """Axes torch cannot keep dynamic as asked, known before any export runs."""
-        from .shapes import dim_warnings
-
         return dim_warnings(self.spec, self.inputs)
 
     @functools.cached_property
     def suggested_fixes(self) -> SuggestedFixes:
         """torch's suggested fixes for a rejected spec, as a new spec and a diff: a
         :class:`~exporter.shapes.SuggestedFixes` (empty when capture succeeded)."""
-        from .shapes import suggested_fixes_of
-
         return suggested_fixes_of(self)
 
     @property
@@ -692,8 +667,6 @@ class Session(Presentable):
         """A session re-exported with torch's suggested fixes, applied round after round until
         capture succeeds, nothing more is suggested, or ``max_rounds`` is reached (or ``cancel``
         is set: the rounds stop where they are)."""
-        from .shapes import apply_suggested_fixes
-
         session, history = apply_suggested_fixes(self, max_rounds=max_rounds, observer=observer, cancel=cancel)
         session._applied_fixes = self.applied_fixes + history
         return session
@@ -702,6 +675,4 @@ class Session(Presentable):
         """A spec proposed from this session's inputs plus ``more_inputs`` (a
         ``torch.export.AdditionalInputs``, or a list of args tuples / kwargs dicts /
         ``(args, kwargs)`` pairs): axes that vary become named dims over the observed range."""
-        from .shapes import infer_dim_spec
-
         return infer_dim_spec(self.model, self.inputs, more_inputs, spec=self.spec)
