@@ -24,7 +24,7 @@ from typing import Any
 __all__ = ["RecordedCall", "keep", "kept_outputs"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # equal when the same call: tensors have no single truth value
 class RecordedCall:
     """What ``forward`` received and returned in one call.
 

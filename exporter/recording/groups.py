@@ -26,6 +26,7 @@ from typing import Any
 
 from ..dims import Derived, Dim, Name
 from ..inputs import BoundInputs, bind_inputs
+from ..presentation import Presentable
 from .calls import RecordedCall
 
 __all__ = ["CallGroup", "RecordedAxis", "group_calls"]
@@ -60,8 +61,8 @@ class RecordedAxis:
         return repr(self.dim) if isinstance(self.dim, Derived) else self.dim.name
 
 
-@dataclass(frozen=True)
-class CallGroup:
+@dataclass(frozen=True, repr=False)
+class CallGroup(Presentable):
     """Calls with one signature, their axes and the spec they propose."""
 
     name: str

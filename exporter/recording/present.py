@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..display import Badge, Block, KeyValues, Note, Section, Table, Verdict
 from ..presentation import presents
-
-if TYPE_CHECKING:
-    from .groups import CallGroup
-    from .recording import Recording
-    from .replay import RecordedCheck, RecordedExport
+from .groups import CallGroup
+from .recording import Recording
+from .replay import RecordedCheck, RecordedExport
 
 
 def _range(low: int, high: int) -> str:
     return str(low) if low == high else f"{low}..{high}"
 
 
+@presents(CallGroup)
 def group_section(group: CallGroup) -> Section:
     dims = ", ".join(f"{name} {_range(*observed)}" for name, observed in group.dims.items()) or "none (all static)"
     rows = [
@@ -31,7 +28,7 @@ def group_section(group: CallGroup) -> Section:
     return Section(f"group {group.name}", body=tuple(body))
 
 
-@presents("exporter.recording.recording.Recording")
+@presents(Recording)
 def recording_section(recording: Recording) -> Section:
     groups = ", ".join(f"{g.name} ({len(g.calls)})" for g in recording.groups)
     verdict = Verdict(f"{len(recording.calls)} calls of {recording.model_name}.forward recorded: {groups}")
@@ -39,7 +36,7 @@ def recording_section(recording: Recording) -> Section:
     return Section("Recording", verdict=verdict, body=body)
 
 
-@presents("exporter.recording.replay.RecordedCheck")
+@presents(RecordedCheck)
 def recorded_check_section(check: RecordedCheck) -> Section:
     rows = [(c.case, c.output, c.status, c.max_abs if c.max_abs is not None else "", c.describe() if not c.ok else "")
             for c in check.checks if not c.ok]
@@ -52,7 +49,7 @@ def recorded_check_section(check: RecordedCheck) -> Section:
                    verdict=Verdict(check.verdict, "ok" if check.ok else "fail"), body=tuple(body))
 
 
-@presents("exporter.recording.replay.RecordedExport")
+@presents(RecordedExport)
 def recorded_export_section(result: RecordedExport) -> Section:
     sweep = "not run" if result.sweep is None else result.sweep.status
     body: list[Block] = [

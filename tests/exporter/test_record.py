@@ -98,6 +98,9 @@ def test_recording_reads_well():
     assert "always 4 in the recorded calls" in text
     assert "past + 1" in text
     assert "<table" in (rec._repr_html_() or "")
+    decode = rec.group("decode").summary().splitlines()
+    assert decode[:3] == ["group decode", "  calls:   6", "  inputs:  input_ids, cache, attention_mask, position_ids"]
+    assert "  attention_mask.1  past + 1  4..8      past + 1: always +1 from past in the recorded calls" in decode
 
 
 # -- export from the recording -------------------------------------------------------------
