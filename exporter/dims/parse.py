@@ -454,10 +454,3 @@ def validated_entries(bound: BoundInputs, value: dict[tuple[str, int], AxisPolic
         for (path, axis), policy in sorted(value.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))
         if policy is not STATIC
     )
-
-
-def build(bound: BoundInputs, value: dict[tuple[str, int], AxisPolicy]) -> Any:
-    """Transitional, removed once exporter/shapes/common.py imports ``exporter.dims.spec.build``."""
-    from .spec import build as build_spec
-
-    return build_spec(bound, value)
