@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from .progress import Progress
+
 if TYPE_CHECKING:
     from .pipeline.capture import CaptureAttempt
     from .pipeline.stage import StageResult
@@ -173,12 +175,12 @@ class Reporter:
     """The observer and cancel token of one call, bundled for the code doing the work.
 
     ``reporter.progress(...)`` checks the token first, so every progress point is also a
-    cancel point. Also usable as a plain ``progress=`` callback taking a
-    :class:`~exporter.progress.Progress`.
+    cancel point. A ``progress=`` callback (taking a :class:`~exporter.progress.Progress`) is
+    one more observer: progress flows one way, from the work to the observers.
     """
 
     def __init__(self, observer: Observer | None = None, cancel: CancelToken | None = None,
-                 progress: Callable[[Any], Any] | None = None) -> None:
+                 progress: Callable[[Progress], Any] | None = None) -> None:
         observers: list[Observer] = [observer] if observer is not None else []
         if progress is not None:
             observers.append(_ProgressCallback(progress))
@@ -200,10 +202,6 @@ class Reporter:
         except Exception:  # noqa: BLE001
             _log.exception("observer failed in on_progress")
 
-    def __call__(self, progress: Any) -> None:
-        """Accept a :class:`~exporter.progress.Progress` (the older ``progress=`` callbacks)."""
-        self.progress(progress.task, progress.done, progress.total, progress.message)
-
     def scaled(self, task: str, offset: float, scale: float, total: float, prefix: str = "",
                phases: tuple[str, ...] = ("onnxruntime", "eager")) -> Reporter:
         """A reporter whose progress lands in ``[offset, offset + scale]`` of ``task``'s
@@ -222,10 +220,10 @@ class Reporter:
 
 
 class _ProgressCallback(Observer):
-    def __init__(self, callback: Callable[[Any], Any]) -> None:
+    """A ``progress=`` callback as an observer: it hears progress only."""
+
+    def __init__(self, callback: Callable[[Progress], Any]) -> None:
         self.callback = callback
 
     def on_progress(self, task: str, done: float, total: float, note: str = "") -> None:
-        from .progress import Progress
-
         self.callback(Progress(task, done, total, note))

@@ -1,12 +1,12 @@
-"""Progress reports: what long-running work (verify, benchmark, profile) tells a progress bar."""
+"""Progress reports: what long-running work (verify, benchmark, profile) tells a ``progress=``
+callback. The work reports to an :class:`~exporter.events.Observer`; a ``progress=`` callback
+hears it through :class:`~exporter.events.Reporter`, which hands it a :class:`Progress`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-__all__ = ["Progress", "report"]
+__all__ = ["Progress"]
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,3 @@ class Progress:
     def fraction(self) -> float:
         return 0.0 if self.total <= 0 else min(1.0, max(0.0, self.done / self.total))
 
-
-def report(callback: Callable[[Progress], Any] | None, task: str, done: float, total: float, message: str = "") -> None:
-    if callback is None:
-        return
-    try:
-        callback(Progress(task, done, total, message))
-    except Exception:  # noqa: BLE001 - a broken progress bar must not stop the work
-        pass
