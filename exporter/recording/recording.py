@@ -169,13 +169,16 @@ class Recorder:
 def record(model: Any) -> Recorder:
     """Observe every ``forward`` call of ``model`` inside a ``with`` block::
 
-        with exporter.record(model) as rec:
+        with record(model) as rec:
             model.generate(input_ids, max_new_tokens=8)
         rec.groups                      # prefill, decode: observed sizes, proposed dims
         result = rec.export("decode")   # exported, verified on the recorded calls + sweep
 
-    Hooks are removed when the block ends, also when it raises (the exception propagates
-    unchanged and nothing is kept). Tensors are kept by reference; only tensors of caches that
-    write in place are copied (see :mod:`exporter.recording.calls`). Raises
-    :class:`RecordingError` when no call was observed."""
+    Only ``model``'s own ``forward`` is observed (a forward pre-hook and a forward hook with
+    kwargs), not its submodules'. Hooks are removed when the block ends, also when it raises
+    (the exception propagates unchanged and nothing is kept); the model's parameters, buffers
+    and training flag are not touched. Tensors are kept by reference; only tensors of caches
+    that write in place are copied (see :mod:`exporter.recording.calls`). A transformers
+    model's ``DynamicCache`` is flattened by layer from then on, as :func:`exporter.export`
+    does. Raises :class:`RecordingError` when no call was observed."""
     return Recorder(model)
