@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .dot import SideStyle, side_digraph
 from .mapping import MappingEntry, NodeMapping
 from .model import Graph, module_ancestors
-from .overlay import check_reducer, overlay_values, reduce_values
+from .overlay import OverlaySource, check_reducer, overlay_values, reduce_values
 from .session_graphs import SessionGraphs
 from .svg import DotMissing, layout_svgs, side_by_side_svg
 
@@ -144,7 +144,7 @@ def side_by_side(
     session: ExportGraphs | SessionGraphs,
     expand: Iterable[str] = (),
     select: str | None = None,
-    overlay: Any = None,
+    overlay: OverlaySource = None,
     *,
     fx: str = "fx_decomposed",
     overlay_reduce: str = "sum",
@@ -207,7 +207,7 @@ def side_by_side(
 def fx_alone(
     session: ExportGraphs | SessionGraphs,
     expand: Iterable[str] = (),
-    overlay: Any = None,
+    overlay: OverlaySource = None,
     *,
     fx: str = "fx_decomposed",
     overlay_reduce: str = "sum",

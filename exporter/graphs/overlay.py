@@ -4,10 +4,12 @@ box sums up its nodes' values, and the colour ramp that paints them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Union
 
-__all__ = ["REDUCERS", "check_reducer", "overlay_values", "ramp_colour", "reduce_values"]
+from ..bench.profiling import ProfileResult
+
+__all__ = ["REDUCERS", "OverlaySource", "check_reducer", "overlay_values", "ramp_colour", "reduce_values"]
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -21,7 +23,11 @@ REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {"sum": sum, "max": ma
 _STOPS = ((255, 255, 204), (253, 141, 60), (189, 0, 38))
 
 
-def overlay_values(overlay: Any, known: Iterable[str]) -> dict[str, float]:
+# What an overlay is made from: node name → number (a mapping or a pandas Series), or a profile.
+OverlaySource = Union[Mapping[str, float], ProfileResult, None]
+
+
+def overlay_values(overlay: OverlaySource, known: Iterable[str]) -> dict[str, float]:
     """Node name → value, from what the caller has at hand:
 
     - a mapping or a pandas ``Series`` (node name → number; ONNX or FX node names),
@@ -33,7 +39,7 @@ def overlay_values(overlay: Any, known: Iterable[str]) -> dict[str, float]:
     known = set(known)
     if overlay is None:
         return {}
-    if hasattr(overlay, "nodes") and hasattr(overlay, "runs"):  # a ProfileResult
+    if isinstance(overlay, ProfileResult):
         runs = max(int(overlay.runs), 1)
         raw: dict[str, float] = {}
         for node in overlay.nodes:
