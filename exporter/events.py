@@ -127,7 +127,7 @@ def fan_out(*observers: Observer | None) -> Observer:
 
 
 class LoggerObserver(Observer):
-    """One log record per stage: what ``ExportOptions(logger=...)`` gives."""
+    """One log record per stage and per analysis: what ``ExportOptions(logger=...)`` gives."""
 
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
@@ -141,6 +141,12 @@ class LoggerObserver(Observer):
             return
         detail = f": {result.detail}" if result.detail else ""
         self.logger.info("%s %s in %.2f s%s%s", result.name, result.status, result.seconds, suffix, detail)
+
+    def on_analysis_end(self, name: str, result: Any) -> None:
+        if isinstance(result, BaseException):
+            self.logger.error("%s raised %s: %s", name, type(result).__name__, result)
+        else:
+            self.logger.info("%s %s in %.2f s", name, result.status, result.seconds)
 
 
 class ProgressBarObserver(Observer):
@@ -169,6 +175,11 @@ class ProgressBarObserver(Observer):
         if done >= total:
             bar.close()
             del self._bars[task]
+
+    def on_analysis_end(self, name: str, result: Any) -> None:
+        for bar in self._bars.values():  # a cancelled or failed analysis leaves no bar behind
+            bar.close()
+        self._bars.clear()
 
 
 class Reporter:

@@ -494,3 +494,27 @@ def test_the_session_lock_is_not_held_while_a_stage_computes_or_an_observer_runs
 
     assert session.run("capture", observer=ReadsFromAnotherThread()).status == Status.OK
     assert answered == [((), None), True]
+
+
+def test_the_logger_hears_each_analysis_end_and_a_progress_bar_closes_what_a_cancel_left(caplog):
+    import io
+
+    from exporter.events import ProgressBarObserver
+
+    session = session_of(Counting(), dynamic_shapes={"x": {0: Dim("batch")}}, logger=logging.getLogger("test.live.analyses"))
+    session.run()
+    with caplog.at_level(logging.INFO, logger="test.live.analyses"):
+        session.verify()
+    assert [r.getMessage().split(" in ")[0] for r in caplog.records if r.name == "test.live.analyses"] == ["verify passed"]
+
+    token = CancelToken()
+
+    class CancelMidway(ProgressBarObserver):
+        def on_progress(self, task, done, total, note=""):
+            super().on_progress(task, done, total, note)
+            if 0 < done < total:
+                token.cancel()
+
+    bars = CancelMidway(io.StringIO())
+    assert session.verify(observer=bars, cancel=token).status == "cancelled"
+    assert bars._bars == {}
