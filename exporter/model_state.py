@@ -281,10 +281,10 @@ class _ModuleSnapshot:
         self.buffers = dict(module._buffers)
         self.modules = dict(module._modules)
         self.tensors = tensors
-        for name, param in self.parameters.items():
+        for param in self.parameters.values():
             if param is not None:
                 self.tensors[id(param)] = _TensorState(param, copy=False)
-        for name, buffer in self.buffers.items():
+        for buffer in self.buffers.values():
             if buffer is not None and id(buffer) not in self.tensors:
                 self.tensors[id(buffer)] = _TensorState(buffer, copy=True)
         self.hidden: set[str] = set()  # attributes set aside for the run

@@ -87,7 +87,7 @@ def from_outputs(raw: list[Any], dtypes: list[Any]) -> list[Any]:
     import numpy as np
     import torch
 
-    out = []
+    out: list[Any] = []
     for index, value in enumerate(raw):
         dtype = dtypes[index] if index < len(dtypes) else None
         array = np.asarray(value)

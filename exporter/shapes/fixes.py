@@ -96,7 +96,7 @@ class SuggestedFixes(Presentable):
 
         by_axis = {a: f.text for f in self.fixes for a in f.axes}
         rows = [
-            {"input": p, "axis": a, "before": old, "after": new, "fix": by_axis.get((p, a), "")}
+            {"input": p, "axis": a, "before": old, "after": new, "fix": by_axis.get(Axis(p, a), "")}
             for p, a, old, new in self.changes()
         ]
         return pd.DataFrame(rows, columns=["input", "axis", "before", "after", "fix"])
@@ -155,9 +155,9 @@ def suggested_fixes_of(session: Session) -> SuggestedFixes:
     return build_fixes(error, spec, bound, session.guards if error is not None else None)
 
 
-def _equal_groups(guards: Guards | None) -> list[set[tuple[str, int]]]:
+def _equal_groups(guards: Guards | None) -> list[set[Axis]]:
     """Sets of input axes the guards equate (transitively)."""
-    groups: list[set[tuple[str, int]]] = []
+    groups: list[set[Axis]] = []
     for guard in guards or ():
         if guard.kind != EQUALITY:
             continue
@@ -183,7 +183,7 @@ def _range_fixes_from_violations(
             continue
         lows, highs = formats.guard_bounds(guard_text)
         group = set(axes).union(*[g for g in groups if g & set(axes)])
-        dims = {spec.policy(*a) for a in group if isinstance(spec.policy(*a), Dim)}
+        dims = {policy for a in group if isinstance(policy := spec.policy(*a), Dim)}
         for dim in sorted(dims, key=lambda d: d.name):
             lo = max(lows) if lows else dim.min
             hi = min(highs) if highs else dim.max
@@ -269,9 +269,9 @@ def build_fixes(
     named = {name for _, name, _, _ in parsed}
     # Violations torch states without a fix: a DYNAMIC axis the code pins to a constant, a
     # DYNAMIC axis 0/1-specialized (no size-oblivious capture).
-    for name, value in formats.marked_static(text) + formats.zero_one_specializations(text):
+    for name, size in formats.marked_static(text) + formats.zero_one_specializations(text):
         if name not in named:
-            parsed.append((f"{name} = {value}", name, "static", value))
+            parsed.append((f"{name} = {size}", name, "static", size))
             named.add(name)
     if error is not None and formats.is_constraint_violation(error):
         _merge_guard_fixes(parsed, _guard_fixes(spec, bound, guards))
@@ -308,7 +308,7 @@ def build_fixes(
                 unapplied.append(line)  # a root only other fixes refer to is fine
             continue
         if kind == "static":
-            policy: AxisPolicy | None = STATIC
+            policy: AxisPolicy = STATIC
         elif kind in ("range", "equal"):
             policy = target_policy(name)
         else:
@@ -321,13 +321,13 @@ def build_fixes(
 
     if is_size_one_broadcast(text):
         for leaf in bound.leaves:
-            for axis, size in enumerate(leaf.shape):
-                key = Axis(leaf.path, axis)
-                if size in (0, 1) and value.get(key, STATIC) is not STATIC:
+            for index, example in enumerate(leaf.shape):
+                key = Axis(leaf.path, index)
+                if example in (0, 1) and value.get(key, STATIC) is not STATIC:
                     value[key] = STATIC
                     fixes.append(
                         DimFix(
-                            f"{key.label} = STATIC  # size-{size} example that broadcasts",
+                            f"{key.label} = STATIC  # size-{example} example that broadcasts",
                             key.dotted, "static-broadcast", (key,), STATIC,
                         )
                     )

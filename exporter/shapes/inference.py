@@ -33,7 +33,7 @@ def _examples(more_inputs: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
             f"not {type(more_inputs).__name__}",
             hint=FORMS_HINT,
         )
-    out = []
+    out: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for item in more_inputs:
         if isinstance(item, dict):
             out.append(((), dict(item)))
@@ -155,13 +155,15 @@ def infer_dim_spec(model: Any, bound: BoundInputs, more_inputs: Any, *, spec: Di
     taken = {name for name, _ in named_groups if name is not None}
     claimed: set[str] = set()  # a user name whose sizes contradict its first use gets a new name
     value: dict[AxisKey, AxisPolicy] = {}
-    for name, group in named_groups:
-        if name is None or name in claimed:
+    for asked, group in named_groups:
+        if asked is None or asked in claimed:
             name = base = _generated_name(group)
             suffix = 2
             while name in taken:
                 name, suffix = f"{base}_{suffix}", suffix + 1
             taken.add(name)
+        else:
+            name = asked
         claimed.add(name)
         sizes = varying[group[0]]
         for key in group:

@@ -278,17 +278,17 @@ def dim_outcomes(session: Session) -> DimOutcomes:
         for axis, example in enumerate(leaf.shape):
             key = Axis(leaf.path, axis)
             policy = spec.policy(*key)
-            symbol = symbols.get(key)
-            if symbol is None or key in static_axes:
+            found = symbols.get(key)
+            if found is None or key in static_axes:
                 value = static_axes.get(key, example)
                 outcomes.append(_static_outcome(leaf.path, axis, example, policy, value, guards, static_axes))
             else:
-                lo, hi = ranges.get(symbol, (0, None))
-                members = groups.get(symbol, [key])
+                lo, hi = ranges.get(found, (0, None))
+                members = groups.get(found, [key])
                 lo, hi = _with_caps(lo, hi, [caps[m] for m in members if m in caps])
                 outcomes.append(
                     _dynamic_outcome(
-                        leaf.path, axis, example, policy, symbol, names.get(symbol, symbol), lo, hi,
+                        leaf.path, axis, example, policy, found, names.get(found, found), lo, hi,
                         members, guards, spec,
                     )
                 )
@@ -424,8 +424,9 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
     attempt = reported_attempt(capture.attempts)
     error = attempt.error if attempt is not None else capture.error
     text = str(error) if error is not None else ""
+    violated = error is not None and formats.is_constraint_violation(error)
     fixes = suggested_fixes_of(session)
-    rejected = rejected_ranges(fixes, guards, bound) if formats.is_constraint_violation(text) else ()
+    rejected = rejected_ranges(fixes, guards, bound) if violated else ()
     by_name = {r.name: r for r in rejected}
     # torch's sentence about a range said in the user's terms is not repeated per axis.
     details = [d for d in formats.violation_lines(text)
@@ -443,7 +444,8 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
             if not reasons and broadcast and policy is not STATIC and example in (0, 1):
                 reasons.append(
                     f"a size-{example} example kept dynamic cannot broadcast against another size "
-                    f"({first_line(error)}); make this axis STATIC or pass an example with size >= 2"
+                    f"({first_line(error) if error is not None else text}); make this axis STATIC or pass an "
+                    "example with size >= 2"
                 )
             said = by_name.get(policy.name) if isinstance(policy, Dim) else None
             if said is not None:
@@ -464,7 +466,7 @@ def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutco
             else:
                 outcomes.append(DimOutcome(leaf.path, axis, example, policy, NOT_RUN_RESULT, source=source,
                                            guards=relevant))
-    if formats.is_constraint_violation(text):
+    if violated:
         head = "the dim spec was rejected"  # the failing rows and the capture error say how
     else:
         head = first_line(error) if error is not None else "capture failed"

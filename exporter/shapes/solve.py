@@ -131,10 +131,10 @@ def solve_size(expr: Any, symbol: Any, example: int, lo: int = 0, hi: int | None
 
 
 def _single_symbol(guard: Guard) -> Any | None:
-    expr = getattr(guard, "expr", None)
+    expr = guard.expr
     if expr is None:
         return None
-    free = getattr(expr, "free_symbols", set())
+    free: set[Any] = getattr(expr, "free_symbols", set())
     return next(iter(free)) if len(free) == 1 else None
 
 

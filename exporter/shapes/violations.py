@@ -135,7 +135,7 @@ def _failing(guard: Guard, run: tuple[int, int | None]) -> Runs:
     too long to evaluate (or unbounded) is kept whole."""
     from .solve import holds
 
-    symbols = getattr(guard.expr, "free_symbols", set())
+    symbols: set[Any] = getattr(guard.expr, "free_symbols", set())
     lo, hi = run
     if len(symbols) != 1 or hi is None or hi - lo > _EVALUATED:
         return (run,)
@@ -163,7 +163,7 @@ def _guard_setting(side: int, bound_value: int | None, candidates: list[Guard], 
     from .solve import solve_size
 
     for guard in candidates:
-        symbols = getattr(guard.expr, "free_symbols", set())
+        symbols: set[Any] = getattr(guard.expr, "free_symbols", set())
         if len(symbols) != 1:
             continue
         solved = solve_size(guard.expr, next(iter(symbols)), example)
