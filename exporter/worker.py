@@ -20,7 +20,7 @@ _executor: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 
 
-def submit_work(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+def submit_work(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
     """Queue ``fn(*args, **kwargs)`` on the export worker and return its ``Future``."""
     global _executor
     with _lock:
