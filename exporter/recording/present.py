@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..display import Badge, Block, KeyValues, Note, Section, Table, Verdict
 from ..presentation import presents
 from .groups import CallGroup
+from .ranges import RangeReport
 from .recording import Recording
 from .replay import RecordedCheck, RecordedExport
 
@@ -59,3 +60,20 @@ def recorded_export_section(result: RecordedExport) -> Section:
     ]
     return Section(f"Exported from the recorded {result.group.name} calls",
                    badge=Badge.status("ok" if result.ok else "failed"), body=tuple(body))
+
+
+@presents(RangeReport)
+def range_report_section(report: RangeReport) -> Section:
+    rows = [
+        (f"{a.path}.{a.axis}", _range(*a.observed), a.proposed, a.exported_text,
+         ", ".join(f"call {i}" for i in a.outside))
+        for a in report.axes
+    ]
+    outside = report.outside_calls
+    verdict = Verdict(
+        f"recorded {report.group} calls outside what the export accepts: " + ", ".join(f"call {i}" for i in outside)
+        if outside else f"the export accepts the sizes of every recorded {report.group} call",
+        "warn" if outside else "ok",
+    )
+    table = Table.from_rows(("axis", "observed", "proposed", "exported", "calls outside"), rows, code=("axis",))
+    return Section(f"Observed and exported ranges ({report.group})", verdict=verdict, body=(table,))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..presentation import Presentable
 from ..verify.tolerance import OutputCheck, Tolerance, compare
 from .groups import CallGroup
+from .ranges import RangeReport, compare_ranges
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -73,6 +74,11 @@ class RecordedExport(Presentable):
     @property
     def ok(self) -> bool:
         return self.recorded.ok and (self.sweep is None or self.sweep.ok)
+
+    @property
+    def ranges(self) -> RangeReport:
+        """Per axis, the sizes recorded next to the range the export accepts."""
+        return compare_ranges(self.group, self.session)
 
 
 def _output_names(session: Session, count: int) -> list[str]:

@@ -299,3 +299,17 @@ def test_importing_the_recording_loads_no_torch():
 
     code = "import sys, exporter.recording; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ranges_put_the_observed_sizes_next_to_the_exported_range_and_name_the_calls_outside():
+    model = MLP().eval()
+    with torch.no_grad(), record(model) as rec:
+        for batch in (1, 5, 8):
+            model(torch.randn(batch, 16))
+    narrow = rec.export(sweep=False, dynamic_shapes={"x": {0: Dim("batch", min=4)}}).ranges
+    assert narrow.outside_calls == (0,)  # batch 1 is below the exported min
+    batch = narrow.axes[0]
+    assert (batch.observed, batch.exported, batch.exported_min, batch.outside) == ((1, 8), "dynamic", 4, (0,))
+    assert narrow.axes[1].exported_text == "static 16"
+    assert "recorded forward calls outside what the export accepts: call 0" in narrow.summary()
+    assert rec.export(sweep=False).ranges.outside_calls == ()

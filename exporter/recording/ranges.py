@@ -1,0 +1,72 @@
+"""Per axis, the sizes a model received while recorded next to the range its export accepts,
+and the recorded calls that fall outside it (what the workbench's Dims tab shows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..presentation import Presentable
+from .groups import CallGroup
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["AxisRange", "RangeReport", "compare_ranges"]
+
+
+@dataclass(frozen=True)
+class AxisRange:
+    """One input axis: observed sizes (``min``, ``max`` over the recorded calls) and the range
+    the exported model accepts (``exported_min``/``exported_max``, None when unbounded or
+    unknown; ``exported`` says which: ``dynamic``, ``static``, ``failed`` or ``not run``).
+    ``outside`` lists the recorded calls (by index) whose size the export does not accept."""
+
+    path: str
+    axis: int
+    observed: tuple[int, int]
+    proposed: str
+    exported: str
+    exported_min: int | None
+    exported_max: int | None
+    outside: tuple[int, ...] = ()
+
+    @property
+    def exported_text(self) -> str:
+        if self.exported not in ("dynamic", "static"):
+            return self.exported
+        if self.exported == "static":
+            return f"static {self.exported_min}"
+        return f"{self.exported_min or 0}..{'inf' if self.exported_max is None else self.exported_max}"
+
+
+@dataclass(frozen=True, repr=False)
+class RangeReport(Presentable):
+    """Every axis of a recorded group against an export of it."""
+
+    group: str
+    axes: tuple[AxisRange, ...]
+
+    @property
+    def outside_calls(self) -> tuple[int, ...]:
+        """The recorded calls some axis of which the export does not accept."""
+        return tuple(sorted({index for axis in self.axes for index in axis.outside}))
+
+
+def compare_ranges(group: CallGroup, session: Session) -> RangeReport:
+    """``group``'s observed sizes against the ranges ``session`` obtained (``session.dims``)."""
+    outcomes = {(o.input, o.axis): o for o in session.dims}
+    axes = []
+    for axis in group.axes:
+        outcome = outcomes.get((axis.path, axis.axis))
+        if outcome is None or outcome.obtained not in ("dynamic", "static"):
+            state = "not exported" if outcome is None else outcome.obtained
+            axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, state, None, None))
+            continue
+        low, high = outcome.min, outcome.max
+        outside = tuple(
+            call.index for call, size in zip(group.calls, axis.sizes, strict=True)
+            if (low is not None and size < low) or (high is not None and size > high)
+        )
+        axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, outcome.obtained, low, high, outside))
+    return RangeReport(group.name, tuple(axes))
