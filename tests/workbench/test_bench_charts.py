@@ -10,14 +10,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from matplotlib.figure import Figure
 
-from exporter import AUTO, Dim, ExportOptions, Session  # noqa: E402
-from exporter.bench import BenchmarkResult, EngineTiming, LatencyStats, Noise, ProfileResult, SweepResult  # noqa: E402
-from workbench.render import bench_charts  # noqa: E402
+from exporter import AUTO, Dim, ExportOptions, Session
+from exporter.bench import BenchmarkResult, EngineTiming, LatencyStats, Noise, ProfileResult, SweepResult
+from workbench.render import bench_charts
 
 
 class Double(torch.nn.Module):

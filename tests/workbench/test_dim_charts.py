@@ -10,16 +10,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
 
-from exporter import AUTO, STATIC, Dim, ExportOptions, Session  # noqa: E402
-from exporter.guards import Guard, Guards  # noqa: E402
-from exporter.shapes import DimOutcome  # noqa: E402
-from workbench.render.dim_charts import MISMATCH_COLOR, dim_ranges_chart, guards_chart  # noqa: E402
+from exporter import AUTO, STATIC, Dim, ExportOptions, Session
+from exporter.guards import Guard, Guards
+from exporter.shapes import DimOutcome
+from workbench.render.dim_charts import MISMATCH_COLOR, dim_ranges_chart, guards_chart
 
 RED = matplotlib.colors.to_rgba(MISMATCH_COLOR)
 
