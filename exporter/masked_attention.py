@@ -47,8 +47,11 @@ def zero_fully_masked_rows(out: Any, attn_mask: Any) -> Any:
     An output of ONNX ``Attention`` (torchlib's translation from opset 23) is returned as it
     is: onnxruntime already returns 0 for such rows (verify's edge values check it)."""
     import onnx_ir as ir
-    from onnxscript import opset18 as op
+    from onnxscript import opset18
 
+    # onnxscript types its opset for script functions (TensorProto constants, typed script
+    # values); a translation passes it onnx_ir tensors and graph values.
+    op: Any = opset18
     producer = out.producer() if hasattr(out, "producer") else None
     if attn_mask is None or (producer is not None and producer.op_type == "Attention"):
         return out  # no mask (or only is_causal): every query sees at least one key

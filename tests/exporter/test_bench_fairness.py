@@ -13,10 +13,12 @@ import sys
 import pytest
 import torch
 
-from test_bench import session  # noqa: F401 - the TwoLayer session fixture
+import test_bench
 
 from exporter.bench import Calibration, Contender, Load, Noise, OrtRunner, Variant, bootstrap_median_ci, time_rounds
 from exporter.events import Observer
+
+session = test_bench.session  # the TwoLayer session fixture
 
 SPIN = "session.intra_op.allow_spinning"
 

@@ -11,13 +11,15 @@ import time
 import pytest
 import torch
 
-from test_bench import session  # noqa: F401 - the TwoLayer session fixture
+import test_bench
 
 from exporter.bench import (BenchmarkResult, Contender, EngineTiming, FreeCores, LatencyStats, SweepResult,
                             result_of_rounds, time_rounds)
 from exporter.bench.compare import eager_contender
 from exporter.bench.headline import split_rounds, times
 from exporter.display import render
+
+session = test_bench.session  # the TwoLayer session fixture
 
 POINT = re.compile(r"^onnxruntime \d[\d.]*x (faster|slower) than eager PyTorch \(95% interval ")
 
@@ -61,7 +63,7 @@ def test_a_model_slow_in_every_other_round_gets_a_range_with_the_reason_not_a_po
     headline = result.headline
     assert not POINT.match(headline), headline
     assert headline.startswith("onnxruntime ") and " to " in headline and "not one figure" in headline
-    assert f"eager" in result.unsteady.reason and f"in {slow_rounds} of {rounds.rounds} rounds" in headline
+    assert "eager" in result.unsteady.reason and f"in {slow_rounds} of {rounds.rounds} rounds" in headline
     section = render(result).to_text()
     assert headline in section  # the verdict line of the notebook / report section
     assert headline in result.summary()

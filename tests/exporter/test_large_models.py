@@ -83,7 +83,7 @@ def eager(session, x):
 
 def test_model_bytes_past_the_limit_raises_a_serialize_error_naming_limit_size_and_what_to_use(large):
     with pytest.raises(SerializeError) as info:
-        large.model_bytes
+        _ = large.model_bytes
     error = info.value
     assert isinstance(error, ExportError)
     weights = initializer_bytes(large.stage_output("optimize"))
@@ -210,7 +210,7 @@ def test_a_failed_external_write_leaves_no_partial_model_and_the_next_call_succe
 
     monkeypatch.setattr(exporter.serialize, "write_external_data", half_written)
     with pytest.raises(OSError, match="disk full"):
-        large.ort_model_source
+        _ = large.ort_model_source
     (owned,) = tmpdir_root.iterdir()
     assert list(owned.iterdir()) == []  # the staging directory is gone
     monkeypatch.setattr(exporter.serialize, "write_external_data", original)

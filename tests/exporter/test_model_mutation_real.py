@@ -14,10 +14,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import transformers  # noqa: E402,F401 - the test extra installs it: missing, this fails instead of skipping
+import transformers  # noqa: F401 - the test extra installs it: missing, this fails instead of skipping
 
-from exporter import ExportOptions, export  # noqa: E402
-from exporter.model_state import preserved  # noqa: E402
+from exporter import ExportOptions, export
+from exporter.model_state import preserved
 
 HEAD_DIM = 16
 
