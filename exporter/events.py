@@ -76,7 +76,7 @@ class Observer:
 
     def on_analysis_start(self, name: str) -> None:
         """An analysis of the exported model (``verify``, ``benchmark``, ``benchmark_sweep``,
-        ``profile``, ``compare``) begins."""
+        ``profile``, ``compare``, ``compare_intermediates``, ``bisect_passes``) begins."""
 
     def on_analysis_end(self, name: str, result: Any) -> None:
         """An analysis ended: ``result`` is what it returns (its ``status`` says passed, failed,

@@ -568,12 +568,14 @@ class Session(Presentable):
         """onnxruntime per-node profile by op type and module: a :class:`~exporter.bench.ProfileResult`."""
         return self._analysis("profile", observer, lambda observer: profile(self, observer=observer, cancel=cancel, **options))
 
-    def compare_intermediates(self, case: Any = None, **options: Any) -> IntermediateComparison:
+    def compare_intermediates(self, case: Any = None, *, observer: Observer | None = None,
+                              **options: Any) -> IntermediateComparison:
         """Every ONNX node's output against its FX node's value on one verify case (the
         example inputs by default): an :class:`~exporter.graphs.IntermediateComparison` with
         ``first_bad`` and ``values()`` for a graph overlay. Options: see
-        :func:`exporter.graphs.compare_intermediates`."""
-        return self._keep("compare_intermediates", compare_intermediates(self, case, **options))
+        :func:`exporter.graphs.compare_intermediates`. ``observer`` hears it start and end."""
+        return self._analysis("compare_intermediates", observer,
+                              lambda observer: compare_intermediates(self, case, **options))
 
     def _exported_model(self) -> onnx_ir.Model | None:
         optimize = self._results.get("optimize")  # one read of a dict entry: no lock needed
@@ -613,15 +615,17 @@ class Session(Presentable):
         result = self.result("optimize")
         return result.passes if result.passes is not None else OptimizerPasses(note=result.detail)
 
-    def bisect_passes(self, case: Any = None, *, tolerances: Any = None) -> Bisection:
+    def bisect_passes(self, case: Any = None, *, tolerances: Any = None, observer: Observer | None = None) -> Bisection:
         """Name the first optimizer pass after which onnxruntime disagrees with PyTorch or cannot
         load the model, on one case: ``None`` (the example inputs) or ``(args, kwargs)``. A binary
         search over the passes that changed the model, re-running them from the translated
         model (each prefix's model is kept): 1 + ceil(log2(changing passes + 1)) verify runs.
         An :class:`~exporter.passes.Bisection`; its ``fix`` is the ``ExportOptions(skip_passes=...)``
-        that leaves the pass out."""
+        that leaves the pass out. ``observer`` hears it start and end."""
         passes = self.passes
-        return self._keep("bisect_passes", bisect_passes(self, passes, self.stage_output("translate"), case, tolerances))
+        translated = self.stage_output("translate")
+        return self._analysis("bisect_passes", observer,
+                              lambda observer: bisect_passes(self, passes, translated, case, tolerances))
 
     # -- graphs --
     @functools.cached_property
