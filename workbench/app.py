@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from exporter.bench import BenchmarkResult
+from exporter.errors import Failure, SpecError
 from exporter.events import CancelToken, Observer
+from exporter.ports import Port, onnx_ports
 from exporter.verify import VerifyResult
 from exporter.worker import submit_work
 
@@ -50,7 +52,6 @@ if TYPE_CHECKING:
     from exporter.dims import DimSpec
     from exporter.pipeline.capture import CaptureAttempt
     from exporter.pipeline.stage import StageResult
-    from exporter.ports import Port
     from exporter.session import Session
 
 __all__ = ["Workbench"]
@@ -244,8 +245,6 @@ class Workbench(widgets.VBox):
         self.run(until)
 
     def _axis_changed(self, row: AxisRow) -> None:
-        from exporter.errors import SpecError
-
         base = self.requested_session
         try:
             policy = row.requested_policy()
@@ -479,8 +478,6 @@ class Workbench(widgets.VBox):
             self._draw_problem = self._failed(getattr(draw, "__qualname__", "drawing"), exc)
 
     def _failed(self, what: str, exc: BaseException) -> str:
-        from exporter.errors import Failure
-
         failure = Failure.from_exception(exc, what)
         self.stages_view.error.value = failure_html(failure, f"{what} failed")
         text = f"{what} failed: {failure.first_line}"
@@ -492,8 +489,6 @@ class Workbench(widgets.VBox):
 
     @staticmethod
     def _onnx_ports(session: Session) -> list[Port]:
-        from exporter.ports import onnx_ports
-
         return onnx_ports(session.stage_output("optimize"))
 
     def _analyses_of(self, session: Session) -> set[str]:
