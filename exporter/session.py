@@ -10,8 +10,11 @@ The session is also a UI's model. Long work reports each step to an
 :class:`~exporter.events.Observer` and stops at the next step once its
 :class:`~exporter.events.CancelToken` is set; :meth:`Session.submit` runs it on the export
 worker thread and returns a ``Future``. Two threads asking for the same stage get one
-computation, and what a session hands out (ONNX models, protos) is a copy, so changing it
-changes no session.
+computation (the stage cache's doing), and what a session hands out (ONNX models, protos) is a
+copy, so changing it changes no session. The session's lock guards its results only: no stage,
+analysis or observer call runs under it, so a UI reads a session at any time without waiting.
+The final model as onnxruntime loads it, with its lifecycle, is :attr:`Session.ort_model`
+(:class:`~exporter.ort_model.OrtModel`).
 """
 
 from __future__ import annotations
