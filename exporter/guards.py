@@ -314,4 +314,4 @@ def guards_of(attempts: Iterable[CaptureAttempt], bound: BoundInputs) -> Guards:
     attempt = reported_attempt(attempts)
     if attempt is None:
         return Guards()
-    return guards_from_events(getattr(attempt, "guards", ()), bound, attempt.strategy)
+    return guards_from_events(attempt.guards, bound, attempt.strategy)

@@ -11,9 +11,11 @@ from typing import Any
 from ..artifacts import ExportArtifacts
 from ..cases import DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
 from ..cases.plan import CasePlan
-from ..compat import formats
+from .. import compat
+from ..compat import formats, train_mode_dependent_modules, tree_flatten_with_path
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..model_state import StateReport, preserved
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
@@ -35,9 +37,6 @@ def _run_case(
     tolerances: Mapping[str, Tolerance] | Tolerance | None,
 ) -> tuple[CaseResult, list[Any] | None]:
     import torch
-
-    from ..compat import tree_flatten_with_path
-    from ..model_state import preserved
 
     start = time.perf_counter()
     feeds: dict[str, Any] | None = None
@@ -79,9 +78,9 @@ def _run_case(
                       state_changes=changes), expected
 
 
-def _state_changes(report: Any) -> tuple[str, ...]:
+def _state_changes(report: StateReport | None) -> tuple[str, ...]:
     """What an eager run changed on the module (each put back), as text."""
-    if report is None or not getattr(report, "changed", False):
+    if report is None or not report.changed:
         return ()
     return tuple(str(change) for change in report.changes)
 
@@ -104,8 +103,6 @@ def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
 
 def _training_modules(model: Any) -> list[str]:
     """Dropout / batch-norm submodules left in training mode (names, at most three)."""
-    from ..compat import train_mode_dependent_modules
-
     kinds = train_mode_dependent_modules()
     modules = getattr(model, "named_modules", None)
     if modules is None:
@@ -119,8 +116,6 @@ def _training_modules(model: Any) -> list[str]:
 
 def _clone_tensors(value: Any) -> Any:
     import torch
-
-    from .. import compat
 
     leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
     return compat.tree_replace_leaves(value, leaves)

@@ -171,7 +171,7 @@ class VerifyResult:
                     "max_abs": o.max_abs, "max_rel": o.max_rel, "mismatched": o.mismatched,
                     "shape": list(o.actual_shape or o.expected_shape or ()),
                     "tolerance": str(o.tolerance) if o.tolerance else None,
-                    "atol_applied": getattr(o, "atol_applied", None),
+                    "atol_applied": o.atol_applied,
                     "detail": None if o.ok else o.describe(),
                 })
         columns = ["case", "sizes", "output", "status", "max_abs", "max_rel", "mismatched", "shape",
