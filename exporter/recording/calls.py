@@ -89,6 +89,22 @@ def _cache_kind(cls: type) -> str:
     return kind
 
 
+_PLAIN: dict[type, bool] = {}  # type -> all its state is in __dict__
+
+
+def _shallow(obj: Any) -> Any:
+    """``copy.copy`` for a plain object, several times faster (this runs twice per call)."""
+    cls = type(obj)
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = hasattr(obj, "__dict__") and not any(vars(c).get("__slots__") for c in cls.__mro__)
+    if not plain:
+        return copy.copy(obj)
+    new = object.__new__(cls)
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
 def _snapshot(cache: Any) -> tuple[Any, int]:
     """A cache object that keeps the tensors ``cache`` holds now, and how many were copied:
     a ``DynamicCache`` as a new object with new layer objects over the same tensors; an
@@ -98,10 +114,10 @@ def _snapshot(cache: Any) -> tuple[Any, int]:
 
     kind = _cache_kind(type(cache))
     if kind == "dynamic":
-        snapshot = copy.copy(cache)
+        snapshot = _shallow(cache)
         layers = getattr(cache, "layers", None)
         if isinstance(layers, list):
-            snapshot.layers = [copy.copy(layer) for layer in layers]
+            snapshot.layers = [_shallow(layer) for layer in layers]
         return snapshot, 0
     if kind == "pair":
         snapshot = copy.copy(cache)
