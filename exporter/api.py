@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from .artifacts import ExportArtifacts
 from .options import ExportOptions
 from .session import Session
 
@@ -13,9 +12,11 @@ __all__ = ["ExportOptions", "Serializer", "export"]
 
 @runtime_checkable
 class Serializer(Protocol):
-    """Writes a session's artefact to a path or a binary file object."""
+    """Writes a session's artefact to a path or a binary file object (what
+    :meth:`Session.save` calls; the built-in ones read only an
+    :class:`~exporter.artifacts.ExportArtifacts` of it)."""
 
-    def serialize(self, session: ExportArtifacts, destination: Any) -> Any: ...
+    def serialize(self, session: Session, destination: Any) -> Any: ...
 
 
 def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kwargs: Any) -> Session:
