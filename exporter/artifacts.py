@@ -8,6 +8,8 @@ nothing here imports it). A function that needs less asks for the narrower recor
 - :class:`ExportInputs`: the model and what it was exported with (inputs, spec, options);
 - :class:`ExportArtifacts`: that, plus what the pipeline produced (each stage's output, the
   guards) and the model as onnxruntime runs it;
+- :class:`CapturedExport`: that, plus the capture stage's result and the guards torch
+  recorded (what :mod:`exporter.shapes` reads);
 - :class:`ExportGraphs`: an export's FX and ONNX graphs and the mapping between them.
 
 The final model as onnxruntime runs it is an :class:`~exporter.ort_model.OrtModel` (its source,
@@ -27,8 +29,9 @@ if TYPE_CHECKING:
     from .guards import Guards
     from .options import ExportOptions
     from .ort_model import OrtModel
+    from .pipeline.stage import StageResult
 
-__all__ = ["ExportArtifacts", "ExportGraphs", "ExportInputs"]
+__all__ = ["CapturedExport", "ExportArtifacts", "ExportGraphs", "ExportInputs"]
 
 
 class ExportInputs(Protocol):
@@ -47,6 +50,17 @@ class ExportInputs(Protocol):
 
     @property
     def options(self) -> ExportOptions: ...
+
+
+class CapturedExport(ExportInputs, Protocol):
+    """An export's capture: the stage result (run if needed) and the guards torch recorded."""
+
+    def result(self, stage: str) -> StageResult:
+        """A stage's result (success or failure), running the stages up to it; never raises."""
+        ...
+
+    @property
+    def guards(self) -> Guards: ...
 
 
 class ExportArtifacts(ExportInputs, Protocol):

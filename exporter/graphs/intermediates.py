@@ -44,7 +44,6 @@ class IntermediatesSource(ExportArtifacts, ExportGraphs, Protocol):
     @property
     def last_verify(self) -> VerifyResult | None: ...
 
-ROW_STATUSES = ("pass", "fail", "mismatch", "not compared")
 METRICS = ("max_abs", "max_rel")
 DEFAULT_MAX_BYTES = 256 << 20
 _COLUMNS = ["onnx_node", "onnx_op", "onnx_value", "fx_nodes", "fx_value", "module", "source", "status",

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..artifacts import ExportArtifacts
 from .fx import fx_graph
 from .mapping import NodeMapping, map_nodes
 from .metadata import fx_name_of
 from .model import Graph
 from .modules import module_rows
 from .onnx import onnx_graph, onnx_node_name
-
-if TYPE_CHECKING:
-    from ..session import Session
 
 __all__ = ["SessionGraphs", "graphs_of"]
 
@@ -35,7 +33,7 @@ class SessionGraphs:
     Reading one runs the session's stages up to it (a failed stage raises its
     :class:`~exporter.ExportError`). Shapes use the user's dim names."""
 
-    session: Session
+    session: ExportArtifacts  # an exporter.Session
 
     def __repr__(self) -> str:
         built = [k for k in KINDS if k in self.__dict__]
@@ -94,6 +92,6 @@ class SessionGraphs:
         return pd.DataFrame(rows, columns=["module", "module_class", "fx_nodes", "onnx_nodes", "fx_ops", "onnx_ops"])
 
 
-def graphs_of(session: Session) -> SessionGraphs:
+def graphs_of(session: ExportArtifacts) -> SessionGraphs:
     """The graphs of a session (built lazily, on first read of each)."""
     return SessionGraphs(session)

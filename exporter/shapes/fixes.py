@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..artifacts import CapturedExport
 from ..compat import formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name
@@ -146,7 +147,7 @@ def _torch_fix_lines(error: BaseException | None) -> tuple[str, ...]:
     return formats.suggested_fix_lines(error) if error is not None else ()
 
 
-def suggested_fixes_of(session: Session) -> SuggestedFixes:
+def suggested_fixes_of(session: CapturedExport) -> SuggestedFixes:
     """torch's suggested fixes for the session's failed capture (empty when it succeeded)."""
     capture = session.result("capture")
     bound, spec = session.inputs, session.spec

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..artifacts import CapturedExport
 from ..compat import formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
@@ -28,7 +29,7 @@ from .fixes import is_size_one_broadcast, suggested_fixes_of
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
-    from ..session import Session
+    from ..pipeline.stage import StageResult
 
 
 DYNAMIC_RESULT, STATIC_RESULT, FAILED_RESULT = "dynamic", "static", "failed"
@@ -247,7 +248,7 @@ def _related_static(guard: Guard, path: str, axis: int, static_axes: dict[tuple[
     return out
 
 
-def dim_outcomes(session: Session) -> DimOutcomes:
+def dim_outcomes(session: CapturedExport) -> DimOutcomes:
     """The :class:`DimOutcomes` of a session (runs capture if needed)."""
     capture = session.result("capture")
     bound, spec = session.inputs, session.spec
@@ -417,7 +418,7 @@ def _axes_named_in(
     return found
 
 
-def _failed_outcomes(session: Session, capture: Any, guards: Guards) -> DimOutcomes:
+def _failed_outcomes(session: CapturedExport, capture: StageResult, guards: Guards) -> DimOutcomes:
     from .violations import plain_violation, rejected_ranges
 
     bound, spec = session.inputs, session.spec
