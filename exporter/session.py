@@ -28,29 +28,29 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .diagnose import diagnosed
-from .pipeline.capture import CaptureAttempt
-from .pipeline.pass_records import OptimizerPasses
-from .pipeline.stage import StageContext, StageResult
-from .pipeline.stages import STAGES, cache_key, stage_named
-from .dims import DimSpec
-from .errors import Status
 from ._quiet import captured_library_output, quiet_library_warnings
-from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .bench import benchmark, benchmark_sweep, profile
 from .bench.compare import Comparison
+from .diagnose import diagnosed
+from .dims import DimSpec
+from .errors import Status
+from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .graphs import graphs_of
 from .graphs.intermediates import compare_intermediates
 from .guards import guards_of
 from .inputs import BoundInputs, bind_inputs, onnx_input_names
+from .ort_model import OrtModel
 from .ort_values import feeds, from_outputs, output_dtypes
 from .passes import bisect_passes
+from .pipeline.capture import CaptureAttempt
+from .pipeline.pass_records import OptimizerPasses
+from .pipeline.stage import StageContext, StageResult
+from .pipeline.stages import STAGES, cache_key, stage_named
+from .presentation import Presentable
 from .report import write_report
 from .serialize import default_serializer
 from .shapes import apply_suggested_fixes, dim_outcomes, dim_warnings, infer_dim_spec, suggested_fixes_of
 from .verify import verify
-from .ort_model import OrtModel
-from .presentation import Presentable
 from .worker import submit_work
 
 if TYPE_CHECKING:
