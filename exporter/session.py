@@ -39,6 +39,7 @@ from .graphs import graphs_of
 from .graphs.intermediates import compare_intermediates
 from .guards import guards_of
 from .inputs import BoundInputs, bind_inputs, onnx_input_names
+from .options import ExportOptions
 from .ort_model import OrtModel
 from .ort_values import feeds, from_outputs, output_dtypes
 from .passes import bisect_passes
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     from .bench import BenchmarkResult, ProfileResult, SweepResult
     from .graphs import IntermediateComparison, SessionGraphs
     from .guards import Guards
-    from .options import ExportOptions
     from .passes import Bisection
     from .shapes import DimOutcomes, SuggestedFixes
     from .verify import VerifyResult
@@ -175,8 +175,7 @@ class Session(Presentable):
         _cache: _StageCache | None = None,
         _inputs: BoundInputs | None = None,
     ) -> None:
-        from .options import ExportOptions
-        from .program_model import as_model
+        from .program_model import as_model  # imports torch
 
         model, args, kwargs, options = as_model(model, tuple(args), dict(kwargs or {}), options)
         self._model = model
