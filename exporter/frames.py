@@ -9,9 +9,10 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from .compat.formats import traceback_frames
 from .compat.frames import is_user_file
 
-__all__ = ["source_label", "user_frame"]
+__all__ = ["source_label", "source_of_stack", "user_frame"]
 
 T = TypeVar("T")
 
@@ -57,3 +58,13 @@ def _cell_label(filename: str) -> str | None:
     except Exception:  # noqa: BLE001 - an IPython without this API: keep the file name
         return None
     return " ".join(label) if label else None
+
+
+def source_of_stack(stack_trace: str | None) -> str | None:
+    """The innermost user frame of an FX node's ``stack_trace`` as ``file:line in func: code``
+    (the innermost frame when none is the user's); None without a trace."""
+    frames = traceback_frames(stack_trace)
+    if not frames:
+        return None
+    filename, line, func, code = user_frame(frames) or frames[-1]
+    return f"{source_label(filename, line)} in {func}: {code}"
