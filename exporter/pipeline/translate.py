@@ -14,6 +14,7 @@ from .. import compat
 from ..dims import DimSpec
 from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
+from ..frames import source_of_stack
 from ..program_symbols import dim_names, user_input_names
 from .translations import onnx_registry
 
@@ -60,8 +61,6 @@ def _refuse_lstm_projection(program: Any) -> None:
     """An ``nn.LSTM`` with ``proj_size``: torchlib's LSTM translation drops the projection
     weights (ONNX's LSTM op has none), so onnxruntime would refuse the model at run time
     ("Input initial_c must have shape ..."). Refuse it here, naming the line."""
-    from ..graphs.metadata import source_of_stack
-
     for node in program.graph.nodes:
         if node.op != "call_function" or "aten.lstm.input" not in str(node.target) or len(node.args) < 8:
             continue
