@@ -15,6 +15,7 @@ from ..errors import SpecError
 from ..presentation import Presentable
 from ..guards import EQUALITY, Guards, axis_of_source, reported_attempt
 from .common import spec_from
+from .solve import axis_ranges
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -199,8 +200,6 @@ def _guard_fixes(spec: DimSpec, bound: BoundInputs, guards: Guards | None) -> li
     narrowed to the range every guard on its axes allows (``s != 1`` → ``min=2``,
     ``s == Min(128, s)`` → ``max=128``, ``1 + (s - 1) // 4 != 1`` → ``min=5``), all dims at
     once; a range of one size makes the dim static."""
-    from .solve import axis_ranges
-
     if guards is None:
         return []
     ranges = axis_ranges(guards, bound)

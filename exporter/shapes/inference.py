@@ -9,6 +9,8 @@ from ..dims import AxisPolicy, Dim, DimSpec
 from ..dims.model import default_dim_name
 from ..errors import SpecError
 from .common import spec_from
+from ..compat import additional_inputs_examples
+from ..inputs import bind_inputs
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -22,8 +24,6 @@ FORMS_HINT = "session.infer_dims([(x2,), (x3,)]) or [{'x': x2}, {'x': x3}] or [(
 
 
 def _examples(more_inputs: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    from ..compat import additional_inputs_examples
-
     held = additional_inputs_examples(more_inputs)
     if held is not None:
         return held
@@ -62,8 +62,6 @@ def _same_form_hint(bound: BoundInputs) -> str:
 
 
 def _bind_more(model: Any, bound: BoundInputs, more_inputs: Any) -> list[BoundInputs]:
-    from ..inputs import bind_inputs
-
     examples = _examples(more_inputs)
     sets = []
     for number, (args, kwargs) in enumerate(examples, start=1):

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import CapturedExport
-from ..compat import formats
 from ..axis import Axis
 from ..dims import AUTO, STATIC, AxisPolicy, Dim, DimSpec
 from ..errors import first_line
@@ -26,6 +25,10 @@ from ..guards import (
 )
 from .common import spec_from
 from .fixes import is_size_one_broadcast, suggested_fixes_of
+from ..compat import formats, program_ranges
+from ..program_symbols import dim_names, symbol_of
+from .solve import axis_ranges
+from .violations import plain_violation, rejected_ranges
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -256,11 +259,6 @@ def dim_outcomes(session: CapturedExport) -> DimOutcomes:
     if capture.status != "ok":
         return _failed_outcomes(session, capture, guards)
 
-    from ..compat import program_ranges
-    from ..program_symbols import dim_names, symbol_of
-
-    from .solve import axis_ranges
-
     program = capture.output
     symbols = symbol_of(program, bound)
     ranges = program_ranges(program)
@@ -419,8 +417,6 @@ def _axes_named_in(
 
 
 def _failed_outcomes(session: CapturedExport, capture: StageResult, guards: Guards) -> DimOutcomes:
-    from .violations import plain_violation, rejected_ranges
-
     bound, spec = session.inputs, session.spec
     attempt = reported_attempt(capture.attempts)
     error = attempt.error if attempt is not None else capture.error

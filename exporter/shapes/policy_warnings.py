@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..axis import Axis
 from ..dims import AUTO, Dim, DimSpec
+from ..compat import size_oblivious_available
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
@@ -36,8 +37,6 @@ def dim_warnings(spec: DimSpec, bound: BoundInputs) -> tuple[DimWarning, ...]:
     """Axes the spec asks to be dynamic that torch cannot keep dynamic, before any export:
     a named Dim whose max is below 2 (torch rejects the range), and, on a torch without
     size-oblivious capture, a size-0/1 example (torch would specialize it)."""
-    from ..compat import size_oblivious_available
-
     oblivious = size_oblivious_available()
     out = []
     for entry in spec:

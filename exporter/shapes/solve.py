@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..axis import Axis
+from ..compat import condition_holds_on
 
 if TYPE_CHECKING:
     from ..guards import Guard
@@ -151,8 +152,6 @@ def guard_ranges(guards: Iterable[Guard], bound: BoundInputs, base: Mapping[str,
     """Per torch symbol of the inputs, the range every guard on that symbol alone allows
     (intersected with ``base``, e.g. the program's ``range_constraints``). Guards on several
     symbols (equalities, products) are left to torch."""
-    from ..compat import condition_holds_on
-
     out: dict[str, SizeRange] = {}
     for guard in guards:
         symbol = _single_symbol(guard)

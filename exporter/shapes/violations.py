@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..compat import formats
 from ..axis import Axis
+from ..dims import Derived, Dim, Name, STATIC
+from ..guards import GUARD, RUNTIME_ASSERT, axis_of_source
+from .solve import axis_ranges, holds, solve_size
 
 if TYPE_CHECKING:
     from ..guards import Guard, Guards
@@ -111,8 +114,6 @@ class RejectedRange:
     @property
     def fix_text(self) -> str:
         """``seq in [5, 512]``, or ``x.shape[1] static (8)`` when one size is left."""
-        from ..dims import Dim
-
         if isinstance(self.fix, Dim):
             return f"{self.name} in {_range(self.fix.min or 0, self.fix.max)}"
         return f"{self.axis.label} static ({self.allowed[0]})"
@@ -133,8 +134,6 @@ def _failing(guard: Guard, run: tuple[int, int | None]) -> Runs:
     """The sizes of ``run`` the guard rejects, when it is on one size alone: ``s != 1``
     rejects size 1, not 0, though a range of sizes around the example must start at 2. A run
     too long to evaluate (or unbounded) is kept whole."""
-    from .solve import holds
-
     symbols: set[Any] = getattr(guard.expr, "free_symbols", set())
     lo, hi = run
     if len(symbols) != 1 or hi is None or hi - lo > _EVALUATED:
@@ -160,8 +159,6 @@ _EVALUATED = 4096  # excluded sizes evaluated one by one against the guard, at m
 def _guard_setting(side: int, bound_value: int | None, candidates: list[Guard], example: int) -> Guard | None:
     """The guard whose own solved range has ``bound_value`` as its min (``side`` 0) or max
     (``side`` 1): the one that sets that end of the allowed range."""
-    from .solve import solve_size
-
     for guard in candidates:
         symbols: set[Any] = getattr(guard.expr, "free_symbols", set())
         if len(symbols) != 1:
@@ -176,10 +173,6 @@ def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) ->
     """One :class:`RejectedRange` per strict Dim whose range ``fixes`` narrow (or make static)
     because of a guard, citing it. Dims the fixes leave alone, or narrow only because another
     Dim's range is equated with them (no guard), are left to torch's own words."""
-    from ..dims import STATIC, Derived, Dim, Name
-    from ..guards import GUARD, RUNTIME_ASSERT
-    from .solve import axis_ranges
-
     ranges = axis_ranges(guards, bound) if guards is not None else {}
     out: list[RejectedRange] = []
     seen: set[str] = set()
@@ -234,7 +227,6 @@ def plain_violation(line: str, bound: Any = None, spec: Any = None) -> str:
     is torch's "marked ... as dynamic but your code specialized it"; other lines as they are."""
     if bound is None:
         return line
-    from ..guards import axis_of_source
 
     for source, constant in formats.marked_static(line):
         axis = axis_of_source(source, bound)
@@ -250,9 +242,6 @@ def plain_violation(line: str, bound: Any = None, spec: Any = None) -> str:
 
 
 def _static_axes_of_size(size: int, bound: Any, spec: Any, besides: Any) -> list[Any]:
-    from ..axis import Axis
-    from ..dims import STATIC
-
     if spec is None:
         return []
     out = []

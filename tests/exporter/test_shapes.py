@@ -263,13 +263,12 @@ def test_unnamed_dims_get_one_default_name_everywhere():
 
 
 def test_guards_dims_and_fixes_are_computed_once_per_session(monkeypatch):
-    import exporter.program_symbols
     import exporter.session
-    import exporter.shapes
+    import exporter.shapes.outcomes
 
     calls = {"guards_of": 0, "symbol_of": 0}
-    # guards_of as Session.guards calls it (exporter.session imports it)
-    for module, name in [(exporter.session, "guards_of"), (exporter.program_symbols, "symbol_of")]:
+    # where Session.guards and Session.dims call them (each module imports the function)
+    for module, name in [(exporter.session, "guards_of"), (exporter.shapes.outcomes, "symbol_of")]:
         original = getattr(module, name)
 
         def counting(*args, _original=original, _name=name, **kwargs):
