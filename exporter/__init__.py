@@ -25,6 +25,7 @@ from .session import STAGES, Session, StageResult
 from .verify import ContractReport, Tolerance, VerifyResult
 from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
 from .guards import Guard, Guards
+from .recording import Recording, RecordingError, record
 from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
 from .display import sections as _sections  # noqa: F401 - registers how every result is shown (summary, repr, HTML)
 
@@ -35,4 +36,5 @@ __all__ = [
     "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "TranslateError", "export",
     "BenchmarkResult", "ContractReport", "LatencyStats", "ProfileResult", "SweepResult", "Tolerance", "VerifyResult",
     "DimOutcome", "DimOutcomes", "DimPolicyWarning", "DimWarning", "Guard", "Guards", "SuggestedFixes",
+    "Recording", "RecordingError", "record",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import functools
 import re
 from textwrap import dedent
@@ -231,13 +232,22 @@ class ExportMagics(Magics):
     @argument("-o", dest="name", type=_identifier, metavar="NAME",
               help="store the Session in this variable; the widget rebinds it to the session it shows after "
               "every change (dim toggle, Apply suggested fixes, Cancel) unless you have assigned NAME yourself")
+    @argument("--record", type=_identifier, metavar="MODEL",
+              help="cell form: run the whole cell with exporter.record(MODEL) around it (e.g. a cell that calls "
+              "MODEL.generate(...)) and export the recorded calls with the dims they propose")
+    @argument("--group", type=_identifier, metavar="NAME",
+              help="with --record: the group of recorded calls to export (prefill, decode); default: the only one")
     @argument("call", nargs=argparse.REMAINDER, help="the call to export, e.g. model(x, attention_mask=m)")
     @line_cell_magic
     def onnx_export(self, line: str, cell: str | None = None) -> None:
         """Export a PyTorch model to ONNX and show the workbench.
 
         Line form: ``%onnx_export [options] model(x, attention_mask=m)``. Cell form: options on
-        the first line, set-up code in the body, the call to export as its last line.
+        the first line, set-up code in the body, the call to export as its last line. Recording
+        form: ``%%onnx_export --record model [--group decode]``, then code that calls the model
+        (``model.generate(ids, max_new_tokens=8)``): the calls are recorded
+        (:func:`exporter.record`), grouped, and the group is exported with the dims it proposes
+        and checked on the recorded calls.
         """
         from IPython.utils.process import arg_split
 
@@ -252,8 +262,11 @@ class ExportMagics(Magics):
             if options.call:  # words after the options that are neither an option nor its value
                 raise UsageError(f"{' '.join(options.call)!r} after the options is not an option; "
                                  "write the call once, before or after the options")
-        model, args, kwargs = self._call(call, cell)
-        session = self._session(model, args, kwargs, options)
+        if options.record or options.group:
+            session = self._recorded_session(call, cell, options)
+        else:
+            model, args, kwargs = self._call(call, cell)
+            session = self._session(model, args, kwargs, options)
         if options.name:
             self._shell.user_ns[options.name] = session
         if options.no_widget or not shows_widgets(self._shell):
@@ -287,12 +300,67 @@ class ExportMagics(Magics):
         exec(compile(setup, filename, "exec"), namespace)  # noqa: S102 - the user's cell: its errors are theirs
         return parse_call(ast.get_source_segment(source, body[-1].value) or ast.unparse(body[-1].value), namespace)
 
+    def _recorded_session(self, line_call: str, cell: str | None, options: argparse.Namespace) -> Session:
+        """``%%onnx_export --record model``: the whole cell runs with ``exporter.record(model)``
+        around it; the group asked for (or the only one) is exported with its proposed dims and
+        checked on its recorded calls. An exception of the cell's own code reaches the user
+        unchanged, as it would without the magic."""
+        if not options.record:
+            raise UsageError("--group chooses among recorded calls: add --record MODEL")
+        if cell is None:
+            raise UsageError("--record runs a cell: %%onnx_export --record model, then the code that calls the model")
+        if line_call.strip():
+            raise UsageError("with --record the cell's code calls the model; write no call on the first line")
+        namespace = self._shell.user_ns
+        if options.record not in namespace:
+            raise UsageError(f"--record {options.record}: no variable named {options.record!r} in the notebook "
+                            "(create the model in an earlier cell: its calls are observed from the cell's first line)")
+        from exporter.recording import RecordingError, record
+
+        source = self._shell.transform_cell(dedent(cell))
+        filename = self._shell.compile.cache(source)
+        try:
+            recorder = record(namespace[options.record])
+        except RecordingError as exc:
+            raise UsageError(one_line(exc)) from None
+        try:
+            with recorder:
+                exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the user's cell: its errors are theirs
+            group = recorder.group(options.group)
+        except RecordingError as exc:
+            raise UsageError(one_line(exc)) from None
+        self._display(recorder.recording)
+        model = namespace[options.record]
+        args, kwargs = group.example.inputs()
+        # --dynamic requests apply on top of the dims the recording proposes.
+        export_options = self._options(model, args, kwargs, options, dynamic_shapes=group.dynamic_shapes)
+        fields = {f.name: getattr(export_options, f.name) for f in dataclasses.fields(ExportOptions) if f.init}
+        try:
+            recorded = recorder.export(options.group, sweep=False, **fields)
+        except ExportError:  # the widget shows the failed stage, with its source line and fix
+            return Session(model, args, kwargs, export_options)
+        self._display(recorded.recorded)
+        return recorded.session
+
+    def _display(self, result: object) -> None:
+        if shows_widgets(self._shell):
+            from IPython.display import display
+
+            display(result)
+        else:
+            print(render(result).to_text())
+
     @staticmethod
     def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Session:
+        return Session(model, args, kwargs, ExportMagics._options(model, args, kwargs, options))
+
+    @staticmethod
+    def _options(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace, *,
+                 dynamic_shapes: Any = None) -> ExportOptions:
         try:
             if options.save is not None:
                 check_destination(options.save)
-            return Session(model, args, kwargs, options_from_arguments(options, model, args, kwargs))
+            return options_from_arguments(options, model, args, kwargs, dynamic_shapes=dynamic_shapes)
         except SpecError as exc:
             raise UsageError(one_line(exc)) from None
         except ExportError as exc:

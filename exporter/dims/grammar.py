@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import ExportError, SpecError
 from ..inputs import bind_inputs
 from .model import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, Name
 from .parse import check_axis, find_leaf
@@ -161,8 +161,9 @@ def _checked(build: Any, request: str, at: str) -> AxisPolicy:
         raise _refused(request, exc.reason, exc.hint or f"{at}batch") from None
 
 
-def one_line(exc: SpecError) -> str:
-    """``reason; fix: hint``: a SpecError as the one line argparse and IPython's UsageError show."""
+def one_line(exc: ExportError) -> str:
+    """``reason; fix: hint``: an ExportError (most often a SpecError) as the one line argparse and
+    IPython's UsageError show."""
     hint = " ".join((exc.hint or "").split())
     return exc.reason + (f"; fix: {hint}" if hint else "")
 

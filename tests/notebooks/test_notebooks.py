@@ -291,3 +291,16 @@ def test_07_optimizer_passes_finds_the_wrong_rewrite_rule_and_the_fix_verifies(t
     found = text_of(cell_with(notebook, "found = broken.bisect_passes()"))
     assert "ExtraRewritePass (round 0)" in found and "skip_passes=['ExtraRewritePass']" in found
     assert "Verification PASSED" in text_of(cell_with(notebook, "fixed.verify"))
+
+
+def test_08_record_then_export_exports_the_recorded_decode_step_and_onnx_generates_as_pytorch(tmp_path):
+    notebook = execute("08_record_then_export", tmp_path, ["""
+assert [g.name for g in rec.groups] == ["prefill", "decode"]
+assert decode.ok and decode.recorded.compared == 10, decode.summary()
+assert prefill.recorded.ok
+assert (onnx_tokens == eager_tokens).all()
+print("checks passed")
+"""])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    assert "same tokens: True" in text_of(cell_with(notebook, "onnx_tokens = onnx_generate"))
+    assert "always 1 in the recorded calls" in text_of(cell_with(notebook, "with record(model) as rec"))

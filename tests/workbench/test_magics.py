@@ -398,3 +398,57 @@ def test_the_magic_reads_quoted_option_values_as_the_command_line_reads_them_unq
     plain = _cli_export_parser().parse_args(["m.py:make", "-o", "m.onnx", "--strategy", "strict", "--opset", "18",
                                               "--dynamic", "x.0=batch"])
     assert (quoted.strategy, quoted.opset_version, quoted.dynamic) == (plain.strategy, plain.opset_version, plain.dynamic)
+
+
+# -- %%onnx_export --record (issue 27: record the calls a cell makes, export them) -----------------
+
+
+def test_record_exports_the_calls_the_cell_made_with_the_batch_they_varied(ip, capsys):
+    assert ip.run_cell("recorded_tiny = Tiny()").success  # hooked before the cell runs: it exists already
+    ip.run_cell_magic("onnx_export", "--record recorded_tiny -o from_record --no-verify", (
+        "for batch in (1, 3, 6):\n"
+        "    recorded_tiny(torch.randn(batch, 8))\n"
+    ))
+    session = ip.user_ns["from_record"]
+    assert session.model is ip.user_ns["recorded_tiny"]
+    assert tuple(session.args[0].shape) == (3, 8)  # the first call whose dims are >= 2
+    assert onnx_dims(session) == {"x": ["batch", 8]}
+    out = capsys.readouterr().out
+    assert "3 of 3 recorded" in out, out  # the verdict on the recorded calls is shown, saying what it compared
+
+
+def test_record_with_dynamic_overrides_the_proposed_dim(ip):
+    assert ip.run_cell("recorded_again = Tiny()").success
+    ip.run_cell_magic("onnx_export", "--record recorded_again -o overridden --no-verify --dynamic x.0=static", (
+        "recorded_again(torch.randn(2, 8))\n"
+        "recorded_again(torch.randn(5, 8))\n"
+    ))
+    assert onnx_dims(ip.user_ns["overridden"]) == {"x": [2, 8]}
+
+
+def test_record_keeps_the_cells_own_exception_and_leaves_no_hook(ip):
+    ip.user_ns["hooked"] = ip.user_ns["Tiny"]()
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("onnx_export", "--record hooked", "hooked(torch.randn(2, 8))\n1 / 0\n")
+    hooked = ip.user_ns["hooked"]
+    assert not hooked._forward_pre_hooks and not hooked._forward_hooks
+
+
+@pytest.mark.parametrize(
+    ("line", "cell", "message"),
+    [
+        ("--record model", None, "--record runs a cell"),
+        ("--group decode model(x)", None, "--group chooses among recorded calls: add --record MODEL"),
+        ("--record nowhere", "x + 1\n", "no variable named 'nowhere'"),
+        ("--record model model(x)", "model(x)\n", "write no call on the first line"),
+        ("--record model", "y = 1\n", "no call of Tiny.forward was observed"),
+        ("--record model --group decode", "model(x)\n", "decode"),
+    ],
+)
+def test_record_usage_mistakes_are_one_line_usage_errors(ip, line, cell, message):
+    with pytest.raises(UsageError) as raised:
+        if cell is None:
+            ip.run_line_magic("onnx_export", line)
+        else:
+            ip.run_cell_magic("onnx_export", line, cell)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
