@@ -65,7 +65,7 @@ def test_a_warning_raised_from_user_code_still_shows_inside():
         with quiet_library_warnings():
             torch_leafspec_warning()
             users_deprecated_helper()
-            warnings.warn("a UserWarning is not silenced", UserWarning)
+            warnings.warn("a UserWarning is not silenced", UserWarning, stacklevel=1)
 
     log = caught(action)
     assert [str(w.message) for w in log] == ["my_helper() is deprecated", "a UserWarning is not silenced"]
@@ -96,7 +96,7 @@ class Doubler:
 
         class _Doubler(torch.nn.Module):
             def forward(self, x):
-                warnings.warn("Doubler is deprecated", FutureWarning)
+                warnings.warn("Doubler is deprecated", FutureWarning, stacklevel=1)
                 return x * 2
 
         return _Doubler()

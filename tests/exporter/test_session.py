@@ -157,7 +157,7 @@ def test_a_cached_stage_error_is_raised_as_a_fresh_copy_per_session():
     raised = []
     for s in (session, session, derived):
         with pytest.raises(CaptureError) as info:
-            s.exported_program
+            _ = s.exported_program
         raised.append(info.value)
     assert raised[0] is not raised[1] and raised[0].session is session and raised[2].session is derived
     assert session.failed_stage.error.session is None  # the stored error is left as it was

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import pytest
 import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st

@@ -4,7 +4,6 @@ both ways, now exports: tests/exporter/test_kv_cache.py.)"""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from exporter import Dim, ExportOptions, Session

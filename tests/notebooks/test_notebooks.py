@@ -9,7 +9,6 @@ cell's traceback.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
