@@ -18,10 +18,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .compat import formats
 from .axis import Axis
 from .frames import source_label
 from .presentation import Presentable
+from .compat import formats, pytree_keystr, tree_flatten_with_path
+from .inputs import key_path_to_str
 
 if TYPE_CHECKING:
     from .pipeline.capture import CaptureAttempt
@@ -157,9 +158,6 @@ def input_sources(bound: BoundInputs) -> dict[str, str]:
     ``L['cache'][0]['key']``, ``L['nt'].b``, ``L['args'][0]`` for ``*args``, ``L['kw']['y']``
     for ``**kw``), the same under ``inputs`` (torch's dynamic_shapes messages), and in strict
     mode ``L['flat_args'][i]`` by pytree leaf position."""
-    from .compat import pytree_keystr, tree_flatten_with_path
-    from .inputs import key_path_to_str
-
     paths = set(bound.paths)
     out: dict[str, str] = {}
     for name, value in bound.by_signature().items():

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import compat
+
 __all__ = [
     "FULLY_MASKED_ROWS",
     "MaskedAttention",
@@ -78,8 +80,6 @@ def translations(fully_masked_rows: str, opset_version: int) -> tuple[tuple[Any,
         return ()
     import torch
 
-    from . import compat
-
     target = torch.ops.aten.scaled_dot_product_attention.default
     original = compat.registered_translation(opset_version, target)
     if original is None:
@@ -113,7 +113,7 @@ def attention_nodes(program: Any, input_paths: dict[str, str] | None = None) -> 
     """Every masked ``scaled_dot_product_attention`` of a program (captured or decomposed),
     with the user inputs its mask depends on (placeholder names mapped through
     ``input_paths`` to input paths when given)."""
-    from .graphs.metadata import source_of_stack
+    from .graphs.metadata import source_of_stack  # the graphs package pulls its analyses: see BOARD
 
     found = []
     for node in program.graph.nodes:

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compat import trace_tensor_kind
+
 __all__ = ["StateChange", "StateReport", "preserved"]
 
 # nn.Module.__init__'s own entries: hooks, the containers walked separately, the flag sets.
@@ -146,8 +148,6 @@ def _join(path: str, name: str) -> str:
 
 
 def _trace_kind(value: Any) -> str | None:
-    from .compat import trace_tensor_kind
-
     if isinstance(value, (list, tuple)):
         return next((kind for kind in map(_trace_kind, value) if kind), None)
     if isinstance(value, dict):

@@ -25,6 +25,7 @@ from .headline import bootstrap_ratio_ci, ratio_of
 from ..presentation import Presentable
 from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds
 from .stats import LatencyStats
+from ..compat import tree_flatten_with_path, tree_replace_leaves
 
 DEFAULT_VARIANTS = ("unoptimized", "level=disable", "level=basic", "level=extended", "threads=1", "threads=2",
                     "threads=all")
@@ -118,7 +119,6 @@ def eager_contender(name: str, model: Any, args: tuple, kwargs: Mapping[str, Any
 
     kwargs = dict(kwargs)
     if _holds_object_container((args, kwargs)):
-        from ..compat import tree_flatten_with_path, tree_replace_leaves
 
         inputs = (tuple(args), kwargs)
         leaves = [leaf for _, leaf in tree_flatten_with_path(inputs)]

@@ -23,6 +23,7 @@ from .noise import FreeCores, LoadProbe, Noise
 from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds, time_rounds
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for, source_mb
 from .stats import LatencyStats, percentile
+from ..eager import preserved_buffers
 
 
 @dataclass(frozen=True)
@@ -323,8 +324,6 @@ def _eager_context(model: Any) -> Any:
     """Inference mode, the user's buffers preserved, torch's thread count restored."""
     import torch
 
-    from ..eager import preserved_buffers
-
     previous = torch.get_num_threads()
     try:
         with preserved_buffers(model), torch.inference_mode():
@@ -387,7 +386,7 @@ def benchmark(
     eager: bool = True,
     compare: Iterable[str | Variant] | bool | None = None,
     seed: int = 0,
-    progress: Callable[[Progress], Any] | None = None,
+    progress: Reporter | Callable[[Progress], Any] | None = None,
     runner: OrtRunner | None = None,
     observer: Observer | None = None,
     cancel: CancelToken | None = None,
@@ -571,7 +570,6 @@ def _failed(exc: BaseException, started: float) -> BenchmarkResult:
 def _resolve_dim(session: ExportArtifacts, dim: Any) -> str:
     """The label of the dim group ``dim`` names (its label, or one of its axes as an ``Axis``,
     ``("x", 0)``, ``"x.0"`` or ``"x.shape[0]"``); the first group for None."""
-
     groups = dim_groups(session)
     if not groups:
         raise ValueError("no dynamic dim to sweep: every input dim is static")

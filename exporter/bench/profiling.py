@@ -16,6 +16,7 @@ from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..progress import Progress
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
+from ..compat import formats
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,6 @@ class ProfileResult(Presentable):
 
 
 def _node_map(model: Any) -> dict[str, tuple[str, str | None, str | None]]:
-    from ..compat import formats
     from ..graphs.metadata import fx_name_of, module_path_of
 
     out = {}

@@ -8,6 +8,7 @@ from typing import Any
 
 from .metadata import normalize_module_path, source_of_stack
 from .model import Graph, GraphNode, ValueInfo
+from .. import compat
 
 __all__ = ["fx_graph"]
 
@@ -15,8 +16,6 @@ _SYMBOL = re.compile(r"\b[su]\d+\b")
 
 
 def _dim_text(size: Any, names: Mapping[str, str]) -> Any:
-    from .. import compat
-
     text = compat.size_expression(size)
     if text.lstrip("-").isdigit():
         return int(text)

@@ -27,8 +27,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..artifacts import ExportArtifacts, ExportGraphs, ExportInputs
-from ..errors import Failure
 from ..presentation import Presentable
+from .. import compat
+from ..cases import dim_groups, make_case_inputs, plan_cases
+from ..errors import Failure, first_line
+from ..model_state import preserved
+from ..serialize import initializer_bytes, write_external_data
+from .onnx import onnx_node_name
 
 if TYPE_CHECKING:
     from ..verify.results import CaseResult, VerifyResult
@@ -225,8 +230,6 @@ def compare_intermediates(
     Never raises for a wrong model or a failing run (a result with ``error``); raises the
     stage's :class:`~exporter.ExportError` when the export itself failed, and ``ValueError``
     for a case name verify did not run."""
-    from ..errors import first_line
-
     start = time.perf_counter()
     program = session.stage_output("decompose")  # a failed stage raises its ExportError here
     model = session.stage_output("optimize")
@@ -285,8 +288,6 @@ def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping
                     feeds: Mapping[str, Any], runner: _OrtRunner, tolerances: Any, peak: int,
                     fx_runs: int) -> tuple[dict[str, IntermediateRow], int, int, tuple[str, BaseException] | None]:
     """Each chunk: its FX values (kept, or from one more FX run), one onnxruntime run, its rows."""
-    from ..errors import first_line
-
     rows: dict[str, IntermediateRow] = {}
     for chunk in chunks:
         if kept is not None:
@@ -314,8 +315,6 @@ def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping
 
 
 def _nodes(model: Any) -> list[Any]:
-    from .onnx import onnx_node_name
-
     return [_Node(onnx_node_name(node, i), node) for i, node in enumerate(model.graph)]
 
 
@@ -343,7 +342,6 @@ def _case_inputs(session: IntermediatesSource, case: str | CaseResult | None, ar
 
 def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
     """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
-    from ..cases import dim_groups, make_case_inputs, plan_cases
     from ..verify.values import edge_value_inputs
 
     if case.edge is not None:
@@ -366,8 +364,6 @@ def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
 def _eager_outputs(session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
     import torch
 
-    from .. import compat
-    from ..model_state import preserved
     from ..verify.core import _clone_tensors, _expected_outputs
 
     eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
@@ -494,8 +490,6 @@ class _OrtRunner:
         self.runs = 0
 
     def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
-        from ..serialize import initializer_bytes
-
         wanted = list(dict.fromkeys(names))
         self.runs += 1
         key = (id(self._model), tuple(wanted))
@@ -516,8 +510,6 @@ class _OrtRunner:
     def _base_proto(self) -> Any:
         import onnx_ir as ir
 
-        from ..serialize import initializer_bytes
-
         self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
         if initializer_bytes(self._model) <= _INLINE_WEIGHTS:
             return ir.to_proto(self._model)
@@ -525,8 +517,6 @@ class _OrtRunner:
         from pathlib import Path
 
         import onnx
-
-        from ..serialize import write_external_data
 
         self._directory = tempfile.TemporaryDirectory(prefix="onnx-workbench-intermediates-")
         path = write_external_data(self._model, Path(self._directory.name) / "model.onnx")

@@ -14,6 +14,8 @@ from .metadata import fx_name_of
 from .model import Graph
 from .modules import module_rows
 from .onnx import onnx_graph, onnx_node_name
+from .. import compat
+from ..program_symbols import dim_names
 
 __all__ = ["SessionGraphs", "graphs_of"]
 
@@ -47,8 +49,6 @@ class SessionGraphs:
 
     @functools.cached_property
     def _dim_names(self) -> dict[str, str]:
-        from ..program_symbols import dim_names
-
         return dim_names(self.session.stage_output("capture"), self.session.inputs, self.session.spec)
 
     @functools.cached_property
@@ -71,8 +71,6 @@ class SessionGraphs:
     def mapping(self) -> NodeMapping:
         """Each node of :attr:`onnx_optimized` → the :attr:`fx_decomposed` nodes it came from
         (and, in ``fx_captured``, their origins in :attr:`fx`)."""
-        from .. import compat
-
         fx_names: dict[str, str | None] = {}
         for stage in ("translate", "optimize"):
             for index, node in enumerate(self.session.stage_output(stage).graph):
