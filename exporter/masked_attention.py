@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import compat
+from .frames import source_of_stack
 
 __all__ = [
     "FULLY_MASKED_ROWS",
@@ -113,8 +114,6 @@ def attention_nodes(program: Any, input_paths: dict[str, str] | None = None) -> 
     """Every masked ``scaled_dot_product_attention`` of a program (captured or decomposed),
     with the user inputs its mask depends on (placeholder names mapped through
     ``input_paths`` to input paths when given)."""
-    from .graphs.metadata import source_of_stack  # the graphs package pulls its analyses: see BOARD
-
     found = []
     for node in program.graph.nodes:
         if node.op != "call_function" or getattr(node.target, "name", lambda: "")().split(".")[0] != _SDPA:

@@ -15,7 +15,8 @@ Nothing heavy is imported until a graph is built.
 
 from .intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
 from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
-from .metadata import fx_name_of, module_path_of, normalize_module_path, source_of_stack
+from ..frames import source_of_stack
+from .metadata import fx_name_of, module_path_of, normalize_module_path
 from .model import Graph, GraphNode, ValueInfo, module_ancestors
 from .session_graphs import KINDS, SessionGraphs, graphs_of
 

@@ -34,7 +34,8 @@ class SideStyle:
     """What to show on one side: ``expanded`` module paths, ``selected`` node names,
     ``values`` per node name (overlay) reduced per module with ``reduce`` and coloured
     relative to the largest value shown, at most
-    ``max_children`` submodule boxes per expanded module before folding runs of them."""
+    ``max_children`` submodule boxes per expanded module before folding runs of them; ``fills``
+    a fill colour per node name (the overlay paints over it)."""
 
     side: str
     title: str
@@ -43,6 +44,7 @@ class SideStyle:
     values: Mapping[str, float] = field(default_factory=dict)
     reduce: str = "sum"
     max_children: int = 24
+    fills: Mapping[str, str] = field(default_factory=dict)  # node name → fill colour (a pass's changes)
 
 
 def _attrs(element_id: str, css: str, **more: str) -> dict[str, str]:
@@ -169,6 +171,8 @@ class _Builder:
         if node.name in self.style.selected:
             attrs["class"] += " wb-selected"
             attrs.update(color=SELECTED_COLOUR, penwidth="3")
+        if node.name in self.style.fills:
+            attrs.update(style="rounded,filled", fillcolor=self.style.fills[node.name])
         self._paint(attrs, [node.name])
         container.node(gid, label, **attrs)
 

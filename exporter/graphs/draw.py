@@ -7,6 +7,7 @@ node mapping between them::
     side_by_side(session, expand=("encoder.layer.0",))     # open one module (and its parents)
     side_by_side(session, select="node_MatMul_3")          # an ONNX node and its FX origins
     side_by_side(session, overlay=session.profile())       # colour by onnxruntime time per node
+    before_after(pass_graphs(session, 3))                  # the model before and after optimizer pass 3
 
 The FX program after decompositions (what was translated) is on the left, the optimized ONNX
 model on the right, each laid out by Graphviz's ``dot`` (:mod:`~exporter.graphs.dot`,
@@ -29,15 +30,18 @@ from .dot import SideStyle, side_digraph
 from .mapping import MappingEntry, NodeMapping
 from .model import Graph, module_ancestors
 from .overlay import OverlaySource, check_reducer, overlay_values, reduce_values
+from .pass_graphs import PassGraphs
 from .session_graphs import SessionGraphs
 from .svg import DotMissing, layout_svgs, side_by_side_svg
 
 if TYPE_CHECKING:
     from ..artifacts import ExportGraphs
 
-__all__ = ["GraphView", "fx_alone", "side_by_side"]
+__all__ = ["CHANGE_COLOURS", "GraphView", "before_after", "fx_alone", "side_by_side"]
 
 FX_KINDS = ("fx_decomposed", "fx")
+# The fill of a node an optimizer pass touched (before_after).
+CHANGE_COLOURS = {"removed": "#f4a3a3", "added": "#a8dba0", "changed": "#ffd97a"}
 
 
 @dataclass(frozen=True)
@@ -235,3 +239,41 @@ def fx_alone(
                          message=f"{exc}. {note}".strip())
     return GraphView(svg, digraph.source, None, tuple(sorted(expanded)), (), time.perf_counter() - start,
                      message=note or None)
+
+
+def before_after(step: PassGraphs, expand: Iterable[str] = (), *, max_children: int = 24) -> GraphView:
+    """One optimizer pass (:func:`exporter.graphs.pass_graphs.pass_graphs`) drawn as
+    :func:`side_by_side` draws, with the model before the pass on the left and after it on the
+    right. The nodes it removed (red fill, left), added (green, right) and changed (yellow, both
+    sides) are highlighted (``wb-selected``) and their modules opened; ``expand`` opens more.
+    ``selected`` holds ``("before", name)`` and ``("after", name)`` pairs."""
+    start = time.perf_counter()
+    expand = (expand,) if isinstance(expand, str) else tuple(expand)
+    _check_expand(expand, _module_paths(step.before, step.after))
+    expanded = {a for path in expand for a in module_ancestors(path)}
+    for graph, names in ((step.before, step.highlighted_before), (step.after, step.highlighted_after)):
+        for name in names:
+            expanded.update(module_ancestors(graph[name].module or ""))
+    label = f"pass {step.record.index} {step.record.label}"
+    fills_before = {**{n: CHANGE_COLOURS["changed"] for n in step.changed_before},
+                    **{n: CHANGE_COLOURS["removed"] for n in step.removed}}
+    fills_after = {**{n: CHANGE_COLOURS["changed"] for n in step.changed_after},
+                   **{n: CHANGE_COLOURS["added"] for n in step.added}}
+    styles = (
+        SideStyle("before", f"before {label}: {len(step.before)} nodes ({len(step.removed)} removed, "
+                  f"{len(step.changed_before)} changed)", frozenset(expanded), step.highlighted_before,
+                  max_children=max_children, fills=fills_before),
+        SideStyle("after", f"after it: {len(step.after)} nodes ({len(step.added)} added, "
+                  f"{len(step.changed_after)} changed)", frozenset(expanded), step.highlighted_after,
+                  max_children=max_children, fills=fills_after),
+    )
+    selected = tuple([("before", n) for n in sorted(step.highlighted_before)]
+                     + [("after", n) for n in sorted(step.highlighted_after)])
+    try:
+        digraphs = [side_digraph(g, s) for g, s in zip((step.before, step.after), styles)]
+        svgs = layout_svgs(digraphs)
+    except DotMissing as exc:
+        return GraphView(None, None, None, tuple(sorted(expanded)), selected, time.perf_counter() - start,
+                         message=f"{exc}. Showing the pass's changes instead.", table=step.record.diff().to_frame())
+    return GraphView(side_by_side_svg(svgs), digraphs[0].source, digraphs[1].source, tuple(sorted(expanded)),
+                     selected, time.perf_counter() - start)

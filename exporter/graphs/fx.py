@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .metadata import normalize_module_path, source_of_stack
+from ..frames import source_of_stack
+from .metadata import normalize_module_path
 from .model import Graph, GraphNode, ValueInfo
 from .. import compat
 

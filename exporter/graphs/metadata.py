@@ -1,5 +1,6 @@
 """Reading what the torch exporter writes on ONNX nodes and FX nodes: the FX node an ONNX
-node came from, its ``nn.Module`` path, and the user's source line.
+node came from and its ``nn.Module`` path (the user's source line of a stack trace:
+:func:`exporter.frames.source_of_stack`).
 
 The ONNX keys (``pkg.torch.onnx.fx_node``, ``name_scopes``, ``stack_trace``) are written by
 ``torch.onnx``'s translator on every node it emits; the optimizer keeps them on the nodes it
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..compat.formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes, traceback_frames
+from ..compat.formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes
 
 __all__ = [
     "FX_NODE_KEY",
@@ -21,9 +22,7 @@ __all__ = [
     "fx_name_of",
     "module_path_of",
     "normalize_module_path",
-    "source_of_stack",
 ]
-
 
 
 def fx_name_of(node: Any) -> str | None:
@@ -52,14 +51,3 @@ def normalize_module_path(path: str) -> str:
     path = _STRICT_ROOT.sub("", path)
     path = _INDEX.sub(r".\1", path)
     return path.strip(".")
-
-
-def source_of_stack(stack_trace: str | None) -> str | None:
-    """The innermost user frame of an FX ``stack_trace`` as ``file:line in func: code``."""
-    from ..frames import source_label, user_frame
-
-    frames = traceback_frames(stack_trace)
-    if not frames:
-        return None
-    filename, line, func, code = user_frame(frames) or frames[-1]
-    return f"{source_label(filename, line)} in {func}: {code}"

@@ -6,7 +6,8 @@ import ast
 from typing import Any
 
 from ..compat.formats import CLASS_HIERARCHY_KEY
-from .metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of, source_of_stack
+from ..frames import source_of_stack
+from .metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of
 from .model import Graph, GraphNode, ValueInfo
 
 __all__ = ["onnx_graph", "onnx_node_name"]

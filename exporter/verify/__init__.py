@@ -58,7 +58,8 @@ from ..cases import DimGroup, InputCase, dim_groups, make_case_inputs
 from ..progress import Progress
 from .contract import ContractCheck, ContractReport, check_contract
 from .core import verify
-from .divergence import Divergence, first_divergence, run_program, source_of_stack
+from ..frames import source_of_stack
+from .divergence import Divergence, first_divergence, run_program
 from .results import CaseResult, Finding, VerifyResult
 from .values import EdgeValue, edge_values
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for

@@ -19,7 +19,9 @@ from ..model_state import StateReport, preserved
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
-from .divergence import Divergence, first_divergence, fx_name_of, source_of_stack
+from ..frames import source_of_stack
+from ..graphs.metadata import fx_name_of
+from .divergence import Divergence, first_divergence
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 from .values import EdgeValue, Explanation, edge_value_inputs, explain

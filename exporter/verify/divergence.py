@@ -12,7 +12,8 @@ from ..artifacts import ExportArtifacts, ExportInputs
 from ..compat import formats
 from ..errors import first_line
 from ..serialize import needs_external_data, write_external_data
-from ..graphs.metadata import fx_name_of, module_path_of, source_of_stack
+from ..frames import source_of_stack
+from ..graphs.metadata import fx_name_of, module_path_of
 from ..inputs import bind_inputs
 from .tolerance import Tolerance, compare
 
