@@ -36,6 +36,7 @@ from exporter.bench import BenchmarkResult
 from exporter.errors import Failure, SpecError
 from exporter.events import CancelToken, Observer
 from exporter.ports import Port, onnx_ports
+from exporter.recording import CallGroup, RecordedExport
 from exporter.verify import VerifyResult
 from exporter.worker import submit_work
 
@@ -97,11 +98,16 @@ class Workbench(widgets.VBox):
             Apply suggested fixes, Cancel): ``%onnx_export -o NAME`` rebinds ``NAME`` with it.
         follow: how far a dim change runs: ``"capture"`` (the rows only) or a later stage
             (default ``"optimize"``, so the ONNX inputs are shown too).
+        recording: the recorded calls the session was exported from (a group of
+            :func:`exporter.record`'s recording, or ``rec.export(...)``'s result): the Dims tab
+            then shows per axis the observed sizes next to the range each session accepts, and
+            the recorded calls outside it (``%%onnx_export --record`` passes it).
     """
 
     def __init__(self, session: Session, *, run: bool = True, verify: bool = False, benchmark: bool = False,
                  save: str | os.PathLike[str] | None = None, follow: str = "optimize",
-                 bind: Callable[[Session], Any] | None = None) -> None:
+                 bind: Callable[[Session], Any] | None = None,
+                 recording: CallGroup | RecordedExport | None = None) -> None:
         steps_until(follow)  # a typo fails here, not on the first click
         self._shown = session          # the session whose results are on screen
         self._last_good: Session | None = None  # the last session whose capture succeeded (for the rows)
@@ -127,7 +133,8 @@ class Workbench(widgets.VBox):
         self.cancel_button.on_click(lambda _: self.cancel())
 
         self.stages_view = StagesView(self._run_clicked)
-        self.dims_view = DimsView(session.inputs, self._axis_changed, self.apply_suggested_fixes)
+        group = recording.group if isinstance(recording, RecordedExport) else recording
+        self.dims_view = DimsView(session.inputs, self._axis_changed, self.apply_suggested_fixes, group)
         self.guards_view = GuardsView()
         self.graphs_view = GraphsView(self.draw_graphs)
         self.verify_view = VerifyView(lambda: self.run_analysis("verify"))

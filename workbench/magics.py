@@ -30,6 +30,7 @@ from exporter.events import CancelToken, ProgressBarObserver
 from exporter.option_fields import arguments_of
 from exporter.options import ExportOptions, options_from_arguments
 from exporter.ports import ports_section
+from exporter.recording import CallGroup, RecordingError, record
 from exporter.serialize import check_destination
 from exporter.session import Session
 
@@ -262,8 +263,9 @@ class ExportMagics(Magics):
             if options.call:  # words after the options that are neither an option nor its value
                 raise UsageError(f"{' '.join(options.call)!r} after the options is not an option; "
                                  "write the call once, before or after the options")
+        recording = None  # with --record: the group of recorded calls, for the Dims tab
         if options.record or options.group:
-            session = self._recorded_session(call, cell, options)
+            session, recording = self._recorded_session(call, cell, options)
         else:
             model, args, kwargs = self._call(call, cell)
             session = self._session(model, args, kwargs, options)
@@ -278,7 +280,7 @@ class ExportMagics(Magics):
 
         bind = _rebinder(self._shell.user_ns, options.name, session) if options.name else None
         display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save,
-                          bind=bind))
+                          bind=bind, recording=recording))
 
     def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple, dict]:
         namespace = self._shell.user_ns
@@ -300,10 +302,12 @@ class ExportMagics(Magics):
         exec(compile(setup, filename, "exec"), namespace)  # noqa: S102 - the user's cell: its errors are theirs
         return parse_call(ast.get_source_segment(source, body[-1].value) or ast.unparse(body[-1].value), namespace)
 
-    def _recorded_session(self, line_call: str, cell: str | None, options: argparse.Namespace) -> Session:
+    def _recorded_session(self, line_call: str, cell: str | None,
+                          options: argparse.Namespace) -> tuple[Session, CallGroup]:
         """``%%onnx_export --record model``: the whole cell runs with ``exporter.record(model)``
         around it; the group asked for (or the only one) is exported with its proposed dims and
-        checked on its recorded calls. An exception of the cell's own code reaches the user
+        checked on its recorded calls. Returns the session and the group (the widget's Dims tab
+        shows the group's sizes against the session's ranges). An exception of the cell's own code reaches the user
         unchanged, as it would without the magic."""
         if not options.record:
             raise UsageError("--group chooses among recorded calls: add --record MODEL")
@@ -315,8 +319,6 @@ class ExportMagics(Magics):
         if options.record not in namespace:
             raise UsageError(f"--record {options.record}: no variable named {options.record!r} in the notebook "
                             "(create the model in an earlier cell: its calls are observed from the cell's first line)")
-        from exporter.recording import RecordingError, record
-
         source = self._shell.transform_cell(dedent(cell))
         filename = self._shell.compile.cache(source)
         try:
@@ -338,9 +340,9 @@ class ExportMagics(Magics):
         try:
             recorded = recorder.export(options.group, sweep=False, **fields)
         except ExportError:  # the widget shows the failed stage, with its source line and fix
-            return Session(model, args, kwargs, export_options)
+            return Session(model, args, kwargs, export_options), group
         self._display(recorded.recorded)
-        return recorded.session
+        return recorded.session, group
 
     def _display(self, result: object) -> None:
         if shows_widgets(self._shell):

@@ -76,4 +76,5 @@ def range_report_section(report: RangeReport) -> Section:
         "warn" if outside else "ok",
     )
     table = Table.from_rows(("axis", "observed", "proposed", "exported", "calls outside"), rows, code=("axis",))
-    return Section(f"Observed and exported ranges ({report.group})", verdict=verdict, body=(table,))
+    calls = tuple(Note(line, tone="warn") for line in report.outside_lines)
+    return Section(f"Observed and exported ranges ({report.group})", verdict=verdict, body=(*calls, table))

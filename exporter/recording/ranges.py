@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..presentation import Presentable
+from ..shapes.outcomes import range_text
 from .groups import CallGroup
 
 if TYPE_CHECKING:
@@ -20,7 +21,9 @@ class AxisRange:
     """One input axis: observed sizes (``min``, ``max`` over the recorded calls) and the range
     the exported model accepts (``exported_min``/``exported_max``, None when unbounded or
     unknown; ``exported`` says which: ``dynamic``, ``static``, ``failed`` or ``not run``).
-    ``outside`` lists the recorded calls (by index) whose size the export does not accept."""
+    ``outside`` lists the recorded calls (by index) whose size the export does not accept,
+    ``outside_sizes`` their sizes on this axis (in the same order); ``sizes`` every recorded
+    call's size on this axis, in call order."""
 
     path: str
     axis: int
@@ -30,6 +33,27 @@ class AxisRange:
     exported_min: int | None
     exported_max: int | None
     outside: tuple[int, ...] = ()
+    outside_sizes: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``x.0``: the input leaf and the axis."""
+        return f"{self.path}.{self.axis}"
+
+    @property
+    def accepted_text(self) -> str:
+        """The range the export accepts, as the Dims rows write it: ``[2, inf]``; a static
+        axis ``[4, 4]``; "" when the export did not say (failed, not run)."""
+        if self.exported == "static":
+            return f"[{self.exported_min}, {self.exported_max}]"
+        return range_text(self.exported_min, self.exported_max) if self.exported == "dynamic" else ""
+
+    @property
+    def outside_lines(self) -> tuple[str, ...]:
+        """One line per recorded call outside the range: ``call 0: x.0 = 1, outside [2, inf]``."""
+        return tuple(f"call {index}: {self.label} = {size}, outside {self.accepted_text}"
+                     for index, size in zip(self.outside, self.outside_sizes, strict=True))
 
     @property
     def exported_text(self) -> str:
@@ -52,6 +76,14 @@ class RangeReport(Presentable):
         """The recorded calls some axis of which the export does not accept."""
         return tuple(sorted({index for axis in self.axes for index in axis.outside}))
 
+    @property
+    def outside_lines(self) -> tuple[str, ...]:
+        """Every recorded call an axis of which the export does not accept, named with the size
+        and the range: ``call 0: x.0 = 1, outside [2, inf]`` (by call, then axis)."""
+        lines = [(index, order, line) for order, axis in enumerate(self.axes)
+                 for index, line in zip(axis.outside, axis.outside_lines, strict=True)]
+        return tuple(line for _, _, line in sorted(lines))
+
 
 def compare_ranges(group: CallGroup, session: Session) -> RangeReport:
     """``group``'s observed sizes against the ranges ``session`` obtained (``session.dims``)."""
@@ -61,12 +93,14 @@ def compare_ranges(group: CallGroup, session: Session) -> RangeReport:
         outcome = outcomes.get((axis.path, axis.axis))
         if outcome is None or outcome.obtained not in ("dynamic", "static"):
             state = "not exported" if outcome is None else outcome.obtained
-            axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, state, None, None))
+            axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, state, None, None,
+                                  sizes=axis.sizes))
             continue
         low, high = outcome.min, outcome.max
         outside = tuple(
-            call.index for call, size in zip(group.calls, axis.sizes, strict=True)
+            (call.index, size) for call, size in zip(group.calls, axis.sizes, strict=True)
             if (low is not None and size < low) or (high is not None and size > high)
         )
-        axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, outcome.obtained, low, high, outside))
+        axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, outcome.obtained, low, high,
+                              tuple(index for index, _ in outside), tuple(size for _, size in outside), axis.sizes))
     return RangeReport(group.name, tuple(axes))

@@ -441,3 +441,64 @@ def test_cancel_puts_the_previous_result_back_at_once_while_the_worker_is_still_
     wb.wait()
     assert wb.job_status.value.startswith("cancelled") and wb.cancel_button.disabled
     assert wb.session is previous and stage_row(wb, "verify")[0] != "running"
+
+
+# -- a session exported from recorded calls (issue 27) ---------------------------------------
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def recorded_workbench():
+    from exporter import record
+
+    model = MLP().eval()
+    with torch.no_grad(), record(model) as rec:
+        for batch in (1, 3, 6):
+            model(torch.randn(batch, 16))
+    result = rec.export(sweep=False)
+    return Workbench(result.session, recording=rec.group()).wait(), result
+
+
+def test_a_recorded_session_shows_the_observed_range_next_to_the_exported_one():
+    wb, result = recorded_workbench()
+    shown_text = text(wb.dims_view.recorded.value)
+    batch, features = wb.dims_view.ranges.axes
+    assert (batch.label, batch.observed, batch.exported, batch.outside) == ("x.0", (1, 6), "dynamic", ())
+    assert batch.accepted_text == result.ranges.axes[0].accepted_text == shown(wb, "x", 0).split("batch ")[1][:8]
+    assert (features.observed, features.accepted_text) == ((16, 16), "[16, 16]")
+    assert "Recorded calls (forward: 3 calls)" in shown_text
+    assert "the export accepts the sizes of every recorded forward call" in shown_text
+    assert "1..6" in shown_text and "16" in shown_text  # the table: observed next to exported
+    assert 'id="observed:x.0"' in wb.dims_view.recorded.value and 'id="exported:x.0"' in wb.dims_view.recorded.value
+    assert "outside:" not in wb.dims_view.recorded.value
+
+
+def test_narrowing_a_recorded_dim_in_the_tab_names_the_recorded_calls_it_no_longer_accepts():
+    wb, _ = recorded_workbench()
+    row = wb.axis_row("x", 0)
+    row.min.value = "2"
+    row.policy.value = "Dim"
+    wb.wait()
+    assert "dynamic batch [2, inf]" in shown(wb, "x", 0)
+    shown_text = text(wb.dims_view.recorded.value)
+    assert "recorded forward calls outside what the export accepts: call 0" in shown_text
+    assert "call 0: x.0 = 1, outside [2, inf]" in shown_text
+    assert 'id="outside:x.0"' in wb.dims_view.recorded.value
+    assert wb.dims_view.ranges is not None and wb.dims_view.ranges.outside_calls == (0,)
+
+    row.policy.value = "name"  # back to the recorded proposal: every call accepted again
+    wb.wait()
+    assert "every recorded forward call" in text(wb.dims_view.recorded.value)
+
+
+def test_without_a_recording_the_dims_tab_has_no_recorded_section():
+    wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
+    assert wb.dims_view.recorded.value == "" and wb.dims_view.ranges is None

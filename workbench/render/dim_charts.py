@@ -1,16 +1,17 @@
-"""Charts of shapes: dim ranges per input axis, and guards per input axis with their lines.
+"""Charts of shapes: dim ranges per input axis, guards per input axis with their lines, and
+the sizes a recording observed next to the range the export accepts.
 
 Each function takes plain data from :mod:`exporter.shapes` / :mod:`exporter.guards`
-(``session.dims``, ``session.guards``) and returns a new :class:`matplotlib.figure.Figure`
+(``session.dims``, ``session.guards``; :mod:`exporter.recording`'s ``RangeReport``) and returns a new :class:`matplotlib.figure.Figure`
 built without pyplot: nothing shown, no global state. Artists carry ``gid``s naming the axis
-they draw (``"x.0"``, ``"static:x.1"``, ``"x.0:equality"``, ``"sources:x.0"``) so a caller
+they draw (``"x.0"``, ``"static:x.1"``, ``"x.0:equality"``, ``"sources:x.0"``, ``"observed:x.0"``) so a caller
 or a test can find them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from exporter.axis import Axis
 from exporter.guards import Guard
@@ -21,9 +22,10 @@ from ._figure import PANE_WIDTH, message_figure, new_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from exporter.recording import AxisRange, RangeReport
     from exporter.session import Session
 
-__all__ = ["dim_ranges_chart", "guards_chart"]
+__all__ = ["dim_ranges_chart", "guards_chart", "recorded_ranges_chart"]
 
 # What the charts take: ``session.dims``, the session itself, or a list of outcomes.
 Dims = Union[DimOutcomes, Sequence[DimOutcome], "Session"]
@@ -32,6 +34,7 @@ DYNAMIC_COLOR = "#1f77b4"
 STATIC_COLOR = "#7f7f7f"
 MISMATCH_COLOR = "#d62728"
 EXAMPLE_COLOR = "#000000"
+OBSERVED_COLOR = "#ff7f0e"
 KIND_COLORS = {
     "specialization": "#d62728",
     "equality": "#9467bd",
@@ -39,8 +42,6 @@ KIND_COLORS = {
     "runtime_assert": "#ff7f0e",
 }
 NO_INPUT = "(no input)"
-
-
 
 
 def _rows_height(n: int) -> float:
@@ -224,4 +225,90 @@ def guards_chart(guards: Iterable[Guard], dims: Dims | None = None, *, title: st
         text_ax.text(0.0, ys[row], _short(text, per_line), va="center", ha="left",
                      fontsize=_label_size(n) - 2, family="monospace", gid=f"sources:{row}")
     figure.suptitle(title or "shape guards per input axis, and the lines that added them", fontsize="medium")
+    return figure
+
+
+def _accepted_bar(ax: Any, axis: AxisRange, y: float, right: float) -> None:
+    """The range the export accepts, drawn as the dim-range chart draws a dim: a bar (open-ended:
+    hatched, to the right edge, an arrow), a static size a square, a failed capture a note."""
+    label = axis.label
+    if axis.exported == "dynamic":
+        low = axis.exported_min or 0
+        high = axis.exported_max if axis.exported_max is not None else right
+        (bar,) = ax.barh([y], [high - low], left=[low], height=0.6, color=DYNAMIC_COLOR, alpha=0.35)
+        bar.set_gid(f"exported:{label}")
+        if axis.exported_max is None:
+            bar.set_hatch("//")
+            ax.plot([right], [y], marker=">", color=DYNAMIC_COLOR, markersize=7, gid=f"open:{label}", clip_on=False)
+    elif axis.exported == "static":
+        ax.scatter([axis.exported_min], [y], marker="s", s=70, color=STATIC_COLOR, alpha=0.6, zorder=2,
+                   gid=f"exported:{label}")
+    else:
+        ax.text(0, y + 0.3, f"  export {axis.exported}", fontsize=7, va="center", color=MISMATCH_COLOR,
+                gid=f"failed:{label}")
+
+
+def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> Figure:
+    """One row per input axis of a recorded group: the range the export accepts (as in
+    :func:`dim_ranges_chart`: a blue bar, hatched and arrowed when open-ended; a grey square
+    when static), over it the observed range (an orange bar from the smallest to the largest
+    recorded size) with a tick per recorded size, and a red cross on every recorded size the
+    export does not accept (its axis label red). Takes ``compare_ranges(group, session)``
+    (or ``rec.export(...).ranges``)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    rows = list(report.axes)
+    if not rows:
+        return message_figure("the recorded calls have no input axes")
+    n = len(rows)
+    ys = [n - 1 - i for i in range(n)]
+    finite = [v for a in rows for v in (*a.observed, a.exported_min, a.exported_max) if v is not None]
+    right = max(2.0, max(finite) * 1.15 + 1)
+
+    figure = new_figure(PANE_WIDTH, _rows_height(n) + 0.6)
+    ax = figure.add_subplot()
+    if right > 64:
+        ax.set_xscale("symlog", linthresh=1.0, linscale=0.4)
+    for axis, y in zip(rows, ys):
+        label = axis.label
+        _accepted_bar(ax, axis, y, right)
+        low, high = axis.observed
+        # A single observed size still shows: a bar at least a tenth of a unit wide.
+        (bar,) = ax.barh([y], [max(high - low, 0.1)], left=[low if high > low else low - 0.05], height=0.22,
+                         color=OBSERVED_COLOR, zorder=3)
+        bar.set_gid(f"observed:{label}")
+        sizes = sorted(set(axis.sizes))
+        if sizes:
+            ax.scatter(sizes, [y] * len(sizes), marker="|", s=90, color=EXAMPLE_COLOR, zorder=4,
+                       linewidths=1.2, gid=f"calls:{label}")
+        if axis.outside:
+            outside = sorted(set(axis.outside_sizes))
+            ax.scatter(outside, [y] * len(outside), marker="X", s=60, color=MISMATCH_COLOR, zorder=5,
+                       gid=f"outside:{label}")
+        text = f"observed {low}" if low == high else f"observed [{low}, {high}]"
+        accepted = axis.accepted_text or axis.exported
+        ax.text(0, y + 0.33, f"{text} · export {accepted}", fontsize=7, ha="left", va="bottom",
+                gid=f"range:{label}")
+
+    ax.set_yticks(ys)
+    ax.set_yticklabels([a.label for a in rows], fontsize=_label_size(n))
+    for tick, axis in zip(ax.get_yticklabels(), rows):
+        if axis.outside:
+            tick.set_color(MISMATCH_COLOR)
+            tick.set_fontweight("bold")
+    ax.set_ylim(-0.7, n - 0.1)
+    ax.set_xlim(left=0, right=right * 1.04)
+    ax.set_xlabel("size")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title or f"recorded {report.group} calls: sizes observed vs the range exported", fontsize="medium")
+    handles = [
+        Patch(color=DYNAMIC_COLOR, alpha=0.35, label="exported [min, max]"),
+        Line2D([], [], marker="s", linestyle="", color=STATIC_COLOR, alpha=0.6, label="exported static"),
+        Patch(color=OBSERVED_COLOR, label="observed [min, max]"),
+        Line2D([], [], marker="|", linestyle="", color=EXAMPLE_COLOR, markersize=8, label="a recorded size"),
+        Line2D([], [], marker="X", linestyle="", color=MISMATCH_COLOR, label="not accepted"),
+    ]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.3 if n > 2 else -0.6), ncol=3,
+              fontsize="x-small", frameon=False)
     return figure

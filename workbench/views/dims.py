@@ -1,6 +1,9 @@
 """The Dims tab: one row per input axis with its example size, a policy control and the
 obtained result with its reason and source line; an "Apply suggested fixes" button; the spec
-as code with a Copy button.
+as code with a Copy button. When the session was exported from recorded calls
+(:mod:`exporter.recording`), under the verdict: per axis the observed sizes next to the range
+the session accepts (a chart and a table) and the recorded calls it does not accept, redrawn
+for every session shown (a policy toggle narrows or widens the range).
 
 The policies: AUTO / STATIC / DYNAMIC (torch's), a *named* dynamic dim (a string, as
 ``torch.onnx.export`` reads it: dynamic, named in the ONNX model, its range narrowed by the
@@ -12,7 +15,8 @@ changed and re-captures in the background. Every text shown comes from the core
 (``session.dims``, ``session.suggested_fixes``, ``session.spec.to_code``).
 
 DOM hooks (CSS classes) for browser tests: the policy control of input ``x`` axis 0 has
-``wb-axis-x-0``, its result text ``wb-dim-result-x-0`` (a leaf path's dots become dashes).
+``wb-axis-x-0``, its result text ``wb-dim-result-x-0`` (a leaf path's dots become dashes); the
+recorded section ``wb-dims-recorded``.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import ipywidgets as widgets
 
 from exporter.dims import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Name, Policy
 from exporter.dims.model import default_dim_name
-from exporter.display import Pre
+from exporter.display import Note, Pre, render
+from exporter.recording import CallGroup, RangeReport, compare_ranges
 from exporter.shapes.outcomes import ZERO_MIN_NOTE, DimOutcome, range_text
 
-from .blocks import esc, failure_html, folded, pane, verdict
+from ..render.dim_charts import recorded_ranges_chart
+from .blocks import esc, failure_html, figure_html, folded, pane, verdict
 
 if TYPE_CHECKING:
     from exporter.inputs import BoundInputs
@@ -195,7 +201,12 @@ class DimsView:
 
     title = "Dims"
 
-    def __init__(self, inputs: BoundInputs, on_axis_change: Callable[[AxisRow], None], on_apply_fixes: Callable[[], None]) -> None:
+    def __init__(self, inputs: BoundInputs, on_axis_change: Callable[[AxisRow], None], on_apply_fixes: Callable[[], None],
+                 recording: CallGroup | None = None) -> None:
+        self.recording = recording
+        self.ranges: RangeReport | None = None  # the recording against the session shown
+        self.recorded = widgets.HTML()
+        self.recorded.add_class("wb-dims-recorded")
         self.rows: dict[tuple[str, int], AxisRow] = {}
         for leaf in inputs.leaves:
             for axis, size in enumerate(leaf.shape):
@@ -215,7 +226,7 @@ class DimsView:
         self._code_title("")
         header = widgets.HTML("<b>input axis</b> · <b>policy</b> · <b>obtained</b> (reason, source line)")
         self.widget = widgets.VBox(
-            [self.message, header, *(row.widget for row in self.rows.values()),
+            [self.message, self.recorded, header, *(row.widget for row in self.rows.values()),
              widgets.HBox([self.fixes_button]), self.fixes,
              widgets.HBox([self.code_title, self.copy], layout=widgets.Layout(align_items="center")), self.code]
         )
@@ -281,6 +292,14 @@ class DimsView:
         else:
             self.fixes.value = ""
         self.show_code(session.spec.to_code(session.inputs))
+        self.show_recorded(session)
+
+    def show_recorded(self, session: Session) -> None:
+        """The recorded calls against ``session``'s ranges (nothing without a recording)."""
+        if self.recording is None:
+            return
+        self.ranges = compare_ranges(self.recording, session)
+        self.recorded.value = recorded_html(self.recording, self.ranges)
 
     @staticmethod
     def _capture_message(session: Session, capture: StageResult) -> str:
@@ -294,3 +313,22 @@ class DimsView:
             return pane(verdict("capture failed", f"the spec of {', '.join(failing)} cannot hold; "
                                                   "the row says why, and the fix is below", tone="fail"))
         return failure_html(failure, "capture failed")
+
+
+def recorded_html(group: CallGroup, report: RangeReport) -> str:
+    """The recorded section: a verdict, the calls the export does not accept (one line each),
+    the observed-vs-exported chart and the per-axis table, from the core's blocks."""
+    section = render(report)
+    calls = [block for block in section.body if isinstance(block, Note)]
+    table = [block for block in section.body if not isinstance(block, Note)]
+    unknown = [a.label for a in report.axes if not a.accepted_text]
+    head = f"<b>Recorded calls</b> <span style='color:#4b5563'>({group.name}: {len(group.calls)} calls)</span>"
+    if unknown:
+        line = verdict("unknown", f"the export does not say which sizes of {', '.join(unknown)} it accepts "
+                                  "(its capture failed or did not run)", tone="muted")
+    elif report.outside_calls:
+        line = verdict("outside", section.verdict.text if section.verdict else "", tone="warn")
+    else:
+        line = verdict("ok", section.verdict.text if section.verdict else "")
+    return pane(head, line, *calls, figure_html(recorded_ranges_chart(report)),
+                folded("per axis: observed, proposed and exported", *table, open=True))
