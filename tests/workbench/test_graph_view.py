@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from exporter import ExportOptions, export
-from exporter.graphs.draw import side_by_side
+from exporter.graphs.draw import CHANGE_COLOURS, before_after, side_by_side
+from exporter.graphs.pass_graphs import pass_graphs
 
 pytestmark = pytest.mark.needs_dot
 
@@ -169,3 +170,33 @@ def test_importing_the_graph_view_loads_no_heavy_library():
     script = "import sys, exporter.graphs.draw, workbench.netron; print(' '.join(sys.modules))"
     loaded = set(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split())
     assert not loaded & {"torch", "onnx", "onnxscript", "onnxruntime", "onnx_ir", "graphviz"}
+
+
+# -- one optimizer pass, before and after (issue 26) ------------------------------------------------
+
+
+def test_a_pass_is_drawn_before_and_after_with_the_nodes_of_its_diff_highlighted(session):
+    record = next(r for r in session.passes if r.ran and r.removed)
+    step = pass_graphs(session, record.index)
+    diff = record.diff()
+    assert step.removed == {c.name for c in diff.removed}
+    assert step.added == {c.name for c in diff.added}
+    assert step.changed_after == {c.name for c in diff.changed}
+    assert (len(step.before), len(step.after)) == (record.nodes_before, record.nodes_after)  # no subgraphs here
+
+    view = before_after(step)
+    highlighted = {f"before-op-{n}" for n in step.removed | step.changed_before} \
+        | {f"after-op-{n}" for n in step.added | step.changed_after}
+    assert with_class(view, "wb-selected") == highlighted
+    assert {"before-graph", "after-graph"} <= set(elements(view))
+    assert set(view.selected) == {("before", n) for n in step.highlighted_before} | {("after", n) for n in step.highlighted_after}
+    assert CHANGE_COLOURS["removed"] in view.fx_dot and f"before {'pass'} {record.index}" in view.fx_dot
+
+
+def test_a_pass_that_changed_nothing_draws_the_same_model_twice_and_bad_indexes_raise(session):
+    record = next(r for r in session.passes if r.ran and not r.changes_model)
+    step = pass_graphs(session, record.index)
+    assert step.before.names == step.after.names and not (step.highlighted_before or step.highlighted_after)
+    assert not with_class(before_after(step), "wb-selected")
+    with pytest.raises(IndexError, match="out of range"):
+        pass_graphs(session, len(session.passes))

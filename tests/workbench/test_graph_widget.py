@@ -293,6 +293,33 @@ def test_the_graphs_tab_of_a_model_whose_translate_failed_draws_the_fx_side_alon
     assert not any(element.startswith("onnx-") for element in view.details)
 
 
+def test_the_stages_tab_draws_a_picked_pass_before_and_after_with_the_nodes_of_its_diff_highlighted(session):
+    from workbench import Workbench
+
+    stages = Workbench(session).wait().stages_view
+    changing = [r for r in session.passes if r.ran and r.changes_model]
+    assert changing and [value for _, value in stages.pass_picker.options[1:]] == [r.index for r in changing]
+    assert stages.pass_box.layout.display != "none" and stages.pass_step is None
+
+    record = max(changing, key=lambda r: len(r.diff().changes))
+    stages.pass_picker.value = record.index  # what picking it in the page does
+    step, view = stages.pass_step, stages.pass_view
+    assert step is not None and view is not None and step.record.index == record.index
+    assert len(step.before) == record.nodes_before and len(step.after) == record.nodes_after
+    diff = record.diff()
+    assert step.removed == {c.name for c in diff.removed} and step.added == {c.name for c in diff.added}
+    assert step.changed_after == {c.name for c in diff.changed}
+    assert set(view.selected) == ({("before", n) for n in step.removed | step.changed_before}
+                                  | {("after", n) for n in step.added | step.changed_after})
+    shown = html.unescape(stages.pass_graphs.value)
+    assert "<svg" in shown and record.label in shown and "removed" in shown
+    for name in step.added:
+        assert f'id="after-op-{name}"' in shown
+
+    stages.show_pass(-1)
+    assert stages.pass_picker.value == -1 and stages.pass_step is None and stages.pass_graphs.value == ""
+
+
 def test_importing_the_graph_widget_loads_no_heavy_library():
     import subprocess
     import sys

@@ -1,8 +1,11 @@
 """The Stages tab: capture → decompose → translate → optimize → verify → benchmark, each with
 its status, seconds, whether it came from the cache and its one-line result; the error of a
 failed stage shown once (message, the user's source line, the fix; torch's own text folded);
-every capture attempt, folded; the optimizer pass by pass, folded; the ONNX inputs and outputs; buttons to run the next step or
-everything (stages and verify; a benchmark only from its own button).
+every capture attempt, folded; the optimizer pass by pass, folded, and under it a pass picker
+that draws the ONNX model before and after the chosen pass, the nodes it removed, added and
+changed highlighted (:func:`exporter.graphs.draw.before_after`, the graph view's own layout);
+the ONNX inputs and outputs; buttons to run the next step or everything (stages and verify; a
+benchmark only from its own button).
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 
 from exporter.display import Table, render
+from exporter.errors import Failure
+from exporter.graphs.draw import CHANGE_COLOURS, GraphView, before_after
+from exporter.graphs.pass_graphs import PassGraphs, pass_graphs
 from exporter.ports import Port
 
-from .blocks import failure_html, folded, pane
+from .blocks import esc, failure_html, folded, pane, verdict
 
 if TYPE_CHECKING:
     from exporter.pipeline.capture import CaptureAttempt
@@ -26,6 +32,17 @@ if TYPE_CHECKING:
 __all__ = ["STEPS", "StagesView"]
 
 STEPS = ("capture", "decompose", "translate", "optimize", "verify", "benchmark")
+_NO_PASS = "(pick a pass to see the graphs before and after it)"
+
+
+def _pass_choice(index: int, label: str, removed: int, added: int, changed: int) -> str:
+    return f"{index}: {label} ({removed} removed, {added} added, {changed} changed)"
+
+
+def _legend() -> str:
+    swatches = "".join(f'<span style="background:{colour}; padding:0 6px; margin-right:8px; border:1px solid #999">'
+                       f"{kind}</span>" for kind, colour in CHANGE_COLOURS.items())
+    return f'<div class="wb-pass-legend" style="margin:4px 0">{swatches}</div>'
 
 
 def _ports_table(ports: Sequence[Port], caption: str = "") -> Table:
@@ -52,6 +69,16 @@ class StagesView:
         self.ports.add_class("wb-onnx-ports")
         self.passes = widgets.HTML()
         self.passes.add_class("wb-optimizer-passes")
+        self._session: Session | None = None
+        self.pass_step: PassGraphs | None = None  # the pass drawn below the pass table
+        self.pass_view: GraphView | None = None
+        self.pass_picker = widgets.Dropdown(options=[(_NO_PASS, -1)], value=-1, description="Pass",
+                                            layout=widgets.Layout(width="auto", max_width="100%"))
+        self.pass_picker.add_class("wb-pass-picker")
+        self.pass_picker.observe(lambda change: self.show_pass(change["new"]), names="value")
+        self.pass_graphs = widgets.HTML()
+        self.pass_graphs.add_class("wb-pass-graphs")
+        self.pass_box = widgets.VBox([self.pass_picker, self.pass_graphs], layout=widgets.Layout(display="none"))
         self.last_good = widgets.HTML()
         self.next_button = widgets.Button(description="Run next step", icon="step-forward",
                                           layout=widgets.Layout(width="auto"))
@@ -62,7 +89,7 @@ class StagesView:
         self.next_button.on_click(lambda _: on_run("next"))
         self.all_button.on_click(lambda _: on_run("verify"))
         self.widget = widgets.VBox([self.error, widgets.HBox([self.next_button, self.all_button]), self.table,
-                                    self.attempts, self.passes, self.ports, self.last_good])
+                                    self.attempts, self.passes, self.pass_box, self.ports, self.last_good])
         self.reset()
 
     # -- live events ---------------------------------------------------------------------------
@@ -71,6 +98,7 @@ class StagesView:
         self._attempts = []
         self.attempts.value = ""
         self.passes.value = ""
+        self._clear_pass_picker()
         self._draw()
 
     def started(self, stage: str) -> None:
@@ -106,6 +134,9 @@ class StagesView:
              last_good_ports: Sequence[Port] | None = None) -> None:
         """Every stage the session has run (others "not run"), its failure, its ONNX ports;
         beside a failure, the last session that exported (``last_good``) and its ports."""
+        if session is not self._session:
+            self._clear_pass_picker()
+        self._session = session
         for stage in STEPS[:4]:
             self._rows[stage] = ("not run", "", "", "")
         for result in session.stages:
@@ -130,10 +161,51 @@ class StagesView:
         """The optimizer pass by pass (``session.passes``), folded under its verdict line."""
         if passes is None or not len(passes):
             self.passes.value = ""
+            self._clear_pass_picker()
             return
         section = render(passes)
         outline = section.verdict.text if section.verdict else f"{len(passes)} passes"
         self.passes.value = pane(folded(f"optimizer passes: {outline}", *section.body))
+        choices = [(_pass_choice(r.index, r.label, len(r.removed), len(r.added), len(r.changed)), r.index)
+                   for r in passes if r.ran and r.changes_model]
+        if [c[1] for c in choices] != [o[1] for o in self.pass_picker.options[1:]]:
+            self._clear_pass_picker()
+            self.pass_picker.options = [(_NO_PASS, -1), *choices]
+        self.pass_box.layout.display = None if choices else "none"
+
+    def _clear_pass_picker(self) -> None:
+        self.pass_step, self.pass_view = None, None
+        self.pass_graphs.value = ""
+        self.pass_picker.options = [(_NO_PASS, -1)]
+        self.pass_picker.value = -1
+        self.pass_box.layout.display = "none"
+
+    def show_pass(self, index: int) -> None:
+        """Draw the model before and after ``session.passes[index]`` (``-1``: nothing), the
+        nodes the pass removed, added and changed highlighted. The picker calls it; the models
+        are rebuilt by replaying the passes before it (:func:`~exporter.graphs.pass_graphs.pass_graphs`)."""
+        if index != self.pass_picker.value and index in [o[1] for o in self.pass_picker.options]:
+            self.pass_picker.value = index  # calls back here with the same index
+            return
+        self.pass_step, self.pass_view = None, None
+        if index < 0 or self._session is None:
+            self.pass_graphs.value = ""
+            return
+        self.pass_graphs.value = pane(verdict("running", f"replaying the passes up to pass {index}…"))
+        try:
+            self.pass_step = pass_graphs(self._session, index)
+            self.pass_view = before_after(self.pass_step)
+        except Exception as exc:  # noqa: BLE001 - a UI callback shows the error, never raises into the page
+            self.pass_graphs.value = failure_html(Failure.from_exception(exc, "optimize"),
+                                                  f"drawing pass {index} failed")
+            return
+        view = self.pass_view
+        body = (f'<div class="wb-pass-svg" style="overflow:auto; max-height:70vh; max-width:100%">{view.svg}</div>'
+                if view.svg else view._repr_html_())
+        step = self.pass_step
+        self.pass_graphs.value = (
+            f'<div class="wb-pass-caption">{esc(step.record.label)}: {esc(step.record.description)}; '
+            f"{len(step.before)} → {len(step.after)} nodes</div>{_legend()}{body}")
 
     def _draw_attempts(self) -> None:
         if not self._attempts:
