@@ -312,4 +312,7 @@ def test_ranges_put_the_observed_sizes_next_to_the_exported_range_and_name_the_c
     assert (batch.observed, batch.exported, batch.exported_min, batch.outside) == ((1, 8), "dynamic", 4, (0,))
     assert narrow.axes[1].exported_text == "static 16"
     assert "recorded forward calls outside what the export accepts: call 0" in narrow.summary()
+    assert narrow.outside_lines == ("call 0: x.0 = 1, outside [4, inf]",)  # the size and the range accepted
+    assert "call 0: x.0 = 1, outside [4, inf]" in narrow.summary()
+    assert (batch.sizes, batch.outside_sizes, narrow.axes[1].accepted_text) == ((1, 5, 8), (1,), "[16, 16]")
     assert rec.export(sweep=False).ranges.outside_calls == ()

@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from exporter import AUTO, STATIC, Dim, ExportOptions, Session
 from exporter.guards import Guard, Guards
 from exporter.shapes import DimOutcome
-from workbench.render.dim_charts import MISMATCH_COLOR, dim_ranges_chart, guards_chart
+from exporter.recording import AxisRange, RangeReport
+from workbench.render.dim_charts import MISMATCH_COLOR, dim_ranges_chart, guards_chart, recorded_ranges_chart
 
 RED = matplotlib.colors.to_rgba(MISMATCH_COLOR)
 
@@ -147,3 +148,48 @@ def test_a_chart_as_a_cells_value_shows_as_svg_without_a_pyplot_backend():
     figure = dim_ranges_chart(ROWS)
     data, _ = DisplayFormatter().format(figure)
     assert data["image/svg+xml"].lstrip().startswith("<?xml") and "<svg" in data["image/svg+xml"]
+
+
+RECORDED = RangeReport("decode", (
+    AxisRange("x", 0, (1, 6), "batch", "dynamic", 2, None, outside=(0,), outside_sizes=(1,), sizes=(1, 3, 6)),
+    AxisRange("x", 1, (16, 16), "STATIC", "static", 16, 16, sizes=(16, 16, 16)),
+    AxisRange("y", 0, (4, 9), "seq", "dynamic", 2, 8, outside=(2,), outside_sizes=(9,), sizes=(4, 5, 9)),
+    AxisRange("z", 0, (3, 3), "STATIC", "failed", None, None, sizes=(3, 3, 3)),
+))
+
+
+def test_recorded_ranges_chart_puts_the_observed_range_over_the_exported_one():
+    figure = rendered(recorded_ranges_chart(RECORDED))
+    (ax,) = figure.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["x.0", "x.1", "y.0", "z.0"]
+    bars = bars_by_gid(ax)
+    assert (bars["observed:x.0"].get_x(), bars["observed:x.0"].get_width()) == (1, 5)
+    assert (bars["exported:y.0"].get_x(), bars["exported:y.0"].get_width()) == (2, 6)
+    assert bars["exported:y.0"].get_hatch() is None
+    open_bar = bars["exported:x.0"]  # [2, inf]: to the right edge, hatched, an arrow
+    assert open_bar.get_x() == 2 and open_bar.get_hatch() == "//"
+    assert [line.get_gid() for line in ax.lines] == ["open:x.0"]
+    assert bars["observed:x.1"].get_width() > 0  # one size still shows
+    assert "exported:z.0" not in bars
+    collections = {c.get_gid(): c for c in ax.collections}
+    assert collections["exported:x.1"].get_offsets().tolist() == [[16, 2]]
+    assert collections["calls:x.0"].get_offsets()[:, 0].tolist() == [1, 3, 6]
+    assert collections["outside:x.0"].get_offsets().tolist() == [[1, 3]]
+    assert collections["outside:y.0"].get_offsets().tolist() == [[9, 1]]
+    texts = {t.get_gid(): t.get_text() for t in ax.texts}
+    assert texts["range:x.0"] == "observed [1, 6] · export [2, inf]"
+    assert texts["range:x.1"] == "observed 16 · export [16, 16]"
+    assert texts["failed:z.0"].strip() == "export failed"
+
+
+def test_recorded_axes_with_calls_outside_are_red():
+    (ax,) = recorded_ranges_chart(RECORDED).axes
+    colors = {t.get_text(): matplotlib.colors.to_rgba(t.get_color()) for t in ax.get_yticklabels()}
+    assert colors["x.0"] == colors["y.0"] == RED
+    assert colors["x.1"] != RED and colors["z.0"] != RED
+    assert tuple(next(c for c in ax.collections if c.get_gid() == "outside:x.0").get_facecolors()[0]) == RED
+
+
+def test_recorded_outside_lines_name_the_call_the_size_and_the_range():
+    assert RECORDED.outside_lines == ("call 0: x.0 = 1, outside [2, inf]", "call 2: y.0 = 9, outside [2, 8]")
+    assert RECORDED.outside_calls == (0, 2)

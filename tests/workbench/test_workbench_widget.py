@@ -502,3 +502,23 @@ def test_narrowing_a_recorded_dim_in_the_tab_names_the_recorded_calls_it_no_long
 def test_without_a_recording_the_dims_tab_has_no_recorded_section():
     wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
     assert wb.dims_view.recorded.value == "" and wb.dims_view.ranges is None
+
+
+def test_the_record_magic_gives_the_widget_its_recorded_calls(ipython_shell, monkeypatch):
+    import workbench.magics
+
+    shell = ipython_shell
+    shell.run_line_magic("load_ext", "workbench")
+    shell.user_ns.update(torch=torch, recorded_mlp=MLP().eval())
+    shown_objects = []
+    monkeypatch.setattr(workbench.magics, "shows_widgets", lambda shell: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown_objects.append(obj))
+    shell.run_cell_magic("onnx_export", "--record recorded_mlp --no-verify", (
+        "with torch.no_grad():\n"
+        "    for batch in (1, 3, 6):\n"
+        "        recorded_mlp(torch.randn(batch, 16))\n"
+    ))
+    wb = shown_objects[-1].wait()  # after the recording and the verdict on its calls
+    assert isinstance(wb, Workbench)
+    assert wb.dims_view.recording is not None and len(wb.dims_view.recording.calls) == 3
+    assert "Recorded calls (forward: 3 calls)" in text(wb.dims_view.recorded.value)
