@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts import ExportArtifacts
+from ..compat import formats
 from ..errors import Failure, Status, first_line
-from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..node_metadata import fx_name_of, module_path_of
+from ..presentation import Presentable
 from ..progress import Progress
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for
-from ..compat import formats
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,6 @@ class ProfileResult(Presentable):
 
 
 def _node_map(model: Any) -> dict[str, tuple[str, str | None, str | None]]:
-    from ..graphs.metadata import fx_name_of, module_path_of
-
     out = {}
     for node in model.graph:
         if node.name:

@@ -16,7 +16,7 @@ Nothing heavy is imported until a graph is built.
 from .intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
 from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
 from ..frames import source_of_stack
-from .metadata import fx_name_of, module_path_of, normalize_module_path
+from ..node_metadata import fx_name_of, module_path_of, normalize_module_path
 from .model import Graph, GraphNode, ValueInfo, module_ancestors
 from .session_graphs import KINDS, SessionGraphs, graphs_of
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..frames import source_of_stack
-from .metadata import normalize_module_path
+from ..node_metadata import normalize_module_path
 from .model import Graph, GraphNode, ValueInfo
 from .. import compat
 

@@ -26,13 +26,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..artifacts import ExportArtifacts, ExportGraphs, ExportInputs
-from ..presentation import Presentable
 from .. import compat
+from ..artifacts import ExportArtifacts, ExportGraphs, ExportInputs
 from ..cases import dim_groups, make_case_inputs, plan_cases
 from ..errors import Failure, first_line
 from ..model_state import preserved
+from ..presentation import Presentable
 from ..serialize import initializer_bytes, write_external_data
+from ..verify.core import _clone_tensors, _expected_outputs
+from ..verify.divergence import program_inputs
+from ..verify.tolerance import compare
+from ..verify.values import edge_value_inputs
 from .onnx import onnx_node_name
 
 if TYPE_CHECKING:
@@ -253,7 +257,6 @@ def compare_intermediates(
     nodes = _nodes(model)
     pairs = _pairs(nodes, model, program)
     wanted = {fx for node_pairs in pairs.values() for _, fx in node_pairs}
-    from ..verify.divergence import program_inputs
 
     inputs = program_inputs(program, session, case_args, case_kwargs)
     try:
@@ -342,8 +345,6 @@ def _case_inputs(session: IntermediatesSource, case: str | CaseResult | None, ar
 
 def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
     """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
-    from ..verify.values import edge_value_inputs
-
     if case.edge is not None:
         args, kwargs = edge_value_inputs(session, case.edge)
         return tuple(args), dict(kwargs)
@@ -363,8 +364,6 @@ def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
 
 def _eager_outputs(session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
     import torch
-
-    from ..verify.core import _clone_tensors, _expected_outputs
 
     eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
     with preserved(session.model, what="when called by compare_intermediates"), torch.inference_mode():
@@ -416,8 +415,6 @@ def _program_vs_eager(case: str, model: Any, outputs: Sequence[Any], expected: S
                       tolerances: Any) -> str | None:
     """Why the program's outputs differ from eager PyTorch's (verify's rule), or None."""
     import torch
-
-    from ..verify.tolerance import compare
 
     names = [v.name for v in model.graph.outputs]
     tensors = [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outputs
@@ -617,8 +614,6 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
               want: Any, tolerances: Any) -> IntermediateRow:
     import numpy as np
     import torch
-
-    from ..verify.tolerance import compare
 
     row = IntermediateRow(onnx_node=node.name, onnx_op=_op(node.node), fx_nodes=fx_nodes or (fx,),
                           module=_module(entry, node), source=_source(entry, node), status="not compared",

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..compat.formats import CLASS_HIERARCHY_KEY
 from ..frames import source_of_stack
-from .metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of
+from ..node_metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of
 from .model import Graph, GraphNode, ValueInfo
 
 __all__ = ["onnx_graph", "onnx_node_name"]

@@ -10,7 +10,7 @@ from typing import Any
 from ..artifacts import ExportArtifacts
 from .fx import fx_graph
 from .mapping import NodeMapping, map_nodes
-from .metadata import fx_name_of
+from ..node_metadata import fx_name_of
 from .model import Graph
 from .modules import module_rows
 from .onnx import onnx_graph, onnx_node_name

@@ -20,7 +20,7 @@ from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from ..frames import source_of_stack
-from ..graphs.metadata import fx_name_of
+from ..node_metadata import fx_name_of
 from .divergence import Divergence, first_divergence
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for

@@ -13,7 +13,7 @@ from ..compat import formats
 from ..errors import first_line
 from ..serialize import needs_external_data, write_external_data
 from ..frames import source_of_stack
-from ..graphs.metadata import fx_name_of, module_path_of
+from ..node_metadata import fx_name_of, module_path_of
 from ..inputs import bind_inputs
 from .tolerance import Tolerance, compare
 

@@ -5,7 +5,8 @@ node came from and its ``nn.Module`` path (the user's source line of a stack tra
 The ONNX keys (``pkg.torch.onnx.fx_node``, ``name_scopes``, ``stack_trace``) are written by
 ``torch.onnx``'s translator on every node it emits; the optimizer keeps them on the nodes it
 keeps. ``verify`` (first divergent node), ``bench`` (profile by module) and ``graphs`` (the
-FX↔ONNX mapping) all read them through here.
+FX↔ONNX mapping) all read them through here; it sits below them all (it imports only
+:mod:`exporter.compat.formats`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..compat.formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes
+from .compat.formats import FX_NODE_KEY, NAME_SCOPES_KEY, STACK_TRACE_KEY, fx_node_name, parse_name_scopes
 
 __all__ = [
     "FX_NODE_KEY",
