@@ -290,6 +290,15 @@ def test_07_optimizer_passes_finds_the_wrong_rewrite_rule_and_the_fix_verifies(t
     found = text_of(cell_with(notebook, "found = broken.bisect_passes()"))
     assert "ExtraRewritePass (round 0)" in found and "skip_passes=['ExtraRewritePass']" in found
     assert "Verification PASSED" in text_of(cell_with(notebook, "fixed.verify"))
+    # issue 22: the error overlay selects the red node, the one the wrong rewrite put there
+    assert "selected='node_LeakyRelu_2'" in text_of(cell_with(notebook, 'GraphWidget(broken, overlay="error")'))
+    clicked = text_of(cell_with(notebook, "print(\"selected:\", view.selected)"))
+    assert "selected: node_LeakyRelu_2" in clicked and "op: LeakyRelu {'alpha': '0.1'}" in clicked
+    assert "came from: optimizer" in clicked and "FX node: ['relu']" in clicked and "torch.relu" in clicked
+    # issue 26: the culprit pass drawn before and after, its changes highlighted
+    culprit = text_of(cell_with(notebook, "before_after(culprit)"))
+    assert "ExtraRewritePass (round 0): 4 → 4 nodes, 1 removed, 1 added, 1 changed" in culprit
+    assert "before:node_relu" in culprit and "after:node_LeakyRelu_2" in culprit
 
 
 def test_08_record_then_export_exports_the_recorded_decode_step_and_onnx_generates_as_pytorch(tmp_path):
