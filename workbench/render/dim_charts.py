@@ -44,6 +44,11 @@ KIND_COLORS = {
 NO_INPUT = "(no input)"
 
 
+def _legend_below(figure: Figure, handles: list[Any]) -> None:
+    """The legend under the chart, inside the figure (constrained layout makes room for it)."""
+    figure.legend(handles=handles, loc="outside lower center", ncol=3, fontsize="x-small", frameon=False)
+
+
 def _rows_height(n: int) -> float:
     return 1.1 + 0.3 * max(n, 1)
 
@@ -148,8 +153,7 @@ def dim_ranges_chart(dims: Dims, *, title: str | None = None) -> Figure:
         Line2D([], [], marker="D", linestyle="", color=EXAMPLE_COLOR, markersize=5, label="example size"),
         Patch(facecolor="white", edgecolor=MISMATCH_COLOR, linewidth=2, label="differs from request"),
     ]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.3 if n > 2 else -0.6), ncol=3,
-              fontsize="x-small", frameon=False)
+    _legend_below(figure, handles)
     return figure
 
 
@@ -235,7 +239,7 @@ def _accepted_bar(ax: Any, axis: AxisRange, y: float, right: float) -> None:
     if axis.exported == "dynamic":
         low = axis.exported_min or 0
         high = axis.exported_max if axis.exported_max is not None else right
-        (bar,) = ax.barh([y], [high - low], left=[low], height=0.6, color=DYNAMIC_COLOR, alpha=0.35)
+        (bar,) = ax.barh([y], [high - low], left=[low], height=0.5, color=DYNAMIC_COLOR, alpha=0.35)
         bar.set_gid(f"exported:{label}")
         if axis.exported_max is None:
             bar.set_hatch("//")
@@ -244,7 +248,7 @@ def _accepted_bar(ax: Any, axis: AxisRange, y: float, right: float) -> None:
         ax.scatter([axis.exported_min], [y], marker="s", s=70, color=STATIC_COLOR, alpha=0.6, zorder=2,
                    gid=f"exported:{label}")
     else:
-        ax.text(0, y + 0.3, f"  export {axis.exported}", fontsize=7, va="center", color=MISMATCH_COLOR,
+        ax.text(0, y, f"  export {axis.exported}", fontsize=7, va="center", color=MISMATCH_COLOR,
                 gid=f"failed:{label}")
 
 
@@ -266,7 +270,8 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
     finite = [v for a in rows for v in (*a.observed, a.exported_min, a.exported_max) if v is not None]
     right = max(2.0, max(finite) * 1.15 + 1)
 
-    figure = new_figure(PANE_WIDTH, _rows_height(n) + 0.6)
+    # Taller rows than the dim-range chart's: each carries its label line above two bars.
+    figure = new_figure(PANE_WIDTH, _rows_height(n) + 0.12 * n + 0.6)
     ax = figure.add_subplot()
     if right > 64:
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.4)
@@ -288,8 +293,9 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
                        gid=f"outside:{label}")
         text = f"observed {low}" if low == high else f"observed [{low}, {high}]"
         accepted = axis.accepted_text or axis.exported
-        ax.text(0, y + 0.33, f"{text} · export {accepted}", fontsize=7, ha="left", va="bottom",
-                gid=f"range:{label}")
+        # Above the row, clear of the spine, so it reads as this row's and not the one above's.
+        ax.annotate(f"{text} · export {accepted}", (0, y + 0.27), xytext=(3, 0), textcoords="offset points",
+                    fontsize=7, ha="left", va="bottom", gid=f"range:{label}")
 
     ax.set_yticks(ys)
     ax.set_yticklabels([a.label for a in rows], fontsize=_label_size(n))
@@ -309,6 +315,5 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
         Line2D([], [], marker="|", linestyle="", color=EXAMPLE_COLOR, markersize=8, label="a recorded size"),
         Line2D([], [], marker="X", linestyle="", color=MISMATCH_COLOR, label="not accepted"),
     ]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.3 if n > 2 else -0.6), ncol=3,
-              fontsize="x-small", frameon=False)
+    _legend_below(figure, handles)
     return figure
