@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases import DimGroup
+from ..display import repr_html
 from ..errors import Failure
 from .contract import ContractReport
 from .divergence import Divergence
-from ..cases import DimGroup
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance
 from .values import EdgeValue
 
@@ -287,6 +288,4 @@ class VerifyResult:
         printer.text(self.summary())
 
     def _repr_html_(self) -> str:
-        from ..display import repr_html
-
         return repr_html(self)
