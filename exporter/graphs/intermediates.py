@@ -40,6 +40,8 @@ from ..verify.values import edge_value_inputs
 from .onnx import onnx_node_name
 
 if TYPE_CHECKING:
+    import onnxruntime
+
     from ..verify.results import CaseResult, VerifyResult
     from ..verify.tolerance import Tolerance
 
@@ -553,7 +555,7 @@ class _OrtRunner:
             os.remove(path)
 
     @staticmethod
-    def _read(ort_session: Any, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def _read(ort_session: onnxruntime.InferenceSession, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
         return dict(zip(names, ort_session.run(list(names), dict(feeds))))
 
 

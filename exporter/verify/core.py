@@ -6,31 +6,33 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..artifacts import ExportArtifacts
-from ..cases import DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
-from ..cases.plan import CasePlan
 from .. import compat
+from ..artifacts import ExportArtifacts
+from ..cases import CasePlan, DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
 from ..compat import formats, train_mode_dependent_modules, tree_flatten_with_path
 from ..errors import Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..frames import source_of_stack
 from ..model_state import StateReport, preserved
+from ..node_metadata import fx_name_of
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
-from ..frames import source_of_stack
-from ..node_metadata import fx_name_of
 from .divergence import Divergence, first_divergence
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 from .values import EdgeValue, Explanation, edge_value_inputs, explain
 from .values import edge_values as find_edge_values
 
+if TYPE_CHECKING:
+    import onnxruntime
+
 
 def _run_case(
     session: ExportArtifacts,
-    ort_session: Any,
+    ort_session: onnxruntime.InferenceSession,
     name: str,
     sizes: tuple[tuple[str, int], ...],
     args: tuple,
@@ -470,7 +472,7 @@ def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: 
 
 
 def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Sequence[DimGroup], plans: Sequence[CasePlan],
-                  contract: ContractReport, ort_session: Any, tolerances: Mapping[str, Tolerance] | Tolerance | None,
+                  contract: ContractReport, ort_session: onnxruntime.InferenceSession, tolerances: Mapping[str, Tolerance] | Tolerance | None,
                   make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None, locate: bool, seed: int,
                   reporter: Reporter, start: float, cases: list[CaseResult],
                   edge_cases: Sequence[EdgeValue] = (), named: frozenset[str] | None = None) -> VerifyResult:
