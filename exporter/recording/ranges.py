@@ -57,11 +57,13 @@ class AxisRange:
 
     @property
     def exported_text(self) -> str:
+        """The export's result for this axis in one phrase: ``dynamic [2, inf]``, ``static 16``,
+        or why there is none (``failed``, ``not run``, ``not exported``)."""
         if self.exported not in ("dynamic", "static"):
             return self.exported
         if self.exported == "static":
             return f"static {self.exported_min}"
-        return f"{self.exported_min or 0}..{'inf' if self.exported_max is None else self.exported_max}"
+        return f"dynamic {self.accepted_text}"  # as the Dims rows write it: dynamic [2, inf]
 
 
 @dataclass(frozen=True, repr=False)

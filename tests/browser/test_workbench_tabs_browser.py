@@ -189,3 +189,39 @@ def test_every_tab_reads_at_a_glance_in_a_narrow_pane(lab, narrow_page, artifact
         healthy = _widget(page, 1).locator(f".wb-dim-result-x-{axis}").inner_text().strip()
         assert not healthy.startswith("failed"), f"x.{axis} is fine but says {healthy!r}"
     assert _widget(page, 1).locator(".wb-dim-result-x-1").inner_text().strip().startswith("failed")
+
+
+RECORDED_CELLS = [
+    "%load_ext workbench",
+    CELLS[1],
+    "%%onnx_export --record mlp --dynamic x.0=batch:2: --no-verify -o recorded\n"
+    "with torch.no_grad():\n"
+    "    for batch in (1, 3, 6):\n"
+    "        mlp(torch.randn(batch, 16))",
+]
+
+
+def test_a_recorded_export_shows_observed_against_exported_ranges_in_the_dims_tab(
+        lab, narrow_page, artifacts, failure_screenshot):
+    """``%%onnx_export --record`` with batch narrowed to min 2: the Dims tab puts the observed
+    sizes [1, 6] next to the exported [2, inf] (chart and table) and names call 0 as outside."""
+    page = narrow_page
+    failure_screenshot(page)
+    write_notebook(lab.root, "recorded.ipynb", RECORDED_CELLS)
+    open_notebook(page, lab, "recorded.ipynb")
+    ensure_file_browser_open(page)
+    run_all(page, timeout=180_000)
+    assert cell_errors(page) == []
+    wait_for_widget(page, ".wb-workbench")
+    assert _wait_idle(page, 0).startswith("done")
+    _open_tab(page, 0, "Dims")
+    recorded = _widget(page, 0).locator(".wb-dims-recorded")
+    recorded.wait_for(state="visible")
+    text = _check_readable(page, 0, "Dims (recorded)")
+    assert "Recorded calls (forward: 3 calls)" in text, text
+    assert "call 0: x.0 = 1, outside [2, inf]" in text, text
+    assert recorded.locator("svg").count() == 1
+    width = recorded.locator("svg").evaluate("s => s.getBoundingClientRect().width")
+    pane = recorded.evaluate("e => e.getBoundingClientRect().width")
+    assert 0 < width <= pane + 1, (width, pane)
+    _shot(page, 0, "recorded-dims", artifacts)
