@@ -6,13 +6,17 @@
     %onnx_export --dynamic x.0=batch model(x)
 
 ``%load_ext workbench`` registers the ``%onnx_export`` magic and imports no torch, onnxscript,
-onnxruntime or ipywidgets; they load on first use. ``workbench.Workbench(session)`` is the
+onnxruntime or ipywidgets on the kernel's thread; it starts a background warm-up that imports
+them and runs a tiny export while the user types (:mod:`exporter.warmup`; skipped with
+``ONNX_WORKBENCH_WARMUP=0``). ``workbench.Workbench(session)`` is the
 widget the magic displays.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from exporter.warmup import start_warmup
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -23,10 +27,12 @@ __all__ = ["Workbench", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
-    """Register ``%onnx_export`` / ``%%onnx_export`` (called by ``%load_ext workbench``)."""
+    """Register ``%onnx_export`` / ``%%onnx_export`` (called by ``%load_ext workbench``) and
+    start the export warm-up in the background (:func:`exporter.warmup.start_warmup`)."""
     from .magics import ExportMagics
 
     ipython.register_magics(ExportMagics)
+    start_warmup()
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:

@@ -1,0 +1,162 @@
+"""Warm-up: pay a process's one-time export costs in the background, while the user types.
+
+The first export in a fresh process waits for ``import torch``, onnxscript and onnxruntime,
+for torchlib's registry and the ONNX decomposition table of the default opset, and for the
+first run of torch.export's and the exporter's machinery. :func:`start_warmup` starts a daemon
+thread that does all of it once (a tiny export through the exporter's own pipeline, so its
+per-process caches fill); ``%load_ext workbench`` calls it and returns at once.
+
+- Set ``ONNX_WORKBENCH_WARMUP=0`` to skip it.
+- The thread never raises: a failure is logged at debug level (logger ``exporter.warmup``) and
+  the first real export pays the costs as it would have.
+- torch's C++ libraries are loaded first with the GIL released, so the kernel keeps answering
+  cells while they load.
+- A user's ``import torch`` meanwhile waits for the thread's import to finish (Python's import
+  lock) instead of importing twice. The tiny export runs on the export worker
+  (:mod:`exporter.worker`) and every stage takes the session's torch lock, so it never runs
+  a capture at the same time as an export of the user's (``export()``, ``Session.run``,
+  ``Session.submit``, ``%onnx_export``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from . import compat
+from .dims import Dim
+from .masked_attention import translations
+from .options import ExportOptions
+from .pipeline.translate import registry_opset
+from .pipeline.translations import onnx_registry
+from .session import Session
+from .worker import submit_work
+
+__all__ = ["WARMUP_ENV_VAR", "WARMUP_THREAD_NAME", "start_warmup", "warm_up", "warmup_enabled", "warmup_thread"]
+
+WARMUP_ENV_VAR = "ONNX_WORKBENCH_WARMUP"
+WARMUP_THREAD_NAME = "onnx-export-warmup"
+
+_logger = logging.getLogger(__name__)
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+_stopping = threading.Event()
+
+
+def warmup_enabled() -> bool:
+    """False when ``ONNX_WORKBENCH_WARMUP`` is ``0``, ``false``, ``no`` or ``off``."""
+    return os.environ.get(WARMUP_ENV_VAR, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def start_warmup() -> threading.Thread | None:
+    """Start the warm-up thread (once per process) and return it at once; None when disabled.
+    Imports nothing heavy on the calling thread."""
+    global _thread
+    if not warmup_enabled():
+        return None
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_warm_up_quietly, name=WARMUP_THREAD_NAME, daemon=True)
+            _thread.start()
+            atexit.register(_stop_and_wait)
+        return _thread
+
+
+def warmup_thread() -> threading.Thread | None:
+    """The warm-up thread if one was started in this process (join it to wait for the end)."""
+    return _thread
+
+
+def _stop_and_wait() -> None:
+    """At exit: stop after the current step and wait for it. A process ending while the
+    thread is inside torch's import or a capture aborts ("terminate called without an active
+    exception")."""
+    _stopping.set()
+    if _thread is not None:
+        _thread.join()
+
+
+def _warm_up_quietly() -> None:
+    try:
+        warm_up(_stopping.is_set)
+    except Exception:  # a warm-up never reaches the user's session
+        _logger.debug("warm-up failed; the first export pays its one-time costs", exc_info=True)
+
+
+def warm_up(stopping: Callable[[], bool] = lambda: False) -> None:
+    """Import torch, onnxscript and onnxruntime, build the registries and the decomposition
+    tables of the default opset, and run one tiny export on the export worker (waits for it).
+    Between steps, returns early once ``stopping()`` is true."""
+    for step in _STEPS:
+        if stopping():
+            _logger.debug("warm-up stopped before %s", step.__name__)
+            return
+        step()
+    _logger.debug("warm-up done")
+
+
+# torch's shared libraries whose loading runs no Python code, in the order torch loads them
+# (``libtorch_global_deps`` globally, as torch's ``_load_global_deps`` does). libtorch_python and
+# torch._C are left to the import: their initialisers call into Python.
+_TORCH_LIBRARIES = (("libtorch_global_deps.so", os.RTLD_GLOBAL), ("libc10.so", os.RTLD_LOCAL),
+                    ("libtorch_cpu.so", os.RTLD_LOCAL), ("libtorch.so", os.RTLD_LOCAL))
+
+
+def _preload_torch_libraries() -> None:
+    """Load torch's C++ libraries with the GIL released (libc's ``dlopen`` through ctypes, whose
+    foreign calls release it). Python's import of an extension module holds the GIL while the
+    dynamic loader maps libtorch_cpu and runs its static initialisers (0.5-1 s on a busy
+    machine), and the kernel's thread could answer no cell meanwhile; ``import torch`` then
+    finds them loaded. Linux only; anything unexpected leaves the work to ``import torch``."""
+    import ctypes
+    import importlib.util
+    import sys
+
+    if not sys.platform.startswith("linux") or "torch" in sys.modules:
+        return
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return
+    directory = os.path.join(os.path.dirname(spec.origin), "lib")
+    dlopen = ctypes.CDLL(None).dlopen
+    dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    for name, visibility in _TORCH_LIBRARIES:
+        path = os.path.join(directory, name)
+        if not os.path.exists(path) or not dlopen(path.encode(), os.RTLD_NOW | visibility):
+            _logger.debug("warm-up: %s not preloaded", path)
+            return
+
+
+def _import_libraries() -> None:
+    import torch  # noqa: F401
+
+    import onnxscript  # noqa: F401
+    import onnxruntime  # noqa: F401 - verify's session; imported for its start-up time
+
+
+def _build_registries() -> None:
+    opset = registry_opset(compat.default_opset())
+    registry = onnx_registry(opset)
+    compat.onnx_decomposition_tables(registry)
+    onnx_registry(opset, translations(ExportOptions().fully_masked_rows, opset))
+
+
+def _export_on_the_worker() -> None:
+    submit_work(_tiny_export).result()
+
+
+def _tiny_export() -> None:
+    """A two-layer model with a dynamic batch through the whole pipeline (every stage)."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    x = torch.randn(3, 4)
+    session = Session(model, (x,), {}, ExportOptions(dynamic_shapes={"input": {0: Dim("batch")}}))
+    result = session.run()
+    _logger.debug("warm-up export: %s", result.status)
+
+
+_STEPS: tuple[Callable[[], None], ...] = (_preload_torch_libraries, _import_libraries, _build_registries, _export_on_the_worker)
