@@ -15,8 +15,7 @@ import torch
 import exporter
 from exporter import AUTO, ExportOptions, Session
 from exporter.compat.frames import is_user_file
-from exporter.frames import user_frame
-from exporter.graphs.metadata import source_of_stack
+from exporter.frames import source_of_stack, user_frame
 
 SITE = os.path.join(os.sep, "venv", "lib", "python3.11", "site-packages")
 
