@@ -502,6 +502,7 @@ def test_narrowing_a_recorded_dim_in_the_tab_names_the_recorded_calls_it_no_long
 def test_without_a_recording_the_dims_tab_has_no_recorded_section():
     wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
     assert wb.dims_view.recorded.value == "" and wb.dims_view.ranges is None
+    assert wb.dims_view.recorded not in wb.dims_view.widget.children
 
 
 def test_the_record_magic_gives_the_widget_its_recorded_calls(ipython_shell, monkeypatch):

@@ -226,7 +226,7 @@ class DimsView:
         self._code_title("")
         header = widgets.HTML("<b>input axis</b> · <b>policy</b> · <b>obtained</b> (reason, source line)")
         self.widget = widgets.VBox(
-            [self.message, self.recorded, header, *(row.widget for row in self.rows.values()),
+            [self.message, *((self.recorded,) if recording is not None else ()), header, *(row.widget for row in self.rows.values()),
              widgets.HBox([self.fixes_button]), self.fixes,
              widgets.HBox([self.code_title, self.copy], layout=widgets.Layout(align_items="center")), self.code]
         )
