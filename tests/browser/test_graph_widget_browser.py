@@ -218,3 +218,50 @@ def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_pa
                            area.scrollWidth, area.clientWidth]; }""")
     assert fits[0] <= fits[1] + 1 and fits[2] <= fits[3] + 1, f"wider than the pane: {fits}"
     workbench.screenshot(path=str(artifacts / "tab-graphs-widget.png"))
+
+
+def test_stages_tab_draws_a_picked_optimizer_pass_before_and_after(lab, narrow_page, artifacts, failure_screenshot):
+    """Issue 26's Passes view: pick a pass under the Stages tab's pass table → the model before
+    and after it, side by side, the nodes it changed highlighted, inside the pane."""
+    page = narrow_page
+    failure_screenshot(page)
+    write_notebook(lab.root, "workbench-passes.ipynb", WORKBENCH_CELLS)
+    page.goto(f"{lab.url}/lab/workspaces/passes/tree/workbench-passes.ipynb?token={lab.token}")
+    page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=60_000)
+    page.get_by_text("| Idle").first.wait_for(state="visible", timeout=60_000)
+    page.wait_for_timeout(500)
+    ensure_file_browser_open(page)
+    run_all(page, timeout=180_000)
+    assert cell_errors(page) == []
+    wait_for_widget(page, ".wb-workbench")
+    workbench = page.locator(".jp-Cell-outputArea .wb-workbench").first
+    page.wait_for_function("() => /^done/.test((document.querySelector('.wb-job-status') || {}).innerText || '')",
+                           timeout=180_000)
+    workbench.locator(".lm-TabBar-tab", has_text="Stages").first.click()
+    picker = workbench.locator(".wb-pass-picker select")
+    picker.wait_for(state="visible")
+    options = [text.replace("\xa0", " ") for text in picker.locator("option").all_inner_texts()]
+    assert len(options) >= 2 and "FoldConstantsPass (round 0)" in " ".join(options), options
+    picker.select_option(index=1)
+    graph = ".wb-workbench .wb-pass-graph-widget"
+    page.locator(f'{graph} [id="after-graph"]').wait_for(state="attached", timeout=60_000)
+    assert page.locator(f'{graph} [id="before-graph"]').count() == 1
+    changed = page.locator(f"{graph} .wb-selected")
+    assert changed.count() >= 1
+    assert "removed" in workbench.locator(".wb-pass-legend").inner_text()
+    assert not page.locator(f"{graph} .wb-graph-overlays").is_visible()  # nothing to overlay on a pass
+    # click a node the pass removed: the panel says so
+    removed = page.locator(f'{graph} g.wb-op.wb-selected[id^="before-op-"]').first
+    removed.scroll_into_view_if_needed()
+    removed.click()
+    page.locator(f"{graph} .wb-graph-panel", has_text="this pass").wait_for(timeout=10_000)
+    page.locator(graph).scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    fits = page.evaluate(
+        """() => { const w = document.querySelector('.wb-workbench .wb-pass-graph-widget');
+                   const area = w.closest('.jp-OutputArea-output');
+                   return [w.getBoundingClientRect().right, area.getBoundingClientRect().right,
+                           area.scrollWidth, area.clientWidth]; }""")
+    assert fits[0] <= fits[1] + 1 and fits[2] <= fits[3] + 1, f"wider than the pane: {fits}"
+    page.screenshot(path=str(artifacts / "stages-pass-before-after-page.png"))
+    page.locator(graph).screenshot(path=str(artifacts / "stages-pass-before-after.png"))

@@ -13,6 +13,7 @@ from torch import nn
 
 import exporter
 from exporter.pipeline import stages as pipeline_stages
+from exporter.graphs.draw import CHANGE_COLOURS
 from workbench.graph_widget import GraphWidget
 
 pytestmark = pytest.mark.needs_dot
@@ -311,13 +312,27 @@ def test_the_stages_tab_draws_a_picked_pass_before_and_after_with_the_nodes_of_i
     assert step.changed_after == {c.name for c in diff.changed}
     assert set(view.selected) == ({("before", n) for n in step.removed | step.changed_before}
                                   | {("after", n) for n in step.added | step.changed_after})
-    shown = html.unescape(stages.pass_graphs.value)
-    assert "<svg" in shown and record.label in shown and "removed" in shown
+    assert record.label in stages.pass_graphs.value and "removed" in stages.pass_graphs.value  # caption, legend
+    widget = stages.pass_widget  # the graph widget's front end draws it
+    assert widget.step is step and widget.layout.display != "none" and not widget.show_overlays
+    changes = {f"before-op-{n}" for n in step.removed | step.changed_before} | {f"after-op-{n}" for n in step.added | step.changed_after}
+    assert set(widget.highlight) == changes
+    shown = drawn(widget)
     for name in step.added:
-        assert f'id="after-op-{name}"' in shown
+        assert f'id="after-op-{name}"' in shown and widget.details[f"after-op-{name}"]["change"] == "added by this pass"
+    for name in step.removed:
+        assert widget.details[f"before-op-{name}"]["change"] == "removed by this pass"
+
+    # a click on a node on both sides: it is highlighted on both (the changes keep their fill)
+    kept = next(n for n in step.after.names if n in step.before)
+    from_page(widget, selected=kept)
+    assert set(widget.highlight) == {f"before-op-{kept}", f"after-op-{kept}"}
+    assert CHANGE_COLOURS["removed"] in widget.svg
+    assert widget.details[f"after-op-{kept}"]["mapped"] == [["before", kept, f"before-op-{kept}"]]
 
     stages.show_pass(-1)
     assert stages.pass_picker.value == -1 and stages.pass_step is None and stages.pass_graphs.value == ""
+    assert widget.layout.display == "none"
 
 
 def test_importing_the_graph_widget_loads_no_heavy_library():

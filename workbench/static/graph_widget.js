@@ -211,8 +211,9 @@ function render({ model, el }) {
         if (d.mapped.length) {
           const links = h("span", { class: "wb-graph-mapped" });
           d.mapped.forEach(([side, name], i) => { if (i) links.append(", "); links.append(nameLink(name, `select ${side.toUpperCase()} node ${name}`)); });
-          table.append(row(d.side === "fx" ? "ONNX nodes" : "FX nodes", links));
+          table.append(row(d.mapped_label || (d.side === "fx" ? "ONNX nodes" : "FX nodes"), links));
         }
+        if (d.change) table.append(row("this pass", d.change));
         if (d.origin && d.origin !== "fx") table.append(row("origin", d.origin));
         panel.append(h("div", { class: `wb-graph-card wb-graph-card-${d.side}`, "data-id": id },
           h("div", { class: "wb-graph-card-title" }, `${d.side.toUpperCase()} `, h("b", {}, d.name)), table));
@@ -243,6 +244,7 @@ function render({ model, el }) {
 
   function drawToolbar() {
     const overlay = model.get("overlay");
+    overlayGroup.style.display = model.get("show_overlays") === false ? "none" : "";  // no overlay on a pass's graphs
     for (const b of overlayButtons) b.classList.toggle("wb-active", b.dataset.overlay === overlay);
     status.textContent = model.get("status") || "";
     note.textContent = model.get("note") || "";
@@ -368,10 +370,11 @@ function render({ model, el }) {
   model.on("change:status", drawToolbar);
   model.on("change:note", drawToolbar);
   model.on("change:height", drawToolbar);
+  model.on("change:show_overlays", drawToolbar);
   drawToolbar(); drawMessage(); redraw();
 
   return () => {
-    for (const name of ["svg", "highlight", "selected", "expanded", "message", "overlay", "status", "note", "height"]) model.off(`change:${name}`);
+    for (const name of ["svg", "highlight", "selected", "expanded", "message", "overlay", "status", "note", "height", "show_overlays"]) model.off(`change:${name}`);
   };
 }
 

@@ -3,7 +3,9 @@ its status, seconds, whether it came from the cache and its one-line result; the
 failed stage shown once (message, the user's source line, the fix; torch's own text folded);
 every capture attempt, folded; the optimizer pass by pass, folded, and under it a pass picker
 that draws the ONNX model before and after the chosen pass, the nodes it removed, added and
-changed highlighted (:func:`exporter.graphs.draw.before_after`, the graph view's own layout);
+changed highlighted (:func:`exporter.graphs.draw.before_after`, the graph view's own layout, in
+the graph widget's front end: :class:`workbench.pass_graph_widget.PassGraphWidget`; a static
+SVG without anywidget);
 the ONNX inputs and outputs; buttons to run the next step or everything (stages and verify; a
 benchmark only from its own button).
 """
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from exporter.pipeline.pass_records import OptimizerPasses
     from exporter.pipeline.stage import StageResult
     from exporter.session import Session
+    from workbench.pass_graph_widget import PassGraphWidget
 
 __all__ = ["STEPS", "StagesView"]
 
@@ -37,6 +40,14 @@ _NO_PASS = "(pick a pass to see the graphs before and after it)"
 
 def _pass_choice(index: int, label: str, removed: int, added: int, changed: int) -> str:
     return f"{index}: {label} ({removed} removed, {added} added, {changed} changed)"
+
+
+def _pass_widget() -> PassGraphWidget | None:
+    try:  # anywidget is an optional dependency: without it the drawing is a static SVG
+        from workbench.pass_graph_widget import PassGraphWidget
+    except ImportError:
+        return None
+    return PassGraphWidget(height="420px")
 
 
 def _legend() -> str:
@@ -78,7 +89,13 @@ class StagesView:
         self.pass_picker.observe(lambda change: self.show_pass(change["new"]), names="value")
         self.pass_graphs = widgets.HTML()
         self.pass_graphs.add_class("wb-pass-graphs")
-        self.pass_box = widgets.VBox([self.pass_picker, self.pass_graphs], layout=widgets.Layout(display="none"))
+        self.pass_widget = _pass_widget()  # pan, zoom, click: the graph widget's front end
+        if self.pass_widget is not None:
+            self.pass_widget.add_class("wb-pass-graph-widget")
+            self.pass_widget.layout.display = "none"  # until a pass is picked
+        self.pass_box = widgets.VBox([self.pass_picker, self.pass_graphs]
+                                     + ([self.pass_widget] if self.pass_widget is not None else []),
+                                     layout=widgets.Layout(display="none", max_width="100%"))
         self.last_good = widgets.HTML()
         self.next_button = widgets.Button(description="Run next step", icon="step-forward",
                                           layout=widgets.Layout(width="auto"))
@@ -176,6 +193,8 @@ class StagesView:
     def _clear_pass_picker(self) -> None:
         self.pass_step, self.pass_view = None, None
         self.pass_graphs.value = ""
+        if self.pass_widget is not None:
+            self.pass_widget.layout.display = "none"
         self.pass_picker.options = [(_NO_PASS, -1)]
         self.pass_picker.value = -1
         self.pass_box.layout.display = "none"
@@ -188,20 +207,31 @@ class StagesView:
             self.pass_picker.value = index  # calls back here with the same index
             return
         self.pass_step, self.pass_view = None, None
+        if self.pass_widget is not None:
+            self.pass_widget.layout.display = "none"
         if index < 0 or self._session is None:
             self.pass_graphs.value = ""
             return
         self.pass_graphs.value = pane(verdict("running", f"replaying the passes up to pass {index}…"))
         try:
             self.pass_step = pass_graphs(self._session, index)
-            self.pass_view = before_after(self.pass_step)
+            if self.pass_widget is not None:
+                self.pass_widget.show_step(self.pass_step)
+                self.pass_view = self.pass_widget.view
+            else:
+                self.pass_view = before_after(self.pass_step)
         except Exception as exc:  # noqa: BLE001 - a UI callback shows the error, never raises into the page
             self.pass_graphs.value = failure_html(Failure.from_exception(exc, "optimize"),
                                                   f"drawing pass {index} failed")
             return
         view = self.pass_view
-        body = (f'<div class="wb-pass-svg" style="overflow:auto; max-height:70vh; max-width:100%">{view.svg}</div>'
-                if view.svg else view._repr_html_())
+        if self.pass_widget is not None:
+            body = ""  # the widget below draws it
+            self.pass_widget.layout.display = None
+        elif view is not None and view.svg:
+            body = f'<div class="wb-pass-svg" style="overflow:auto; max-height:70vh; max-width:100%">{view.svg}</div>'
+        else:
+            body = view._repr_html_() if view is not None else ""
         step = self.pass_step
         self.pass_graphs.value = (
             f'<div class="wb-pass-caption">{esc(step.record.label)}: {esc(step.record.description)}; '
