@@ -82,6 +82,7 @@ class StagesView:
         self.passes.add_class("wb-optimizer-passes")
         self._session: Session | None = None
         self.pass_step: PassGraphs | None = None  # the pass drawn below the pass table
+        self._pass_steps: dict[int, PassGraphs] = {}  # of this session: picked again, drawn without a replay
         self.pass_view: GraphView | None = None
         self.pass_picker = widgets.Dropdown(options=[(_NO_PASS, -1)], value=-1, description="Pass",
                                             layout=widgets.Layout(width="auto", max_width="100%"))
@@ -192,6 +193,7 @@ class StagesView:
 
     def _clear_pass_picker(self) -> None:
         self.pass_step, self.pass_view = None, None
+        self._pass_steps = {}
         self.pass_graphs.value = ""
         if self.pass_widget is not None:
             self.pass_widget.layout.display = "none"
@@ -214,7 +216,9 @@ class StagesView:
             return
         self.pass_graphs.value = pane(verdict("running", f"replaying the passes up to pass {index}…"))
         try:
-            self.pass_step = pass_graphs(self._session, index)
+            if index not in self._pass_steps:
+                self._pass_steps[index] = pass_graphs(self._session, index)
+            self.pass_step = self._pass_steps[index]
             if self.pass_widget is not None:
                 self.pass_widget.show_step(self.pass_step)
                 self.pass_view = self.pass_widget.view
