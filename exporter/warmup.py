@@ -10,12 +10,15 @@ per-process caches fill); ``%load_ext workbench`` calls it and returns at once.
 - The thread never raises: a failure is logged at debug level (logger ``exporter.warmup``) and
   the first real export pays the costs as it would have.
 - torch's C++ libraries are loaded first with the GIL released, so the kernel keeps answering
-  cells while they load.
+  cells while they load. Two C initialisations still hold the GIL (ml_dtypes', which onnx
+  imports, and torch._C's: 0.3-1 s in all, in the first seconds): a cell run in that window
+  waits for them.
 - A user's ``import torch`` meanwhile waits for the thread's import to finish (Python's import
   lock) instead of importing twice. The tiny export runs on the export worker
   (:mod:`exporter.worker`) and every stage takes the session's torch lock, so it never runs
-  a capture at the same time as an export of the user's (``export()``, ``Session.run``,
-  ``Session.submit``, ``%onnx_export``).
+  a capture at the same time as an export of the user's through the exporter (``export()``,
+  ``Session.run``, ``Session.submit``, ``%onnx_export``); a bare ``torch.export.export`` of the
+  user's started within the warm-up's first seconds is not serialised with it.
 """
 
 from __future__ import annotations
