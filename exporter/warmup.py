@@ -133,15 +133,53 @@ def _preload_torch_libraries() -> None:
             return
 
 
-def _import_libraries() -> None:
-    # First the imports whose C initialisation holds the GIL longest (ml_dtypes, which onnx and
-    # onnx_ir import: 0.5-1.5 s; torch._C: 0.3-0.7 s), while the user is still typing the
-    # cell after %load_ext: a cell run meanwhile waits for them.
-    import ml_dtypes  # noqa: F401
-    import torch  # noqa: F401
+# First the imports whose C initialisation holds the GIL longest (ml_dtypes, which onnx and
+# onnx_ir import: 0.5-1.5 s; torch._C: 0.3-0.7 s), while the user is still typing the cell
+# after %load_ext: a cell run meanwhile waits for them. onnxruntime: verify's session.
+_LIBRARIES = ("ml_dtypes", "torch", "onnxscript", "onnxruntime")
 
-    import onnxscript  # noqa: F401
-    import onnxruntime  # noqa: F401 - verify's session; imported for its start-up time
+
+def _import_libraries() -> None:
+    for name in _LIBRARIES:
+        _import_alone(name)
+
+
+def _import_alone(name: str) -> None:
+    """Import ``name`` while no other thread imports anything: under Python's global import
+    lock, taken only when no other thread is inside an import (holds a module lock). A module
+    lock cannot be taken without the global lock, so no other import starts until ours ends;
+    one that has started is let finish first (taking the global lock then could deadlock with
+    it). Two threads never run the same C extension's initialisation at once (numpy's refuses
+    a second one: "cannot load module more than once per process"). Another thread's import
+    of a new module waits for this one (the GIL is released while it waits)."""
+    import _imp
+    import importlib
+    import time
+
+    while True:
+        _imp.acquire_lock()
+        if not _another_thread_importing():
+            try:
+                importlib.import_module(name)
+            finally:
+                _imp.release_lock()
+            return
+        _imp.release_lock()
+        time.sleep(0.01)
+
+
+def _another_thread_importing() -> bool:
+    """Whether a thread other than this one holds a module lock (call under the global
+    import lock, which guards the table of module locks)."""
+    from importlib import _bootstrap
+
+    me = threading.get_ident()
+    for reference in list(_bootstrap._module_locks.values()):  # type: ignore[attr-defined]
+        lock = reference()
+        owner = getattr(lock, "owner", None)
+        if owner and owner != me and getattr(lock, "count", 0):
+            return True
+    return False
 
 
 def _build_registries() -> None:

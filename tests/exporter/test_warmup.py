@@ -88,3 +88,41 @@ def test_an_export_started_while_the_warm_up_runs_gives_the_same_model(delay):
     """, ONNX_WORKBENCH_WARMUP="1")
     same, _racing = out.split()
     assert same == "True"
+
+
+FIRST_CELL = """\
+%load_ext workbench
+import numpy
+import torch
+
+model, x = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval(), torch.randn(4, 8)
+"""
+
+
+def test_a_fresh_kernel_imports_torch_in_the_cell_of_load_ext_while_the_warm_up_imports_it():
+    # The user's imports race the warm-up's (same libraries, same moment): neither fails nor
+    # hangs, and the export after it answers.
+    import os
+
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(cwd=os.getcwd(), env={**os.environ, warmup.WARMUP_ENV_VAR: "1"})
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        for code in (FIRST_CELL, "%onnx_export --no-widget --no-verify --dynamic input.0=batch model(x)",
+                     "from exporter import warmup\nwarmup.warmup_thread().join(120)\n"
+                     "assert not warmup.warmup_thread().is_alive()"):
+            errors: list[str] = []
+
+            def keep(message: dict, errors: list[str] = errors) -> None:
+                if message["msg_type"] == "error":
+                    errors.append("\n".join(message["content"]["traceback"]))
+
+            reply = client.execute_interactive(code, timeout=180, output_hook=keep)
+            assert reply["content"]["status"] == "ok", (code, errors)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
