@@ -141,36 +141,28 @@ _LIBRARIES = ("ml_dtypes", "torch", "onnxscript", "onnxruntime")
 
 def _import_libraries() -> None:
     for name in _LIBRARIES:
-        _import_alone(name)
+        _import_after_others(name)
 
 
-def _import_alone(name: str) -> None:
-    """Import ``name`` while no other thread imports anything: under Python's global import
-    lock, taken only when no other thread is inside an import (holds a module lock). A module
-    lock cannot be taken without the global lock, so no other import starts until ours ends;
-    one that has started is let finish first (taking the global lock then could deadlock with
-    it). Two threads never run the same C extension's initialisation at once (numpy's refuses
-    a second one: "cannot load module more than once per process"). Another thread's import
-    of a new module waits for this one (the GIL is released while it waits)."""
-    import _imp
+def _import_after_others(name: str, patience: float = 30.0) -> None:
+    """Import ``name`` once no other thread is inside an import (holds a module lock), waiting
+    up to ``patience`` seconds for that: the user's own ``import torch`` in the cell of
+    ``%load_ext`` runs alone, the warm-up's import of a library then finds it in ``sys.modules``.
+    An import the user starts after ours waits for it on Python's module lock. (Taking Python's
+    global import lock for the whole import would serialise them fully, but any cell then
+    waits seconds for it: measured.)"""
     import importlib
     import time
 
-    while True:
-        _imp.acquire_lock()
-        if not _another_thread_importing():
-            try:
-                importlib.import_module(name)
-            finally:
-                _imp.release_lock()
-            return
-        _imp.release_lock()
-        time.sleep(0.01)
+    deadline = time.monotonic() + patience
+    while _another_thread_importing() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    importlib.import_module(name)
 
 
 def _another_thread_importing() -> bool:
-    """Whether a thread other than this one holds a module lock (call under the global
-    import lock, which guards the table of module locks)."""
+    """Whether a thread other than this one holds a module lock (a snapshot of importlib's
+    table of module locks)."""
     from importlib import _bootstrap
 
     me = threading.get_ident()
