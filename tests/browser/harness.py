@@ -68,7 +68,9 @@ class Lab:
         return self
 
     def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}?token={self.token}"
+        # ?reset: a fresh workspace with this notebook alone, not the tabs an earlier test of the
+        # same server left open (their hidden cells would match the selectors of this one).
+        return f"{self.url}/lab/tree/{name}?reset&token={self.token}"
 
     def log_tail(self, lines: int = 40) -> str:
         try:
