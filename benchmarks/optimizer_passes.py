@@ -7,7 +7,7 @@ On the translated model of the demo block (and, with ``--stack N``, of N demo bl
 row), alternating in one process, each on a fresh ``clone()`` of the translated model:
 
 - plain: ``compat.optimize_onnx_ir`` (onnxscript's ``optimize``);
-- recorded: ``exporter.passes.run_passes`` (the same passes one by one, each recorded:
+- recorded: ``exporter.pipeline.optimize.run_passes`` (the same passes one by one, each recorded:
   node snapshots and diff, initializer names, the structural check);
 - unrecorded: ``run_passes(record=False)`` (the pass-by-pass loop alone).
 
@@ -52,7 +52,7 @@ def measure(model: Any, repeats: int) -> dict[str, float]:
     import onnx_ir as ir
 
     from exporter import compat
-    from exporter.passes import run_passes
+    from exporter.pipeline.optimize import run_passes
 
     contenders = {
         "plain": lambda m: compat.optimize_onnx_ir(m),

@@ -192,10 +192,7 @@ def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_pa
     page = narrow_page
     failure_screenshot(page)
     write_notebook(lab.root, "workbench-graphs.ipynb", WORKBENCH_CELLS)
-    # a workspace of its own: the default one would reopen the first test's notebook beside it
-    page.goto(f"{lab.url}/lab/workspaces/graphs-tab/tree/workbench-graphs.ipynb?token={lab.token}")
-    page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=60_000)
-    page.get_by_text("| Idle").first.wait_for(state="visible", timeout=60_000)
+    open_notebook(page, lab, "workbench-graphs.ipynb")  # a fresh workspace: this notebook alone
     page.wait_for_timeout(500)
     ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
@@ -226,9 +223,7 @@ def test_stages_tab_draws_a_picked_optimizer_pass_before_and_after(lab, narrow_p
     page = narrow_page
     failure_screenshot(page)
     write_notebook(lab.root, "workbench-passes.ipynb", WORKBENCH_CELLS)
-    page.goto(f"{lab.url}/lab/workspaces/passes/tree/workbench-passes.ipynb?token={lab.token}")
-    page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=60_000)
-    page.get_by_text("| Idle").first.wait_for(state="visible", timeout=60_000)
+    open_notebook(page, lab, "workbench-passes.ipynb")  # a fresh workspace: this notebook alone
     page.wait_for_timeout(500)
     ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
