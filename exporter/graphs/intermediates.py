@@ -30,6 +30,7 @@ from .. import compat
 from ..artifacts import ExportArtifacts, ExportGraphs, ExportInputs
 from ..cases import dim_groups, make_case_inputs, plan_cases
 from ..errors import Failure, first_line
+from ..events import CancelToken, Cancelled
 from ..model_state import preserved
 from ..presentation import Presentable
 from ..serialize import initializer_bytes, write_external_data
@@ -42,6 +43,7 @@ from .onnx import onnx_node_name
 if TYPE_CHECKING:
     import onnxruntime
 
+    from ..ort_model import OrtModel
     from ..verify.results import CaseResult, VerifyResult
     from ..verify.tolerance import Tolerance
 
@@ -120,7 +122,8 @@ class IntermediateComparison(Presentable):
 
     ``status``: ``passed`` (every compared value within tolerance and the program's outputs
     match eager PyTorch), ``failed`` (a node is bad: see :attr:`first_bad`; or the program
-    already differs from eager: ``program_differs``; or nothing could run: ``error``).
+    already differs from eager: ``program_differs``; or nothing could run: ``error``), or
+    ``cancelled`` (its ``CancelToken`` was set: no rows).
     ``rows``: one :class:`IntermediateRow` per ONNX node of the optimized model, in topological
     order. ``chunks``: onnxruntime runs made; ``fx_runs``: FX interpreter runs; ``peak_bytes``:
     the most intermediate-value bytes held at once (both sides)."""
@@ -193,6 +196,8 @@ class IntermediateComparison(Presentable):
 
     @property
     def verdict(self) -> str:
+        if self.status == "cancelled":
+            return f"cancelled ({self.case})"
         if self.error:
             return f"not compared ({self.case}): {self.error}"
         counts = f"{self.compared} of {len(self.rows)} ONNX nodes compared"
@@ -221,6 +226,7 @@ def compare_intermediates(
     kwargs: Mapping[str, Any] | None = None,
     tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    cancel: CancelToken | None = None,
 ) -> IntermediateComparison:
     """Compare every ONNX node's output with its FX node's value on one set of inputs.
 
@@ -231,7 +237,9 @@ def compare_intermediates(
     hook; else the same sizes with fresh values). ``args`` / ``kwargs``: explicit inputs,
     given like the model's forward (``case`` then only names them). ``tolerances``: as
     :func:`exporter.verify.verify` takes them. ``max_bytes``: the intermediate values held
-    per side at once (see the module docstring).
+    per side at once (see the module docstring). ``cancel``: checked before each run and
+    between the FX interpreter's nodes and the onnxruntime chunks; a cancelled comparison has
+    status ``cancelled`` and no rows.
 
     Never raises for a wrong model or a failing run (a result with ``error``); raises the
     stage's :class:`~exporter.ExportError` when the export itself failed, and ``ValueError``
@@ -241,6 +249,17 @@ def compare_intermediates(
     model = session.stage_output("optimize")
     mapping = session.graphs.mapping
     name, case_args, case_kwargs = _case_inputs(session, case, args, kwargs)
+    try:
+        return _compare(session, name, case_args, case_kwargs, program, model, mapping, tolerances, max_bytes,
+                        cancel or CancelToken(), start)
+    except Cancelled:
+        return IntermediateComparison(name, "cancelled", seconds=time.perf_counter() - start)
+
+
+def _compare(session: IntermediatesSource, name: str, case_args: tuple, case_kwargs: dict, program: Any, model: Any,
+             mapping: Any, tolerances: Any, max_bytes: int, cancel: CancelToken, start: float) -> IntermediateComparison:
+    """compare_intermediates once the inputs are known; raises Cancelled when ``cancel`` is set."""
+    cancel.check()
 
     def failed(message: str, exc: BaseException, *, fx_runs: int = 0, chunks: int = 0,
                program_differs: str | None = None) -> IntermediateComparison:
@@ -262,7 +281,7 @@ def compare_intermediates(
 
     inputs = program_inputs(program, session, case_args, case_kwargs)
     try:
-        outputs, sizes, kept = _run_fx(program, inputs, wanted, max_bytes)
+        outputs, sizes, kept = _run_fx(program, inputs, wanted, max_bytes, cancel)
     except Exception as exc:  # noqa: BLE001
         return failed(f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
                       "assumed something that only holds near the example", exc)
@@ -271,10 +290,10 @@ def compare_intermediates(
     fx_runs = 1
     chunks = _chunks(nodes, pairs, sizes, max_bytes)
     peak = sum(_nbytes(v) for v in kept.values()) if kept is not None else 0
-    runner = _OrtRunner(model)
+    runner = _OrtRunner(model, session.ort_model)
     try:
         rows, peak, fx_runs, error = _compare_chunks(name, chunks, pairs, mapping, program, inputs, kept, feeds,
-                                                     runner, tolerances, peak, fx_runs)
+                                                     runner, tolerances, peak, fx_runs, cancel)
     finally:
         runner.close()
     if error is not None:
@@ -290,16 +309,17 @@ def compare_intermediates(
 
 def _compare_chunks(name: str, chunks: Sequence[Sequence[_Node]], pairs: Mapping[str, list[tuple[str, str]]],
                     mapping: Any, program: Any, inputs: Sequence[Any], kept: dict[str, Any] | None,
-                    feeds: Mapping[str, Any], runner: _OrtRunner, tolerances: Any, peak: int,
-                    fx_runs: int) -> tuple[dict[str, IntermediateRow], int, int, tuple[str, BaseException] | None]:
+                    feeds: Mapping[str, Any], runner: _OrtRunner, tolerances: Any, peak: int, fx_runs: int,
+                    cancel: CancelToken) -> tuple[dict[str, IntermediateRow], int, int, tuple[str, BaseException] | None]:
     """Each chunk: its FX values (kept, or from one more FX run), one onnxruntime run, its rows."""
     rows: dict[str, IntermediateRow] = {}
     for chunk in chunks:
+        cancel.check()
         if kept is not None:
             fx_values = kept
         else:
             needed = {fx for node in chunk for _, fx in pairs[node.name]}
-            _, _, every = _run_fx(program, inputs, needed, None)
+            _, _, every = _run_fx(program, inputs, needed, None, cancel)
             fx_values = every or {}  # no budget: every wanted value
             fx_runs += 1
         value_names = [v for node in chunk for v, _ in pairs[node.name]]
@@ -380,9 +400,10 @@ def _nbytes(value: Any) -> int:
     return int(nbytes or 0)
 
 
-def _run_fx(program: Any, inputs: Sequence[Any], wanted: set[str],
-            budget: int | None) -> tuple[list[Any], dict[str, int], dict[str, Any] | None]:
-    """Run the program's graph once, freeing values after their last use. Returns its user
+def _run_fx(program: Any, inputs: Sequence[Any], wanted: set[str], budget: int | None,
+            cancel: CancelToken | None = None) -> tuple[list[Any], dict[str, int], dict[str, Any] | None]:
+    """Run the program's graph once, freeing values after their last use (``cancel`` checked
+    before each node). Returns its user
     outputs, the size of every wanted value, and the wanted values when they fit ``budget``
     (None when they do not; every wanted value when ``budget`` is None)."""
     import torch
@@ -393,6 +414,8 @@ def _run_fx(program: Any, inputs: Sequence[Any], wanted: set[str],
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, node: Any) -> Any:
+            if cancel is not None:
+                cancel.check()
             result = super().run_node(node)
             if node.name in wanted:
                 size = _nbytes(result)
@@ -475,14 +498,16 @@ class _OrtRunner:
     run once per chunk with that chunk's values as extra graph outputs.
 
     The model is serialized once. Its weights stay in that protobuf when they are small
-    (under :data:`_INLINE_WEIGHTS`); otherwise they are written once to a temporary directory
+    (under :data:`_INLINE_WEIGHTS`; a copy of the session's :class:`~exporter.ort_model.OrtModel`
+    proto, which verify and the benchmark build too, so it is serialized once per export); otherwise they are written once to a temporary directory
     and each chunk's model is a small graph file beside them that refers to them, so a chunk
     never copies the weights in memory. The session of a one-chunk run of a small model
     (weights under :data:`_CACHED_WEIGHTS`) is kept for the next call on the same model (one
     entry): another case costs no session build. :meth:`close` removes the directory."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, ort_model: OrtModel) -> None:
         self._model = model
+        self._ort_model = ort_model
         self._proto: Any = None
         self._directory: Any = None
         self._types: dict[str, Any] = {}
@@ -511,6 +536,8 @@ class _OrtRunner:
 
         self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
         if initializer_bytes(self._model) <= _INLINE_WEIGHTS:
+            if self._ort_model.model is self._model and not self._ort_model.is_large:
+                return self._ort_model.model_proto
             return ir.to_proto(self._model)
         import tempfile
         from pathlib import Path

@@ -9,6 +9,7 @@ import torch
 
 import exporter
 from exporter import masked_attention
+from exporter.events import CancelToken
 from exporter.pipeline import stages
 from exporter.graphs import IntermediateComparison
 
@@ -192,3 +193,41 @@ def test_an_export_whose_translation_failed_raises_its_stage_error(monkeypatch):
     with pytest.raises(exporter.ExportError) as caught:
         session.compare_intermediates()
     assert caught.value.stage == "translate"
+
+
+class _CancelAfter(CancelToken):
+    """A CancelToken set on its ``checks``-th check: a Cancel pressed mid-run."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.left = checks
+
+    def check(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.cancel()
+        super().check()
+
+
+def test_a_cancel_before_or_during_the_run_gives_a_cancelled_result_that_is_not_kept():
+    session = _export(Block())
+    session.run()
+    token = CancelToken()
+    token.cancel()
+    before = session.compare_intermediates(cancel=token)
+    during = session.compare_intermediates(cancel=_CancelAfter(4))  # inside the FX interpreter's run
+
+    for result in (before, during):
+        assert result.status == "cancelled" and result.rows == () and not result.ok
+        assert "cancelled" in result.summary()
+    assert "compare_intermediates" not in session.analyses
+    assert session.compare_intermediates().ok  # the next call runs whole
+
+
+def test_after_verify_the_model_is_not_serialized_again(monkeypatch):
+    import onnx_ir
+
+    session = _export(Block())
+    assert session.verify(edge_values=False).ok  # builds the session's OrtModel proto
+    monkeypatch.setattr(onnx_ir, "to_proto", lambda *a, **k: pytest.fail("serialized the model again"))
+    assert session.compare_intermediates().ok
