@@ -8,13 +8,16 @@
     view.expanded                        # the module paths drawn open, as the page shows them
     view.search("encoder.layer.1")       # what Enter in the search box does
     view.overlay = "time"                # "none", "error" (session.compare_intermediates()), "time" (profile)
+    view.wait_overlay()                  # the overlay is computed on the export worker; view.cancel_overlay() stops it
 
 A thin skin: the layout is :func:`exporter.graphs.draw.side_by_side` (Graphviz ``dot``),
 the node details come from :mod:`exporter.graphs` (sent to the page as a compact JSON keyed by
 the SVG element id, for the elements drawn), the overlays from the session's analyses. The
 front end (``workbench/static/graph_widget.js``, an anywidget ES module) highlights a clicked
 node and its counterparts at once, then tells Python, which owns ``selected`` and
-``expanded``: a change from either side is drawn on both.
+``expanded``: a change from either side is drawn on both. An overlay is computed (and laid out)
+on the export worker, like every analysis of the Workbench: the page keeps the previous drawing
+and answers, shows "computing…" and a Cancel button, and the overlay is drawn when it arrives.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,12 +35,14 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
+from exporter.events import CancelToken
 from exporter.graphs.draw import GraphView, fx_alone, side_by_side
 from exporter.graphs.mapping import MappingEntry, NodeMapping
 from exporter.graphs.model import Graph, GraphNode, module_ancestors
 from exporter.graphs.modules import module_sort_key, module_tree, short_op
 from exporter.graphs.overlay import overlay_values
 from exporter.graphs.session_graphs import SessionGraphs
+from exporter.worker import WORKER_THREAD_NAME, submit_work
 
 if TYPE_CHECKING:
     from exporter.session import Session
@@ -117,12 +123,40 @@ def _close(name: str, candidates: Iterable[str], n: int = 8) -> list[str]:
     return list(dict.fromkeys(near + contains))[:n]
 
 
+@dataclass
+class _OverlayJob:
+    """One overlay computed on the export worker: what it paints, how to stop it, when it is done."""
+
+    kind: str
+    previous: str  # the overlay drawn when it started: what a cancel goes back to
+    token: CancelToken
+    done: threading.Event
+
+
+@dataclass(frozen=True)
+class _OverlayOutcome:
+    """What an overlay job found: values per node, the node to select, the panel message,
+    a first layout with the values (None: lay out again when applied), or why it failed."""
+
+    values: dict[str, float]
+    first_bad: str | None = None
+    message: dict[str, Any] | None = None
+    view: GraphView | None = None
+    expand: tuple[str, ...] = ()
+    cancelled: bool = False
+
+
 class GraphWidget(anywidget.AnyWidget):
     """FX (left) and ONNX (right) graphs of a session, grouped into modules, that you can
     click, search, pan and zoom. State both ways: ``selected`` (a node name, FX or ONNX, or a
     module path; ``""`` for nothing), ``expanded`` (module paths drawn open), ``overlay``
     (``none``, ``error``, ``time``). ``message`` is what the panel says about the last
-    search or overlay (``{"kind", "text", "names"}``)."""
+    search or overlay (``{"kind", "text", "names"}``).
+
+    Setting ``overlay`` returns at once: the values are computed on the export worker (the
+    page shows ``computing`` and a Cancel button; :meth:`cancel_overlay` is that button,
+    :meth:`wait_overlay` waits for the drawing). A cancel keeps the previous overlay and
+    drawing, with ``status`` ``"cancelled"``."""
 
     _esm = STATIC / "graph_widget.js"
     _css = STATIC / "graph_widget.css"
@@ -137,6 +171,7 @@ class GraphWidget(anywidget.AnyWidget):
     message = traitlets.Dict().tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
+    computing = traitlets.Unicode("").tag(sync=True)  # the overlay being computed ("" when none): the page shows Cancel
     layout_seconds = traitlets.Float(0.0).tag(sync=True)
     height = traitlets.Unicode("480px").tag(sync=True)
 
@@ -151,6 +186,11 @@ class GraphWidget(anywidget.AnyWidget):
         self._max_children = max_children
         self._fx_kind = fx
         self._quiet = False  # set while Python itself writes a trait the observers would redo
+        # The overlay job writes traits from the export worker: drawings take this lock, so a
+        # page message handled on the kernel thread and a late overlay never interleave.
+        self._lock = threading.RLock()
+        self._job: _OverlayJob | None = None
+        self._drawn_overlay = "none"  # the overlay whose values are drawn
         self.on_msg(self._on_front_end_msg)
         if session is not None:
             expand = [expand] if isinstance(expand, str) else list(expand)
@@ -160,13 +200,17 @@ class GraphWidget(anywidget.AnyWidget):
                 self.selected = select
             if overlay != "none":
                 self.overlay = overlay
+                self.wait_overlay()  # the constructor returns the widget drawn as asked
 
     # -- loading ------------------------------------------------------------------------------------
     def show_prepared(self, prepared: PreparedGraphs) -> None:
         """Draw another session's graphs (the Workbench's Draw button; the layout may already
         be done). Selection and open modules are kept where they still exist."""
+        self._cancel_job()
         self._prepared = prepared
         self._values = {}
+        self._drawn_overlay = "none"
+        self.computing = ""
         modules = self._module_paths()
         op_types = {n.op for n in self._nodes()} | {_short(n.op) for n in self._nodes()}
         self.names = sorted(set(self._node_names()) | modules | op_types)
@@ -300,32 +344,106 @@ class GraphWidget(anywidget.AnyWidget):
     def _overlay_changed(self, change: Any) -> None:
         if self._quiet or self._prepared is None:
             return
-        self._values, first_bad = {}, None
-        self.message = {}
-        try:
-            if change["new"] == "time":
-                self.status = "profiling in onnxruntime…"
-                self._values = self._time_values()
-            elif change["new"] == "error":
-                self.status = "comparing every intermediate value, FX vs ONNX…"
-                self._values, first_bad = self._error_values()
-        except Exception as exc:  # noqa: BLE001 - shown in the panel, never raised into the page
-            self.message = {"kind": "error", "text": f"the {change['new']} overlay could not be computed: "
-                            f"{(str(exc).splitlines() or [type(exc).__name__])[0]}", "names": []}
-        finally:
-            self.status = ""
-        if first_bad:
-            self.message = {"kind": "error", "text": "verify failed; selected the first node whose error exceeds "
-                            "the tolerance:", "names": [first_bad]}
-            with self.hold_sync():
-                self._relayout(sorted(set(self.expanded) | self._modules_to_open(first_bad)))
-                self.selected = first_bad
-            return
-        self._relayout(self.expanded)
+        with self._lock:
+            self._cancel_job()
+            self.message = {}
+            if change["new"] == "none":
+                self._values, self._drawn_overlay, self.computing, self.status = {}, "none", "", ""
+                self._relayout(self.expanded)
+                return
+            job = _OverlayJob(change["new"], self._drawn_overlay, CancelToken(), threading.Event())
+            self._job = job
+            self.computing = job.kind
+            self.status = ("profiling in onnxruntime…" if job.kind == "time"
+                           else "comparing every intermediate value, FX vs ONNX…")
+        if threading.current_thread().name.startswith(WORKER_THREAD_NAME):
+            self._run_job(job)  # already on the worker (a Workbench renderer): waiting for it would deadlock
+        else:
+            submit_work(self._run_job, job)
 
-    def _time_values(self) -> dict[str, float]:
+    def cancel_overlay(self) -> bool:
+        """Stop the overlay being computed (the page's Cancel button): the previous overlay
+        and drawing stay, ``status`` says ``cancelled``. False when nothing was computing."""
+        with self._lock:
+            job = self._cancel_job()
+            if job is None:
+                return False
+            self._quiet = True
+            try:
+                self.overlay = job.previous
+            finally:
+                self._quiet = False
+            self.computing, self.status = "", "cancelled"
+            return True
+
+    def wait_overlay(self, timeout: float | None = None) -> bool:
+        """Wait until the overlay asked for is drawn (or failed, or was cancelled); False on timeout."""
+        job = self._job
+        return job is None or job.done.wait(timeout)
+
+    def _cancel_job(self) -> _OverlayJob | None:
+        """Forget the running overlay job and tell it to stop; its result will be ignored."""
+        with self._lock:
+            job, self._job = self._job, None
+        if job is not None:
+            job.token.cancel()
+            job.done.set()
+        return job
+
+    def _run_job(self, job: _OverlayJob) -> None:
+        """On the export worker: compute the values and lay them out, then draw them if the job
+        is still the one asked for."""
+        try:
+            outcome = self._compute_overlay(job)
+        except Exception as exc:  # noqa: BLE001 - shown in the panel, never raised into the page
+            outcome = _OverlayOutcome({}, message={
+                "kind": "error", "names": [],
+                "text": f"the {job.kind} overlay could not be computed: {(str(exc).splitlines() or [type(exc).__name__])[0]}"})
+        try:
+            with self._lock:
+                if self._job is job and not job.token.cancelled:
+                    self._apply(job, outcome)
+        except Exception as exc:  # noqa: BLE001 - a drawing failure is said in the panel
+            self.message = {"kind": "error", "text": f"drawing the {job.kind} overlay failed: {exc}", "names": []}
+        finally:
+            with self._lock:
+                if self._job is job:
+                    self._job = None
+                    self.computing = ""
+            job.done.set()
+
+    def _compute_overlay(self, job: _OverlayJob) -> _OverlayOutcome:
+        if job.kind == "time":
+            values = self._time_values(job.token)
+            first_bad, message = None, None
+        else:
+            values, first_bad, message = self._error_values(job.token)
+        if job.token.cancelled:
+            return _OverlayOutcome({}, cancelled=True)
+        expand = tuple(sorted(set(self.expanded) | self._modules_to_open(first_bad or "")))
+        return _OverlayOutcome(values, first_bad, message, self._layout(expand, values, job.kind), expand)
+
+    def _apply(self, job: _OverlayJob, outcome: _OverlayOutcome) -> None:
+        """Draw a finished overlay job (under the lock, the job still current)."""
+        if outcome.cancelled:
+            return
+        self._values, self._drawn_overlay = outcome.values, job.kind
+        self.status = ""
+        self.message = outcome.message or {}
+        with self.hold_sync():
+            wanted = set(self.expanded) | self._modules_to_open(outcome.first_bad or "")
+            if outcome.view is not None and set(outcome.expand) == wanted:
+                self._draw(outcome.view)
+            else:  # a module was opened or closed meanwhile
+                self._relayout(sorted(wanted))
+            if outcome.first_bad:
+                self.selected = outcome.first_bad
+
+    def _time_values(self, cancel: CancelToken) -> dict[str, float]:
         session = self._current().session
-        profile = session.analyses.get("profile") or session.profile()
+        profile = session.analyses.get("profile") or session.profile(cancel=cancel)
+        if profile.cancelled:
+            return {}
         if profile.error:
             raise RuntimeError(profile.error)
         values = overlay_values(profile, self._node_names())
@@ -333,11 +451,14 @@ class GraphWidget(anywidget.AnyWidget):
             raise RuntimeError("the profile names no node of the drawing")
         return values
 
-    def _error_values(self) -> tuple[dict[str, float], str | None]:
+    def _error_values(self, cancel: CancelToken) -> tuple[dict[str, float], str | None, dict[str, Any] | None]:
         """Max abs error per ONNX node (a shape or dtype mismatch, ``inf``, painted as the
-        worst), and the node to select: the first bad one when the last verify failed."""
+        worst), the node to select (the first bad one when the last verify failed), and what
+        the panel says."""
         session = self._current().session
-        result = session.compare_intermediates()
+        result = session.compare_intermediates(cancel=cancel)
+        if result.status == "cancelled":
+            return {}, None, None
         if result.error and not result.rows:
             raise RuntimeError(result.error)
         raw = {k: float(v) for k, v in result.values(metric="max_abs").items() if v is not None and v == v}
@@ -348,12 +469,16 @@ class GraphWidget(anywidget.AnyWidget):
         bad_name = bad.onnx_node if bad is not None else None
         last = session.last_verify
         failed = last is not None and str(last.status) == "failed"
-        if bad is not None and bad_name and not failed:
-            self.message = {"kind": "warning", "text": f"first node over the tolerance: {bad.describe()}; select it:",
-                            "names": [bad_name]}
-        elif result.program_differs and not bad_name:
-            self.message = {"kind": "warning", "text": str(result.program_differs), "names": []}
-        return values, (bad_name if failed else None)
+        message: dict[str, Any] | None = None
+        if bad is not None and bad_name and failed:
+            message = {"kind": "error", "text": "verify failed; selected the first node whose error exceeds "
+                       "the tolerance:", "names": [bad_name]}
+        elif bad is not None and bad_name:
+            message = {"kind": "warning", "text": f"first node over the tolerance: {bad.describe()}; select it:",
+                       "names": [bad_name]}
+        elif result.program_differs:
+            message = {"kind": "warning", "text": str(result.program_differs), "names": []}
+        return values, (bad_name if failed else None), message
 
     def _modules_to_open(self, name: str) -> set[str]:
         """Module paths to draw open so that ``name`` (and its counterparts) can be seen."""
@@ -372,6 +497,8 @@ class GraphWidget(anywidget.AnyWidget):
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "search":
             self.search(str(content.get("text", "")))
+        elif isinstance(content, dict) and content.get("type") == "cancel":
+            self.cancel_overlay()
 
     # -- search -----------------------------------------------------------------------------------
     def search(self, text: str) -> str | None:
@@ -412,26 +539,28 @@ class GraphWidget(anywidget.AnyWidget):
 
     # -- drawing ------------------------------------------------------------------------------------
     def _relayout(self, expand: Iterable[str]) -> None:
-        p = self._current()
-        expand = tuple(expand)
-        self.status = "laying out…"
-        try:
-            if p.onnx is not None:
-                view = side_by_side(p.graphs, expand=expand, overlay=self._values or None, fx=p.fx_kind,
-                                    max_children=self._max_children, overlay_reduce=self._reduce())
-            else:
-                view = fx_alone(p.graphs, expand=expand, overlay=self._values or None, fx=p.fx_kind,
-                                max_children=self._max_children, note=p.note, overlay_reduce=self._reduce())
-        finally:
-            self.status = ""
-        self._draw(view)
+        with self._lock:
+            busy = self.status
+            self.status = "laying out…"
+            try:
+                view = self._layout(tuple(expand), self._values, self._drawn_overlay)
+            finally:
+                self.status = busy if self._job is not None else ""
+            self._draw(view)
 
-    def _reduce(self) -> str:
-        """How a module box sums up its nodes: time adds up, an error is as bad as its worst node."""
-        return "max" if self.overlay == "error" else "sum"
+    def _layout(self, expand: tuple[str, ...], values: dict[str, float], overlay: str) -> GraphView:
+        """The drawing with ``values`` painted; a module box sums up its nodes (time adds up,
+        an error is as bad as its worst node)."""
+        p = self._current()
+        reduce = "max" if overlay == "error" else "sum"
+        if p.onnx is not None:
+            return side_by_side(p.graphs, expand=expand, overlay=values or None, fx=p.fx_kind,
+                                max_children=self._max_children, overlay_reduce=reduce)
+        return fx_alone(p.graphs, expand=expand, overlay=values or None, fx=p.fx_kind,
+                        max_children=self._max_children, note=p.note, overlay_reduce=reduce)
 
     def _draw(self, view: GraphView) -> None:
-        with self.hold_sync():
+        with self._lock, self.hold_sync():
             self._quiet = True
             try:
                 if list(view.expanded) != list(self.expanded):
@@ -529,7 +658,7 @@ class GraphWidget(anywidget.AnyWidget):
         mapped = sorted(counterparts[other])
         if value is None and side == "fx" and mapped:
             found = [self._values[m] for m in mapped if m in self._values]
-            value = (max(found) if self.overlay == "error" else sum(found)) if found else None
+            value = (max(found) if self._drawn_overlay == "error" else sum(found)) if found else None
         entry = None
         p = self._current()
         if side == "onnx" and p.mapping is not None:
@@ -542,7 +671,7 @@ class GraphWidget(anywidget.AnyWidget):
             "module": node.module, "class": node.module_class, "source": node.source or (entry.source if entry else None),
             "mapped": [[other, m, f"{other}-op-{m}" if f"{other}-op-{m}" in drawn else None] for m in mapped],
             "origin": entry.origin if entry is not None else None,
-            "value": value, "overlay": self.overlay,
+            "value": value, "overlay": self._drawn_overlay,
         }
 
     def _value_types(self, side: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ and what it sent to the page. Real exports, real Graphviz ``dot``, real onnxrunt
 from __future__ import annotations
 
 import html
+import threading
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from torch import nn
 import exporter
 from exporter.pipeline import stages as pipeline_stages
 from exporter.graphs.draw import CHANGE_COLOURS
+from exporter.worker import submit_work
 from workbench.graph_widget import GraphWidget
 
 pytestmark = pytest.mark.needs_dot
@@ -220,12 +222,60 @@ def test_python_setting_an_unknown_name_raises_with_the_closest_names(session):
 def test_time_overlay_paints_nodes_with_the_profile(session):
     view = GraphWidget(session, expand=["encoder.layer.0"])
     view.overlay = "time"
+    assert view.wait_overlay(120)
     assert view.message == {}
     assert "wb-overlay" in drawn(view)
     timed = [d for d in view.details.values() if d["kind"] == "op" and d["side"] == "onnx" and d["value"]]
     assert timed and all(d["overlay"] == "time" for d in timed)
     view.overlay = "none"
     assert "wb-overlay" not in drawn(view)
+
+
+def _hold_the_worker():
+    """Block the export worker until the returned event is set: what a long analysis does."""
+    gate = threading.Event()
+    submit_work(gate.wait, 120)
+    return gate
+
+
+def test_setting_an_overlay_returns_at_once_and_the_overlay_arrives_from_the_worker(session):
+    view = GraphWidget(session, expand=["encoder.layer.0"])
+    before = view.svg
+    sent_state(view)
+    gate = _hold_the_worker()
+    try:
+        from_page(view, overlay="error")  # returns while the worker is busy: the kernel stays free
+        assert view.computing == "error" and view.status and not view.wait_overlay(0)
+        assert view.svg == before and "wb-overlay" not in drawn(view)  # the previous drawing stays
+        assert sent_state(view)["computing"] == "error"  # the page shows "computing…" and Cancel
+        view.selected = "encoder.layer.0.fc1"  # the widget answers meanwhile
+    finally:
+        gate.set()
+    assert view.wait_overlay(120)
+    assert view.computing == "" and view.status == "" and view.overlay == "error"
+    assert "wb-overlay" in drawn(view) and view.selected == "encoder.layer.0.fc1"
+    painted = [d for d in view.details.values() if d["kind"] == "op" and d["side"] == "onnx" and d["value"] is not None]
+    assert painted and all(d["overlay"] == "error" for d in painted)
+    assert sent_state(view)["computing"] == ""
+
+
+def test_a_cancel_keeps_the_previous_overlay_and_drawing_and_says_cancelled(session):
+    view = GraphWidget(session, expand=["encoder.layer.0"], overlay="time")
+    assert "wb-overlay" in drawn(view)
+    before, details = view.svg, view.details
+    gate = _hold_the_worker()
+    try:
+        from_page(view, overlay="error")
+        assert view.computing == "error"
+        page_sends(view, {"type": "cancel"})  # the Cancel button
+        assert view.overlay == "time" and view.status == "cancelled" and view.computing == ""
+    finally:
+        gate.set()
+    assert view.wait_overlay(120)
+    submit_work(lambda: None).result(120)  # the cancelled job has ended on the worker
+    assert view.overlay == "time" and view.status == "cancelled" and view.computing == ""
+    assert view.svg == before and view.details == details
+    assert not view.cancel_overlay()  # nothing computing any more
 
 
 def _relu_plus_a_hundredth(x):
@@ -253,6 +303,7 @@ def test_error_overlay_after_a_failed_verify_selects_the_first_bad_node(monkeypa
     view = GraphWidget(session)
     page_sends(view, {"type": "noise"})  # an unknown message is ignored
     from_page(view, overlay="error")
+    assert view.wait_overlay(120)
     assert view.selected == first_bad and view.message["kind"] == "error" and view.message["names"] == [first_bad]
     assert f"onnx-op-{first_bad}" in view.highlight and "wb-overlay" in drawn(view)
     assert view.details[f"onnx-op-{first_bad}"]["value"] == pytest.approx(1e-2, rel=1e-3)
@@ -268,6 +319,7 @@ def test_a_model_whose_translate_failed_shows_the_fx_side_alone_and_overlay_erro
     view.selected = "relu"
     assert view.highlight == ["fx-op-relu"] and view.details["fx-op-relu"]["mapped"] == []
     view.overlay = "time"  # no ONNX model to profile: said in the panel, not raised
+    assert view.wait_overlay(120)
     assert view.message["kind"] == "error" and "time overlay could not be computed" in view.message["text"]
 
 

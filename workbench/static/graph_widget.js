@@ -44,7 +44,9 @@ function render({ model, el }) {
                   title: value === "none" ? "no overlay" : value === "error" ? "FX vs ONNX error per node" : "onnxruntime time per node" }, label));
   const overlayGroup = h("span", { class: "wb-graph-overlays", title: "paint the nodes by" }, "overlay ", ...overlayButtons);
   const status = h("span", { class: "wb-graph-status" });
-  const toolbar = h("div", { class: "wb-graph-toolbar" }, search, datalist, fit, zoomOut, zoomIn, overlayGroup, status);
+  // An overlay is computed on the kernel's export worker: the drawing stays, this stops it.
+  const cancel = h("button", { class: "wb-graph-cancel", title: "stop computing the overlay (the previous one stays)" }, "Cancel");
+  const toolbar = h("div", { class: "wb-graph-toolbar" }, search, datalist, fit, zoomOut, zoomIn, overlayGroup, status, cancel);
   const crumbs = h("div", { class: "wb-graph-crumbs" });
   const note = h("div", { class: "wb-graph-note" });
   const message = h("div", { class: "wb-graph-message" });
@@ -246,7 +248,11 @@ function render({ model, el }) {
     const overlay = model.get("overlay");
     overlayGroup.style.display = model.get("show_overlays") === false ? "none" : "";  // no overlay on a pass's graphs
     for (const b of overlayButtons) b.classList.toggle("wb-active", b.dataset.overlay === overlay);
-    status.textContent = model.get("status") || "";
+    const computing = model.get("computing") || "";
+    status.textContent = model.get("status") || (computing ? "computing…" : "");
+    status.classList.toggle("wb-graph-computing", Boolean(computing));
+    cancel.style.display = computing ? "" : "none";
+    for (const b of overlayButtons) b.classList.toggle("wb-pending", Boolean(computing) && b.dataset.overlay === computing);
     note.textContent = model.get("note") || "";
     note.style.display = model.get("note") ? "" : "none";
     viewport.style.height = model.get("height") || "480px";
@@ -348,6 +354,7 @@ function render({ model, el }) {
   zoomIn.addEventListener("click", () => zoomAt(1.25, viewport.clientWidth / 2, viewport.clientHeight / 2));
   zoomOut.addEventListener("click", () => zoomAt(0.8, viewport.clientWidth / 2, viewport.clientHeight / 2));
   for (const b of overlayButtons) b.addEventListener("click", () => { model.set("overlay", b.dataset.overlay); model.save_changes(); });
+  cancel.addEventListener("click", () => model.send({ type: "cancel" }));
   search.addEventListener("input", fillNames);
   search.addEventListener("focus", fillNames);
   search.addEventListener("keydown", (event) => {
@@ -368,13 +375,14 @@ function render({ model, el }) {
   model.on("change:message", drawMessage);
   model.on("change:overlay", drawToolbar);
   model.on("change:status", drawToolbar);
+  model.on("change:computing", drawToolbar);
   model.on("change:note", drawToolbar);
   model.on("change:height", drawToolbar);
   model.on("change:show_overlays", drawToolbar);
   drawToolbar(); drawMessage(); redraw();
 
   return () => {
-    for (const name of ["svg", "highlight", "selected", "expanded", "message", "overlay", "status", "note", "height", "show_overlays"]) model.off(`change:${name}`);
+    for (const name of ["svg", "highlight", "selected", "expanded", "message", "overlay", "status", "computing", "note", "height", "show_overlays"]) model.off(`change:${name}`);
   };
 }
 
