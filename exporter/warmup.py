@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable
 
 from . import compat
+from ._quiet import captured_library_output, quiet_library_warnings
 from .dims import Dim
 from .masked_attention import translations
 from .options import ExportOptions
@@ -83,10 +84,16 @@ def _stop_and_wait() -> None:
 
 
 def _warm_up_quietly() -> None:
+    # What the libraries print or log on this thread (torch's "torchvision is not installed"
+    # while it builds the registry) would land in whatever cell the user is running: keep it.
     try:
-        warm_up(_stopping.is_set)
+        with quiet_library_warnings(), captured_library_output() as output:
+            warm_up(_stopping.is_set)
     except Exception:  # a warm-up never reaches the user's session
         _logger.debug("warm-up failed; the first export pays its one-time costs", exc_info=True)
+        return
+    if output.text:
+        _logger.debug("the libraries said during the warm-up:\n%s", output.text)
 
 
 def warm_up(stopping: Callable[[], bool] = lambda: False) -> None:
