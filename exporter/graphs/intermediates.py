@@ -644,15 +644,17 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
     import numpy as np
     import torch
 
-    row = IntermediateRow(onnx_node=node.name, onnx_op=_op(node.node), fx_nodes=fx_nodes or (fx,),
-                          module=_module(entry, node), source=_source(entry, node), status="not compared",
-                          onnx_value=value, fx_value=fx)
+    # The row's fields, gathered and built once: dataclasses.replace per step cost a fifth of
+    # a warm call on a 2-layer BERT.
+    fields: dict[str, Any] = {
+        "onnx_node": node.name, "onnx_op": _op(node.node), "fx_nodes": fx_nodes or (fx,), "module": _module(entry, node),
+        "source": _source(entry, node), "status": "not compared", "onnx_value": value, "fx_value": fx}
     if got is None or want is None:
-        return replace(row, reason="a value was not produced")
+        return IntermediateRow(**fields, reason="a value was not produced")
     if isinstance(want, (bool, int, float)) and not isinstance(want, torch.Tensor):
         want = torch.tensor(want).reshape(np.shape(got)) if np.size(got) == 1 else torch.tensor(want)
     if not isinstance(want, torch.Tensor):
-        return replace(row, reason=f"the FX value is a {type(want).__name__}, not a tensor")
+        return IntermediateRow(**fields, reason=f"the FX value is a {type(want).__name__}, not a tensor")
     if isinstance(got, torch.Tensor):
         raw: Any = got
         raw_dtype = None
@@ -660,16 +662,19 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
         raw = np.asarray(got)
         raw_dtype = raw.dtype
     fx_dtype = str(want.dtype).removeprefix("torch.")
-    row = replace(row, onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
+    fields.update(onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
                   nonfinite_onnx=_nonfinite(raw), nonfinite_fx=_nonfinite(want))
     if (raw_dtype is not None and raw_dtype.kind not in "V" and not want.is_complex() and "float8" not in fx_dtype
             and fx_dtype != "bfloat16" and raw_dtype.name != fx_dtype):
-        return replace(row, status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX")
+        fields.update(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX")
+        return IntermediateRow(**fields)
     check = compare(case, value, got, want, tolerances)
     if check.status not in ("pass", "fail"):  # a shape mismatch, or no comparison
-        return replace(row, status="mismatch", reason=check.describe())
-    return replace(row, status=check.status, max_abs=check.max_abs, max_rel=check.max_rel,
-                   atol_applied=check.atol_applied, reason=None if check.ok else check.elements_text() or None)
+        fields.update(status="mismatch", reason=check.describe())
+    else:
+        fields.update(status=check.status, max_abs=check.max_abs, max_rel=check.max_rel, atol_applied=check.atol_applied,
+                      reason=None if check.ok else check.elements_text() or None)
+    return IntermediateRow(**fields)
 
 
 def _nonfinite(value: Any) -> int:
