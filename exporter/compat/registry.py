@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable
 
 __all__ = [
@@ -29,6 +30,9 @@ def torchlib_min_opset() -> int:
     return _constants.TORCHLIB_OPSET
 
 
+_REGISTRY_BUILD = threading.Lock()
+
+
 @functools.lru_cache(maxsize=4)
 def onnx_registry(opset_version: int) -> Any:
     """torchlib's registry for an opset. Built once per process: ``torch.onnx.export``
@@ -37,14 +41,17 @@ def onnx_registry(opset_version: int) -> Any:
 
     from torch.onnx._internal.exporter import _registration
 
-    # Without torchvision installed, torch logs one warning per torchvision op it skips.
-    registration_logger = logging.getLogger(_registration.__name__)
-    level = registration_logger.level
-    registration_logger.setLevel(logging.ERROR)
-    try:
-        return _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
-    finally:
-        registration_logger.setLevel(level)
+    # Without torchvision installed, torch logs one warning per torchvision op it skips. The
+    # level is the logger's, for every thread: one build at a time (the warm-up thread and an
+    # export may both ask), or one build would restore the other's raised level too early.
+    with _REGISTRY_BUILD:
+        registration_logger = logging.getLogger(_registration.__name__)
+        level = registration_logger.level
+        registration_logger.setLevel(logging.ERROR)
+        try:
+            return _registration.ONNXRegistry.from_torchlib(opset_version=opset_version)
+        finally:
+            registration_logger.setLevel(level)
 
 
 def record_onnx_node(op_type: str, *inputs: Any, num_outputs: int = 1, **attributes: Any) -> Any:
