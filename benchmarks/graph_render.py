@@ -23,6 +23,15 @@ details JSON sent to the page), with no page attached:
   module box sets it (budget 1 s);
 * widget select a node: ``view.selected = <MatMul in another block>``, which opens its block.
 
+With ``--intermediates``, instead: ``session.compare_intermediates()`` on a 2-layer BERT
+(transformers config, random weights; the builder of ``benchmarks/compare_intermediates.py``)
+against one verify case (the example inputs, as ``verify()`` runs a case), each on a fresh
+export (``--repeats`` of them), in CPU seconds of this process (``time.process_time``, torch
+with 1 thread: the figure does not move with the machine's load): the first call on a fresh
+session (it also builds the session's graphs and FX ↔ ONNX mapping, which give each row its
+module and source), the first call once the graphs are drawn (as in the graph widget), and a
+repeat call. The issue's goal is ≤ 2× one verify case.
+
 Each is the median of ``--repeats`` runs; the ratio is time / budget (≤ 1.0 passes). With
 ``--browser``, the widget's ES module is also timed in Debian's chromium (a page holding the
 module and the widget's state, no Jupyter): first paint collapsed, the redraw after one module
@@ -32,6 +41,7 @@ opens, and a click → its counterpart highlighted.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import statistics
@@ -69,6 +79,50 @@ def build_model(blocks: int):
 
     torch.manual_seed(0)
     return Stack(blocks).eval(), (torch.randn(2, 3, 8),)
+
+
+def intermediates_timings(repeats: int) -> int:
+    """compare_intermediates vs one verify case on a 2-layer BERT, CPU ms (see the docstring)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from compare_intermediates import build_bert  # this directory's BERT builder
+    from exporter import ExportOptions, export
+    from exporter.verify.core import _run_case  # one case exactly as verify() runs it
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("onnxscript").setLevel(logging.ERROR)
+    torch.set_num_threads(1)
+    model, kwargs = build_bert(64, 16)
+    names = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    cpu: dict[str, list[float]] = {"one verify case": [], "first call, fresh session": [],
+                                   "first call, graphs drawn": [], "repeat call": []}
+
+    def timed(key: str, fn) -> None:
+        start = time.process_time()
+        fn()
+        cpu[key].append(time.process_time() - start)
+
+    for _ in range(repeats):
+        for key in ("first call, fresh session", "first call, graphs drawn"):
+            session = export(model, **kwargs, options=ExportOptions(dynamic_shapes=names))
+            outputs = [v.name for v in session.stage_output("optimize").graph.outputs]
+            one_case = functools.partial(_run_case, session, session.output_ort_session, "example", (),
+                                         session.inputs.args, session.inputs.kwargs, outputs, None)
+            one_case()  # warm: eager kernels, the cached InferenceSession
+            timed("one verify case", one_case)
+            if key == "first call, graphs drawn":
+                _ = session.graphs.mapping
+            timed(key, session.compare_intermediates)
+        timed("repeat call", session.compare_intermediates)
+    case = statistics.median(cpu["one verify case"])
+    print(f"2-layer BERT (hidden 64, batch 2 x seq 16), torch 1 thread; CPU ms, median of {repeats} fresh exports")
+    for key, values in cpu.items():
+        seconds = statistics.median(values)
+        print(f"{key:<28} {seconds * 1e3:8.1f} ms  {seconds / case:5.1f}x one verify case")
+    return 0
 
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><style>%(css)s</style></head>
@@ -157,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--browser", action="store_true",
                         help="also time the widget's front end in chromium (first paint, expand, click → highlight)")
+    parser.add_argument("--intermediates", action="store_true",
+                        help="time compare_intermediates on a 2-layer BERT against one verify case instead")
     options = parser.parse_args(argv)
+    if options.intermediates:
+        return intermediates_timings(options.repeats)
 
     import torch  # noqa: F401
 
