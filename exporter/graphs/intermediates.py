@@ -557,6 +557,7 @@ class _OrtRunner:
         options.log_severity_level = 4
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.enable_cpu_mem_arena = False  # a chunk's values go back to the system, not to an arena
+        options.intra_op_num_threads = 1  # no thread pool to build, nor threads spinning beside the FX side
         outputs = self._proto.graph.output
         count = len(outputs)
         present = {o.name for o in outputs}
