@@ -135,17 +135,8 @@ def dim_ranges_chart(dims: Dims, *, title: str | None = None) -> Figure:
             ax.text(0, y, "  capture failed" + (f": {o.reason[:60]}" if o.reason else ""), fontsize=7,
                     va="center", color=MISMATCH_COLOR, gid=f"failed:{label}")
 
-    ax.set_yticks(ys)
-    ax.set_yticklabels(labels, fontsize=_label_size(n))
-    for tick, o in zip(ax.get_yticklabels(), rows):
-        if o.differs:
-            tick.set_color(MISMATCH_COLOR)
-            tick.set_fontweight("bold")
-    ax.set_ylim(-0.7, n - 0.2)
-    ax.set_xlim(left=0, right=right * 1.04)
-    ax.set_xlabel("size")
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_title(title or "dim ranges obtained (red: differs from the request)", fontsize="medium")
+    _size_axes(ax, ys, labels, [o.differs for o in rows], top=n - 0.2, right=right,
+               title=title or "dim ranges obtained (red: differs from the request)")
     handles = [
         Patch(color=DYNAMIC_COLOR, alpha=0.75, label="dynamic [min, max]"),
         Patch(facecolor=DYNAMIC_COLOR, alpha=0.75, hatch="//", label="open-ended max"),
@@ -297,17 +288,8 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
         ax.annotate(f"{text} · export {accepted}", (0, y + 0.27), xytext=(3, 0), textcoords="offset points",
                     fontsize=7, ha="left", va="bottom", gid=f"range:{label}")
 
-    ax.set_yticks(ys)
-    ax.set_yticklabels([a.label for a in rows], fontsize=_label_size(n))
-    for tick, axis in zip(ax.get_yticklabels(), rows):
-        if axis.outside:
-            tick.set_color(MISMATCH_COLOR)
-            tick.set_fontweight("bold")
-    ax.set_ylim(-0.7, n - 0.1)
-    ax.set_xlim(left=0, right=right * 1.04)
-    ax.set_xlabel("size")
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_title(title or f"recorded {report.group} calls: sizes observed vs the range exported", fontsize="medium")
+    _size_axes(ax, ys, [a.label for a in rows], [bool(a.outside) for a in rows], top=n - 0.1, right=right,
+               title=title or f"recorded {report.group} calls: sizes observed vs the range exported")
     handles = [
         Patch(color=DYNAMIC_COLOR, alpha=0.35, label="exported [min, max]"),
         Line2D([], [], marker="s", linestyle="", color=STATIC_COLOR, alpha=0.6, label="exported static"),
@@ -317,3 +299,20 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
     ]
     _legend_below(figure, handles)
     return figure
+
+
+def _size_axes(ax: Any, ys: Sequence[float], labels: Sequence[str], flagged: Sequence[bool], *, top: float,
+               right: float, title: str) -> None:
+    """One row per axis along a size scale from 0: the row labels (a flagged one red and bold),
+    the limits, the grid and the title the two range charts share."""
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels, fontsize=_label_size(len(labels)))
+    for tick, flag in zip(ax.get_yticklabels(), flagged):
+        if flag:
+            tick.set_color(MISMATCH_COLOR)
+            tick.set_fontweight("bold")
+    ax.set_ylim(-0.7, top)
+    ax.set_xlim(left=0, right=right * 1.04)
+    ax.set_xlabel("size")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize="medium")
