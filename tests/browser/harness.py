@@ -190,6 +190,19 @@ def open_notebook(page, lab: Lab, name: str) -> None:
     wait_idle(page, timeout=60_000)
 
 
+def run_workbench_notebook(page, lab: Lab, name: str, cells: list[str]) -> None:
+    """Write ``cells`` as notebook ``name``, open it beside the file browser (the width a
+    person's notebook has), run every cell and wait for the workbench widget: the steps every
+    workbench test starts with. A cell that raised fails the test."""
+    write_notebook(lab.root, name, cells)
+    open_notebook(page, lab, name)
+    page.wait_for_timeout(500)
+    ensure_file_browser_open(page)
+    run_all(page, timeout=180_000)
+    assert cell_errors(page) == []
+    wait_for_widget(page, ".wb-workbench")
+
+
 def wait_idle(page, timeout: float = 60_000) -> None:
     """Wait for the status bar's kernel status to read ``| Idle``."""
     page.get_by_text("| Idle").first.wait_for(state="visible", timeout=timeout)

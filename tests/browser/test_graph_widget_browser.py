@@ -11,10 +11,14 @@ the overlay toggle paints the profile's time and clears it; the widget fits the 
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+from pathlib import Path
 
 import pytest
-from harness import cell_errors, ensure_file_browser_open, new_page, open_notebook, run_all, wait_for_widget, write_notebook
+from harness import (cell_errors, ensure_file_browser_open, new_page, open_notebook, run_all, run_workbench_notebook,
+                     wait_for_widget, write_notebook)
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_dot]
 
@@ -191,13 +195,7 @@ WORKBENCH_CELLS = [
 def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_page, artifacts, failure_screenshot):
     page = narrow_page
     failure_screenshot(page)
-    write_notebook(lab.root, "workbench-graphs.ipynb", WORKBENCH_CELLS)
-    open_notebook(page, lab, "workbench-graphs.ipynb")  # a fresh workspace: this notebook alone
-    page.wait_for_timeout(500)
-    ensure_file_browser_open(page)
-    run_all(page, timeout=180_000)
-    assert cell_errors(page) == []
-    wait_for_widget(page, ".wb-workbench")
+    run_workbench_notebook(page, lab, "workbench-graphs.ipynb", WORKBENCH_CELLS)
     workbench = page.locator(".jp-Cell-outputArea .wb-workbench").first
     page.wait_for_function("() => /^done/.test((document.querySelector('.wb-job-status') || {}).innerText || '')",
                            timeout=180_000)
@@ -214,7 +212,10 @@ def test_graphs_tab_draws_the_widget_and_a_module_box_opens_in_it(lab, narrow_pa
                    return [w.getBoundingClientRect().right, area.getBoundingClientRect().right,
                            area.scrollWidth, area.clientWidth]; }""")
     assert fits[0] <= fits[1] + 1 and fits[2] <= fits[3] + 1, f"wider than the pane: {fits}"
-    workbench.screenshot(path=str(artifacts / "tab-graphs-widget.png"))
+    shot = artifacts / "tab-graphs-widget.png"
+    workbench.screenshot(path=str(shot))
+    if os.environ.get("WB_UPDATE_DOCS"):  # the README shows the Graphs tab drawn, a module open
+        shutil.copy(shot, Path(__file__).resolve().parents[2] / "docs" / shot.name)
 
 
 def test_stages_tab_draws_a_picked_optimizer_pass_before_and_after(lab, narrow_page, artifacts, failure_screenshot):
@@ -222,13 +223,7 @@ def test_stages_tab_draws_a_picked_optimizer_pass_before_and_after(lab, narrow_p
     and after it, side by side, the nodes it changed highlighted, inside the pane."""
     page = narrow_page
     failure_screenshot(page)
-    write_notebook(lab.root, "workbench-passes.ipynb", WORKBENCH_CELLS)
-    open_notebook(page, lab, "workbench-passes.ipynb")  # a fresh workspace: this notebook alone
-    page.wait_for_timeout(500)
-    ensure_file_browser_open(page)
-    run_all(page, timeout=180_000)
-    assert cell_errors(page) == []
-    wait_for_widget(page, ".wb-workbench")
+    run_workbench_notebook(page, lab, "workbench-passes.ipynb", WORKBENCH_CELLS)
     workbench = page.locator(".jp-Cell-outputArea .wb-workbench").first
     page.wait_for_function("() => /^done/.test((document.querySelector('.wb-job-status') || {}).innerText || '')",
                            timeout=180_000)

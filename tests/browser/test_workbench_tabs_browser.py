@@ -17,8 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import (cell_errors, ensure_file_browser_open, new_page, open_notebook, run_all, wait_for_widget,
-                     write_notebook)
+from harness import new_page, run_workbench_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -134,12 +133,7 @@ def _shot(page, index: int, name: str, artifacts: Path) -> None:
 def test_every_tab_reads_at_a_glance_in_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
     page = narrow_page
     failure_screenshot(page)
-    write_notebook(lab.root, "tabs.ipynb", CELLS)
-    open_notebook(page, lab, "tabs.ipynb")
-    ensure_file_browser_open(page)
-    run_all(page, timeout=180_000)
-    assert cell_errors(page) == []
-    wait_for_widget(page, ".wb-workbench")
+    run_workbench_notebook(page, lab, "tabs.ipynb", CELLS)
     page.locator(".jp-Cell-outputArea .wb-workbench").nth(1).wait_for(state="visible")
     assert _wait_idle(page, 0).startswith("done")
     _wait_idle(page, 1)
@@ -207,12 +201,7 @@ def test_a_recorded_export_shows_observed_against_exported_ranges_in_the_dims_ta
     sizes [1, 6] next to the exported [2, inf] (chart and table) and names call 0 as outside."""
     page = narrow_page
     failure_screenshot(page)
-    write_notebook(lab.root, "recorded.ipynb", RECORDED_CELLS)
-    open_notebook(page, lab, "recorded.ipynb")
-    ensure_file_browser_open(page)
-    run_all(page, timeout=180_000)
-    assert cell_errors(page) == []
-    wait_for_widget(page, ".wb-workbench")
+    run_workbench_notebook(page, lab, "recorded.ipynb", RECORDED_CELLS)
     assert _wait_idle(page, 0).startswith("done")
     _open_tab(page, 0, "Dims")
     recorded = _widget(page, 0).locator(".wb-dims-recorded")
