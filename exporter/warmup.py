@@ -1,19 +1,19 @@
-"""Warm-up: pay a process's one-time export costs in the background, while the user types.
+"""Warm-up: pay a process's one-time export costs, in the background while the user types.
 
 The first export in a fresh process waits for ``import torch``, onnxscript and onnxruntime,
 for torchlib's registry and the ONNX decomposition table of the default opset, and for the
-first run of torch.export's and the exporter's machinery. :func:`start_warmup` starts a daemon
-thread that does all of it once (a tiny export through the exporter's own pipeline, so its
-per-process caches fill); ``%load_ext workbench`` calls it and returns at once.
+first run of torch.export's and the exporter's machinery. :func:`warm_up` does all of it once
+(a tiny export through the exporter's own pipeline, so its per-process caches fill);
+``%load_ext workbench`` runs it on a daemon thread (:mod:`workbench.warmup`, which starts the
+thread without importing this package on the kernel's thread) and returns at once.
 
-- Set ``ONNX_WORKBENCH_WARMUP=0`` to skip it.
-- The thread never raises: a failure is logged at debug level (logger ``exporter.warmup``) and
-  the first real export pays the costs as it would have.
+- :func:`warm_up_quietly` never raises: a failure is logged at debug level (logger
+  ``exporter.warmup``) and the first real export pays the costs as it would have.
 - torch's C++ libraries are loaded first with the GIL released, so the kernel keeps answering
   cells while they load. Two C initialisations still hold the GIL (ml_dtypes', which onnx
   imports, and torch._C's: 0.3-1 s in all, in the first seconds): a cell run in that window
   waits for them.
-- A user's ``import torch`` meanwhile waits for the thread's import to finish (Python's import
+- A user's ``import torch`` meanwhile waits for the warm-up's import to finish (Python's import
   lock) instead of importing twice. The tiny export runs on the export worker
   (:mod:`exporter.worker`) and every stage takes the session's torch lock, so it never runs
   a capture at the same time as an export of the user's through the exporter (``export()``,
@@ -23,7 +23,6 @@ per-process caches fill); ``%load_ext workbench`` calls it and returns at once.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import threading
@@ -39,56 +38,18 @@ from .pipeline.translations import onnx_registry
 from .session import Session
 from .worker import submit_work
 
-__all__ = ["WARMUP_ENV_VAR", "WARMUP_THREAD_NAME", "start_warmup", "warm_up", "warmup_enabled", "warmup_thread"]
-
-WARMUP_ENV_VAR = "ONNX_WORKBENCH_WARMUP"
-WARMUP_THREAD_NAME = "onnx-export-warmup"
+__all__ = ["warm_up", "warm_up_quietly"]
 
 _logger = logging.getLogger(__name__)
-_lock = threading.Lock()
-_thread: threading.Thread | None = None
-_stopping = threading.Event()
 
 
-def warmup_enabled() -> bool:
-    """False when ``ONNX_WORKBENCH_WARMUP`` is ``0``, ``false``, ``no`` or ``off``."""
-    return os.environ.get(WARMUP_ENV_VAR, "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
-def start_warmup() -> threading.Thread | None:
-    """Start the warm-up thread (once per process) and return it at once; None when disabled.
-    Imports nothing heavy on the calling thread."""
-    global _thread
-    if not warmup_enabled():
-        return None
-    with _lock:
-        if _thread is None:
-            _thread = threading.Thread(target=_warm_up_quietly, name=WARMUP_THREAD_NAME, daemon=True)
-            _thread.start()
-            atexit.register(_stop_and_wait)
-        return _thread
-
-
-def warmup_thread() -> threading.Thread | None:
-    """The warm-up thread if one was started in this process (join it to wait for the end)."""
-    return _thread
-
-
-def _stop_and_wait() -> None:
-    """At exit: stop after the current step and wait for it. A process ending while the
-    thread is inside torch's import or a capture aborts ("terminate called without an active
-    exception")."""
-    _stopping.set()
-    if _thread is not None:
-        _thread.join()
-
-
-def _warm_up_quietly() -> None:
-    # What the libraries print or log on this thread (torch's "torchvision is not installed"
-    # while it builds the registry) would land in whatever cell the user is running: keep it.
+def warm_up_quietly(stopping: Callable[[], bool] = lambda: False) -> None:
+    """:func:`warm_up`, never raising and never printing: what the libraries print or log on
+    this thread (torch's "torchvision is not installed" while it builds the registry) would
+    land in whatever cell the user is running; it goes to this module's debug log instead."""
     try:
         with quiet_library_warnings(), captured_library_output() as output:
-            warm_up(_stopping.is_set)
+            warm_up(stopping)
     except Exception:  # a warm-up never reaches the user's session
         _logger.debug("warm-up failed; the first export pays its one-time costs", exc_info=True)
         return

@@ -31,10 +31,11 @@ def test_importing_exporter_loads_no_heavy_library():
     assert not loaded & set(HEAVY)
 
 
-def test_importing_workbench_and_loading_the_extension_loads_no_heavy_library():
+def test_importing_workbench_and_loading_the_extension_loads_no_heavy_library_nor_the_core():
     loaded = _modules_after(LOAD_EXT)
     assert "workbench" in loaded
     assert not loaded & set(HEAVY)
+    assert "exporter" not in loaded  # the magic imports it on its first call
 
 
 # Records the thread of every import of a heavy top-level package, then waits for the warm-up.
@@ -52,7 +53,7 @@ class Recorder:
 sys.meta_path.insert(0, Recorder())
 {load_ext}
 returned = sorted(set(HEAVY) & set(sys.modules))
-from exporter import warmup
+from workbench import warmup
 thread = warmup.warmup_thread()
 if thread is not None:
     thread.join()
@@ -63,7 +64,7 @@ print(repr((returned, threads, thread is not None)))
 def test_the_extension_warm_up_imports_the_heavy_libraries_on_its_own_thread_only():
     import ast
 
-    from exporter.warmup import WARMUP_THREAD_NAME
+    from workbench.warmup import WARMUP_THREAD_NAME
     from exporter.worker import WORKER_THREAD_NAME
 
     script = THREAD_OF_IMPORTS.format(heavy=HEAVY, load_ext=LOAD_EXT)

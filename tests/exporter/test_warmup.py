@@ -1,5 +1,6 @@
-"""The background warm-up (exporter.warmup): once per process, off the caller's thread, never
-raising, skippable, and an export racing it gives the model it gives without it."""
+"""The background warm-up (what it does: exporter.warmup; its thread: workbench.warmup): once
+per process, off the caller's thread, never raising, skippable, and an export racing it gives
+the model it gives without it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import textwrap
 import pytest
 
 from exporter import warmup
+from workbench import warmup as warmup_thread
 
 
 def _run(code: str, **env: str) -> str:
@@ -24,11 +26,11 @@ def _run(code: str, **env: str) -> str:
 
 def test_disabled_by_the_environment_variable_starts_no_thread(monkeypatch):
     for value in ("0", "false", "off", " NO "):
-        monkeypatch.setenv(warmup.WARMUP_ENV_VAR, value)
-        assert not warmup.warmup_enabled()
-        assert warmup.start_warmup() is None
-    monkeypatch.setenv(warmup.WARMUP_ENV_VAR, "1")
-    assert warmup.warmup_enabled()
+        monkeypatch.setenv(warmup_thread.WARMUP_ENV_VAR, value)
+        assert not warmup_thread.warmup_enabled()
+        assert warmup_thread.start_warmup() is None
+    monkeypatch.setenv(warmup_thread.WARMUP_ENV_VAR, "1")
+    assert warmup_thread.warmup_enabled()
 
 
 def test_a_failing_warm_up_is_logged_at_debug_level_and_never_raises(monkeypatch, caplog):
@@ -37,7 +39,7 @@ def test_a_failing_warm_up_is_logged_at_debug_level_and_never_raises(monkeypatch
 
     monkeypatch.setattr(warmup, "warm_up", broken)
     with caplog.at_level(logging.DEBUG, logger="exporter.warmup"):
-        warmup._warm_up_quietly()
+        warmup.warm_up_quietly()
     [record] = [r for r in caplog.records if r.name == "exporter.warmup"]
     assert record.levelno == logging.DEBUG
     assert "no torch here" in record.exc_text
@@ -46,14 +48,15 @@ def test_a_failing_warm_up_is_logged_at_debug_level_and_never_raises(monkeypatch
 def test_the_warm_up_thread_finishes_and_fills_the_per_process_caches():
     out = _run("""
         import sys, threading
-        from exporter import compat, warmup
-        from exporter.pipeline.translations import project_translations
-        assert "torch" not in sys.modules
+        from workbench import warmup
+        assert "exporter" not in sys.modules and "torch" not in sys.modules
         thread = warmup.start_warmup()
         assert thread is not None and thread.daemon and thread.name == warmup.WARMUP_THREAD_NAME
         assert warmup.start_warmup() is thread  # once per process
         thread.join()
         assert not thread.is_alive()
+        from exporter import compat
+        from exporter.pipeline.translations import project_translations
         for module in ("torch", "onnxscript", "onnxruntime"):
             assert module in sys.modules, module
         print(compat.onnx_registry.cache_info().currsize, compat.onnx_registry_with.cache_info().currsize,
@@ -75,7 +78,7 @@ def test_what_the_libraries_print_or_log_on_the_warm_up_thread_never_reaches_the
     logging.getLogger("torch").addHandler(handler)
     try:
         with caplog.at_level(logging.DEBUG, logger="exporter.warmup"):
-            warmup._warm_up_quietly()
+            warmup.warm_up_quietly()
     finally:
         logging.getLogger("torch").removeHandler(handler)
     assert capsys.readouterr().err == ""
@@ -89,7 +92,7 @@ def test_an_export_started_while_the_warm_up_runs_gives_the_same_model(delay):
     # is importing torch; 0.5 s: it is further on), then the same export once it is done.
     out = _run(f"""
         import time
-        from exporter import warmup
+        from workbench import warmup
         thread = warmup.start_warmup()
         time.sleep({delay})
         import torch
@@ -127,13 +130,13 @@ def test_a_fresh_kernel_imports_torch_in_the_cell_of_load_ext_while_the_warm_up_
     from jupyter_client.manager import KernelManager
 
     manager = KernelManager(kernel_name="python3")
-    manager.start_kernel(cwd=os.getcwd(), env={**os.environ, warmup.WARMUP_ENV_VAR: "1"})
+    manager.start_kernel(cwd=os.getcwd(), env={**os.environ, warmup_thread.WARMUP_ENV_VAR: "1"})
     client = manager.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=120)
         for code in (FIRST_CELL, "%onnx_export --no-widget --no-verify --dynamic input.0=batch model(x)",
-                     "from exporter import warmup\nwarmup.warmup_thread().join(120)\n"
+                     "from workbench import warmup\nwarmup.warmup_thread().join(120)\n"
                      "assert not warmup.warmup_thread().is_alive()"):
             errors: list[str] = []
 

@@ -56,6 +56,20 @@ def test_load_ext_registers_the_line_and_cell_magic(ip):
     assert "onnx_export" in magics["line"] and "onnx_export" in magics["cell"]
 
 
+def test_the_magic_registered_by_load_ext_loads_the_core_on_first_use_with_its_full_help_before(ip):
+    from workbench.deferred_magic import DeferredExportMagic
+
+    DeferredExportMagic(ip).register()  # as %load_ext leaves it: the stand-in
+    assert isinstance(ip.find_line_magic("onnx_export"), DeferredExportMagic)
+    info = ip.object_inspect("%onnx_export")  # what %onnx_export? shows
+    assert info["found"] and "--dynamic" in info["docstring"] and "--save" in info["docstring"]
+    assert ip.run_cell("%onnx_export --no-widget --no-verify -o deferred model(x)").success
+    assert ip.user_ns["deferred"].model_proto.graph.input[0].name == "x"
+    real = ip.find_line_magic("onnx_export")
+    assert isinstance(real.__self__, workbench.magics.ExportMagics)
+    assert ip.find_cell_magic("onnx_export") == real
+
+
 def test_line_magic_stores_the_session_and_dynamic_names_the_onnx_dims(ip, capsys, tmp_path):
     target = tmp_path / "tiny.onnx"
     ip.run_line_magic("onnx_export", f"-o session --no-verify --dynamic 'x.0=batch' --save {target} model(x)")
