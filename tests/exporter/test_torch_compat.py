@@ -122,6 +122,41 @@ def test_decomposition_pieces_give_what_run_decompositions_gives_and_translate(p
     assert [v.name for v in model.graph.inputs] == ["x"]
 
 
+class CompositeOps(torch.nn.Module):
+    """Ops with CompositeImplicitAutograd kernels: some kept whole for ONNX, some decomposed."""
+
+    def forward(self, x):
+        y = torch.nn.functional.layer_norm(x, (x.shape[-1],))
+        z = torch.einsum("bij,bjk->bik", y, y.transpose(1, 2)).softmax(-1)
+        w = torch.nn.functional.interpolate(x.unsqueeze(1), scale_factor=2, mode="nearest")
+        return z, w, torch.nn.functional.gelu(x, approximate="tanh"), x.flatten(1).norm(dim=1), x.std(1), x @ x
+
+
+def test_the_composite_table_leaves_out_only_entries_that_run_the_ops_own_kernel_and_decomposes_alike():
+    from torch.export import exported_program
+
+    from exporter.compat.decompositions import _runs_its_own_cia_kernel
+
+    registry = onnx_registry(compat.default_opset())
+    full, _ = exported_program._split_decomp_table_to_cia_and_python_decomp(
+        dict(compat.onnx_decomposition_table(registry)))
+    ours, _ = compat.onnx_decomposition_tables(registry)
+    own_kernel = {op for op, fn in full.items() if _runs_its_own_cia_kernel(fn)}
+    assert len(own_kernel) > 100  # torch still lists them: the filter still recognises its entries
+    assert set(ours) == set(full) - own_kernel and not own_kernel & set(ours)
+    program = torch.export.export(CompositeOps().eval(), (torch.randn(2, 4, 4),),
+                                  dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+    with compat.size_oblivious_capture():
+        reference = program.run_decompositions(dict(compat.onnx_decomposition_table(registry)))
+        decomposed = compat.run_decompositions(program, compat.onnx_decomposition_tables(registry))
+
+    def targets(ep):
+        return [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+
+    assert targets(decomposed) == targets(reference)
+    assert "aten.layer_norm.default" in targets(decomposed)  # kept whole: its marker entry stays
+
+
 def test_optimize_convert_version_and_rename_axes_work_on_onnx_ir(program):
     registry = compat.onnx_registry(compat.default_opset())
     model = compat.translate_to_onnx_ir(decompose(program, compat.default_opset()), registry)
