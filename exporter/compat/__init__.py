@@ -25,6 +25,7 @@ Every public name of the topic modules (but formats') is also a name of this pac
 from __future__ import annotations
 
 from .decompositions import (
+    copy_program,
     drop_leftover_unbacked_symbols,
     insert_type_promotion_nodes,
     onnx_decomposition_table,
@@ -32,6 +33,7 @@ from .decompositions import (
     program_shape_env,
     remove_assertion_nodes,
     replace_graph_module,
+    retrace_changes_graph,
     run_decompositions,
     unbacked_symbols_discarded,
 )
@@ -98,6 +100,7 @@ __all__ = [
     "derived_dim_parts",
     "dim_hint_policy",
     "draft_export_report",
+    "copy_program",
     "drop_leftover_unbacked_symbols",
     "fx_node_origins",
     "guards_code",
@@ -134,6 +137,7 @@ __all__ = [
     "replace_graph_module",
     "rnn_while_loop_active",
     "rnn_while_loop_decompositions",
+    "retrace_changes_graph",
     "run_decompositions",
     "size_expression",
     "size_oblivious_available",

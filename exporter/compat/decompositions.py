@@ -10,8 +10,9 @@ import functools
 from typing import Any
 
 __all__ = [
-    "drop_leftover_unbacked_symbols", "insert_type_promotion_nodes", "onnx_decomposition_tables", "program_shape_env",
-    "remove_assertion_nodes", "replace_graph_module", "run_decompositions", "unbacked_symbols_discarded",
+    "copy_program", "drop_leftover_unbacked_symbols", "insert_type_promotion_nodes", "onnx_decomposition_tables",
+    "program_shape_env", "remove_assertion_nodes", "replace_graph_module", "retrace_changes_graph",
+    "run_decompositions", "unbacked_symbols_discarded",
 ]
 
 
@@ -65,6 +66,65 @@ def run_decompositions(program: Any, tables: tuple[dict[Any, Any], dict[Any, Any
         joint_loss_index=None,
         decompose_custom_triton_ops=False,
     )
+
+
+def retrace_changes_graph(program: Any, registry: Any, tables: tuple[dict[Any, Any], dict[Any, Any]],
+                          undone: frozenset[Any] = frozenset()) -> bool:
+    """Whether :func:`run_decompositions` with ``tables`` could give ``program`` a graph other
+    than its own (renamed nodes aside). It cannot when the program only lifts parameters,
+    buffers and constants and only returns its outputs (nothing to functionalize), and every
+    node is SymInt arithmetic or an ATen op that is functional, translated by ``registry``
+    and, for a CompositeImplicitAutograd op, marked kept whole in the table (the retrace
+    keeps those as they are) or in ``undone`` (ops whose decomposition the caller turns back
+    into them). A higher-order op, a mutation, an op to decompose: True."""
+    import operator
+
+    import torch
+    from torch._export.utils import _special_op_to_preserve_cia
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    signature = program.graph_signature
+    if any(spec.kind not in (InputKind.USER_INPUT, InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+           for spec in signature.input_specs):
+        return True
+    if any(spec.kind is not OutputKind.USER_OUTPUT for spec in signature.output_specs):
+        return True
+    composite, _ = tables
+    cia = torch._C.DispatchKey.CompositeImplicitAutograd
+    for node in program.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op != "call_function":
+            return True
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            if target._schema.is_mutable or not registry.is_registered(target):
+                return True
+            if (target not in undone and torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), cia)
+                    and composite.get(target) is not _special_op_to_preserve_cia):
+                return True
+        elif not (getattr(target, "__module__", None) in (operator.__name__, "_operator", "math")
+                  or target in (torch.sym_float, torch.sym_int, torch.sym_max, torch.sym_min, torch.sym_not)):
+            return True
+    return False
+
+
+def copy_program(program: Any) -> Any:
+    """A new ExportedProgram on a copy of ``program``'s graph (same node names and metadata;
+    parameters, buffers and constants shared), for passes that change a graph in place. Each
+    copied node's ``meta["from_node"]`` names its original, as a retrace's nodes do."""
+    import copy
+
+    import torch
+    from torch.fx.traceback import NodeSource, NodeSourceAction
+
+    graph = copy.deepcopy(program.graph_module.graph)
+    for old, new in zip(program.graph_module.graph.nodes, graph.nodes, strict=True):
+        new.name = old.name  # the copy's namespace renames names such as ``input``; the signature uses them
+        new.meta["from_node"] = [NodeSource(old, "copy_program", NodeSourceAction.CREATE)]
+    graph_module = torch.fx.GraphModule(program.graph_module, graph)
+    graph_module.meta.update(program.graph_module.meta)
+    return program._update(graph_module, program.graph_signature)
 
 
 def insert_type_promotion_nodes(graph_module: Any) -> None:

@@ -9,7 +9,10 @@ What ``torch.onnx.export`` does between capture and translation (its
    built and split once per registry, not on every call as ``run_decompositions`` does),
    retraced size-obliviously, and under the RNN while_loop decompositions when the program is
    dynamic and has an LSTM/GRU (as it was captured: the default decomposition would pin the
-   sequence length again here, silently);
+   sequence length again here, silently). When the retrace cannot change the graph (every
+   op is functional and translated whole: :func:`~exporter.compat.retrace_changes_graph`),
+   a copy of the graph takes its place: the same ONNX model but for node names, which stay
+   those of the captured graph, at a fraction of the time (the demo block: 0.47 -> 0.11 s);
 3. every ``view`` becomes a ``reshape`` (:func:`views_as_reshapes`);
 4. explicit type promotion, without leaving new unbacked symbols pending;
 5. assertion nodes removed;
@@ -30,12 +33,16 @@ __all__ = ["decompose", "views_as_reshapes"]
 def decompose(program: Any, opset_version: int) -> Any:
     """``program`` (an ExportedProgram) decomposed for ONNX translation at ``opset_version``:
     a new ExportedProgram; ``program`` is left as it was."""
-    tables = compat.onnx_decomposition_tables(onnx_registry(opset_version))
+    registry = onnx_registry(opset_version)
+    tables = compat.onnx_decomposition_tables(registry)
     rnn = bool(program.range_constraints) and compat.program_has_rnn(program)
     compat.drop_leftover_unbacked_symbols(program)
     rnn_loops = compat.rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()
     with compat.size_oblivious_capture(), rnn_loops:
-        decomposed = compat.run_decompositions(program, tables)
+        if rnn or compat.retrace_changes_graph(program, registry, tables, undone=_reshapes()):
+            decomposed = compat.run_decompositions(program, tables)
+        else:
+            decomposed = compat.copy_program(program)
         graph_module = decomposed.graph_module
         views_as_reshapes(graph_module)
         with compat.unbacked_symbols_discarded(decomposed):
@@ -44,6 +51,15 @@ def decompose(program: Any, opset_version: int) -> Any:
         use_translated_equivalents(graph_module)
         compat.replace_graph_module(decomposed, graph_module)
     return decomposed
+
+
+def _reshapes() -> frozenset[Any]:
+    """``aten.reshape``: the retrace decomposes it into a ``view`` (with a ``clone`` first when
+    the input is not contiguous, which ONNX does not see), and :func:`views_as_reshapes` turns
+    that back into a ``reshape``."""
+    import torch
+
+    return frozenset({torch.ops.aten.reshape.default})
 
 
 def views_as_reshapes(graph_module: Any) -> int:

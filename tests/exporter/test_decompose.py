@@ -53,3 +53,76 @@ def test_decompose_decomposes_a_scan_over_item_twice_leaving_nothing_pending():
         decomposed = decompose(program, 18)
         assert compat.program_shape_env(program).pending_fresh_unbacked_symbols == []
     assert any("scan" in str(node.target) for node in decomposed.graph.nodes)
+
+
+class TranslatedWhole(torch.nn.Module):
+    """Only ops torch.onnx translates whole (layer_norm, linear, gelu, reshape, add)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.linear = torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)
+
+    def forward(self, input):  # ``input``: a name a graph copy would rename
+        y = torch.nn.functional.gelu(self.linear(self.norm(input)))
+        return (input + y).reshape(input.shape[0], -1)
+
+
+class BufferCounter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x * 2
+
+
+class Branching(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 1, (x,))
+
+
+def _onnx_ops(program):
+    from exporter.pipeline.translations import onnx_registry
+
+    model = compat.translate_to_onnx_ir(program, onnx_registry(18))
+    return [node.op_type for node in model.graph]
+
+
+def test_a_program_of_ops_translated_whole_is_copied_not_retraced_and_translates_alike(monkeypatch):
+    program = torch.export.export(TranslatedWhole().eval(), (torch.randn(2, 4, 8),),
+                                  dynamic_shapes={"input": {0: torch.export.Dim("batch")}})
+    before = [(n.name, str(n.target)) for n in program.graph.nodes]
+    copied = decompose(program, 18)
+    monkeypatch.setattr(compat, "retrace_changes_graph", lambda *_, **__: True)
+    retraced = decompose(program, 18)
+    captured_calls = {n.name for n in program.graph.nodes if n.op == "call_function"}
+    assert captured_calls <= {n.name for n in copied.graph.nodes}  # the captured graph's own nodes
+    assert not captured_calls <= {n.name for n in retraced.graph.nodes}  # a retrace renames them
+    assert _onnx_ops(copied) == _onnx_ops(retraced)
+    assert [(n.name, str(n.target)) for n in program.graph.nodes] == before  # the captured program is untouched
+    origins = {compat.fx_node_origins(n) for n in copied.graph.nodes if n.op == "call_function"}
+    assert all(len(names) == 1 and names[0] in captured_calls for names in origins if names)
+
+
+@pytest.mark.parametrize("module, args", [
+    (BufferCounter(), (torch.randn(3),)),  # a mutation to functionalize
+    (Branching(), (torch.randn(3),)),  # a higher-order op
+    (torch.nn.BatchNorm1d(3).eval(), (torch.randn(2, 3),)),  # aten.batch_norm: decomposed for ONNX
+], ids=["buffer-mutation", "cond", "decomposed-op"])
+def test_a_program_the_retrace_changes_is_retraced(module, args):
+    from exporter.pipeline.translations import onnx_registry
+
+    program = torch.export.export(module, args)
+    registry = onnx_registry(18)
+    assert compat.retrace_changes_graph(program, registry, compat.onnx_decomposition_tables(registry))
+
+
+def test_translated_whole_programs_need_no_retrace_and_reshape_only_when_its_decomposition_is_undone():
+    from exporter.pipeline.translations import onnx_registry
+
+    program = torch.export.export(TranslatedWhole().eval(), (torch.randn(2, 4, 8),))
+    registry = onnx_registry(18)
+    tables = compat.onnx_decomposition_tables(registry)
+    assert compat.retrace_changes_graph(program, registry, tables)  # aten.reshape decomposes to a view
+    assert not compat.retrace_changes_graph(program, registry, tables, undone=frozenset({torch.ops.aten.reshape.default}))

@@ -316,3 +316,21 @@ def test_unbacked_symbols_discarded_leaves_no_new_symbol_pending():
     assert len(env.pending_fresh_unbacked_symbols) == 1
     env.pending_fresh_unbacked_symbols.clear()
 
+
+
+def test_copy_program_keeps_names_signature_and_provenance_and_leaves_the_original_alone():
+    class Named(torch.nn.Module):
+        def forward(self, input):
+            return input * 2
+
+    program = torch.export.export(Named(), (torch.randn(3),))
+    copy = compat.copy_program(program)
+    assert copy is not program and copy.graph_module is not program.graph_module
+    assert [n.name for n in copy.graph.nodes] == [n.name for n in program.graph.nodes]
+    assert [n.name for n in copy.graph.nodes if n.op == "placeholder"] == ["input"]  # not input_1
+    [mul] = [n for n in copy.graph.nodes if n.op == "call_function"]
+    assert compat.fx_node_origins(mul) == ("mul",)
+    mul.target = torch.ops.aten.add.Tensor
+    copy.graph_module.recompile()
+    assert [str(n.target) for n in program.graph.nodes if n.op == "call_function"] == ["aten.mul.Tensor"]
+    assert torch.equal(copy.module()(torch.ones(3)), torch.full((3,), 3.0))
