@@ -11,8 +11,8 @@ Both contenders run in this one process, alternating, on the built-in MLP and de
     against a bare ``torch.onnx.export`` with the changed spec.
 
 torch, onnxscript and both exporters are warmed up once on an unrelated tiny model first, so
-(a) measures an export and not one-time imports. Ratios are exporter / torch medians; targets:
-(a) <= 1.05, (b) <= 0.6.
+(a) measures an export and not one-time imports. Ratios are exporter / torch medians; targets
+(issue 25): (a) <= 0.6, (b) <= 0.35.
 
 (d) with ``--stack N``: a stack of N small blocks (LayerNorm, Linear, GELU, residual: about 6
 ONNX nodes each), a fresh model each repeat, ``export()`` against a bare
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-TARGETS = {"first": 1.05, "respec": 0.6, "stack": 0.5}
+TARGETS = {"first": 0.6, "respec": 0.35, "stack": 0.5}
 NOISY_LOGGERS = ("torch", "torch.onnx", "torch.export", "onnxscript", "onnx_ir")
 
 
