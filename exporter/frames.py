@@ -5,6 +5,7 @@ named (a notebook cell as IPython names it). Which files are the user's is one r
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -63,8 +64,16 @@ def _cell_label(filename: str) -> str | None:
 def source_of_stack(stack_trace: str | None) -> str | None:
     """The innermost user frame of an FX node's ``stack_trace`` as ``file:line in func: code``
     (the innermost frame when none is the user's); None without a trace."""
-    frames = traceback_frames(stack_trace)
+    frames = _stack_frames(stack_trace) if stack_trace else ()
     if not frames:
         return None
     filename, line, func, code = user_frame(frames) or frames[-1]
     return f"{source_label(filename, line)} in {func}: {code}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _stack_frames(stack_trace: str) -> tuple[tuple[str, int, str, str], ...]:
+    """The frames of a stack trace, parsed once per text: the nodes of one module call share
+    one trace, and each graph of an export reads them all. Which frame is the user's and how
+    it is labelled are decided per call (a notebook cell's answers change as cells run)."""
+    return tuple(traceback_frames(stack_trace))

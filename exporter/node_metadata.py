@@ -11,6 +11,7 @@ FX↔ONNX mapping) all read them through here; it sits below them all (it import
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -33,7 +34,19 @@ def fx_name_of(node: Any) -> str | None:
 
 def module_path_of(name_scopes: Any) -> str | None:
     """``['', 'attn', 'attn.qkv', 'linear']`` → ``attn.qkv`` (the last entry is the FX node)."""
-    name_scopes = parse_name_scopes(name_scopes)
+    if isinstance(name_scopes, str):
+        return _module_path_of_text(name_scopes)
+    return _module_path(parse_name_scopes(name_scopes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_path_of_text(text: str) -> str | None:
+    """:func:`module_path_of` of the text torch writes, parsed once per text (the nodes of one
+    module call share it; parsing is an ``ast.literal_eval``)."""
+    return _module_path(parse_name_scopes(text))
+
+
+def _module_path(name_scopes: list[str] | None) -> str | None:
     if not name_scopes:
         return None
     scopes = [s for s in name_scopes[:-1] if s and not s.startswith("_empty_nn_module_stack")]
@@ -44,6 +57,7 @@ _STRICT_ROOT = re.compile(r"^L\[['\"]self['\"]\]\.?")
 _INDEX = re.compile(r"\[['\"]?([^\]'\"]+)['\"]?\]")
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_module_path(path: str) -> str:
     """A module path in ``named_modules()`` form: ``encoder.layer.0.attention``.
 

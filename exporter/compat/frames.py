@@ -64,7 +64,15 @@ def is_user_file(filename: str | None) -> bool:
             return False
         import linecache
 
+        # not cached: a cell becomes the user's once linecache holds its lines
         return bool(linecache.getlines(filename))
+    if os.path.isabs(filename):
+        return _is_user_path_cached(filename)
+    return _is_user_path(filename)  # relative: the answer depends on the working directory
+
+
+def _is_user_path(filename: str) -> bool:
+    """:func:`is_user_file` for a file on disk."""
     path = os.path.abspath(filename)
     if path == _EXAMPLES_FILE:
         return True
@@ -74,3 +82,8 @@ def is_user_file(filename: str | None) -> bool:
         return top not in LIBRARY_PACKAGES and not path.startswith(_dirs()[0])
     libraries, stdlib = _dirs()
     return not path.startswith(libraries) and not path.startswith(stdlib)
+
+
+# An absolute path's answer never changes (the library directories are found once): the
+# graphs of one export ask about a few files thousands of times.
+_is_user_path_cached = functools.lru_cache(maxsize=4096)(_is_user_path)

@@ -17,6 +17,8 @@ _SYMBOL = re.compile(r"\b[su]\d+\b")
 
 
 def _dim_text(size: Any, names: Mapping[str, str]) -> Any:
+    if type(size) is int:
+        return size
     text = compat.size_expression(size)
     if text.lstrip("-").isdigit():
         return int(text)
@@ -97,6 +99,7 @@ def fx_graph(program: Any, kind: str = "fx", dim_names: Mapping[str, str] | None
     inputs: list[ValueInfo] = []
     outputs: list[ValueInfo] = []
     classes: dict[str, str] = {}
+    sources: dict[str | None, str | None] = {}  # the nodes of one module call share a stack trace
     for node in program.graph.nodes:
         if node.op == "placeholder":
             if node.name in user_inputs:
@@ -111,6 +114,9 @@ def fx_graph(program: Any, kind: str = "fx", dim_names: Mapping[str, str] | None
             module, module_class = (stack[-1] if stack else ("", None)) if stack is not None else (None, None)
             classes.update(stack or ())
             target = node.target
+            stack_trace = node.meta.get("stack_trace")
+            if stack_trace not in sources:
+                sources[stack_trace] = source_of_stack(stack_trace)
             op = getattr(target, "__name__", None) if not hasattr(target, "_schema") else str(target)
             nodes.append(
                 GraphNode(
@@ -120,7 +126,7 @@ def fx_graph(program: Any, kind: str = "fx", dim_names: Mapping[str, str] | None
                     outputs=_outputs(node, names),
                     module=module,
                     module_class=module_class,
-                    source=source_of_stack(node.meta.get("stack_trace")),
+                    source=sources[stack_trace],
                     attributes=_attributes(node),
                 )
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any
 
 from ..compat.formats import CLASS_HIERARCHY_KEY
@@ -17,8 +18,12 @@ _CLASS_KEY = CLASS_HIERARCHY_KEY
 
 def _dtype(value: Any) -> str | None:
     dtype = value.dtype
-    if dtype is None:
-        return None
+    return None if dtype is None else _dtype_name(dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype: Any) -> str:
+    """``float32``: numpy's name of an ``onnx_ir.DataType`` (there are a few dozen)."""
     try:
         return str(dtype.numpy().name)
     except Exception:  # noqa: BLE001 - types numpy lacks (bfloat16, float8...)
@@ -34,8 +39,13 @@ def _value_info(value: Any) -> ValueInfo:
 
 def _module_class(node: Any) -> str | None:
     text = node.metadata_props.get(_CLASS_KEY)
-    if not text:
-        return None
+    return _module_class_of(text) if text else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_class_of(text: str) -> str | None:
+    """The innermost module's class in a class hierarchy as torch writes it, parsed once per
+    text (the nodes of one module call share it)."""
     try:
         classes = ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -66,9 +76,13 @@ def onnx_graph(model: Any, kind: str = "onnx") -> Graph:
     ``domain::op`` outside the default domain), with the module path and source line the
     torch exporter recorded on it. Initializers are not nodes."""
     nodes = []
+    sources: dict[str | None, str | None] = {}  # the nodes of one module call share a stack trace
     for index, node in enumerate(model.graph):
         module_text = node.metadata_props.get(NAME_SCOPES_KEY)
         module = module_path_of(module_text) if module_text else None
+        stack = node.metadata_props.get(STACK_TRACE_KEY)
+        if stack not in sources:
+            sources[stack] = source_of_stack(stack)
         nodes.append(
             GraphNode(
                 name=onnx_node_name(node, index),
@@ -77,7 +91,7 @@ def onnx_graph(model: Any, kind: str = "onnx") -> Graph:
                 outputs=tuple(_value_info(v) for v in node.outputs),
                 module=module,
                 module_class=_module_class(node) if module else None,
-                source=source_of_stack(node.metadata_props.get(STACK_TRACE_KEY)),
+                source=sources[stack],
                 attributes=_attributes(node),
             )
         )

@@ -136,3 +136,50 @@ class Pinned(torch.nn.Module):
     assert guard.location == f"Cell In[{cell}], line 6"
     assert source_label("/home/me/model.py", 12, short=True) == "model.py:12"  # files keep their names
     assert source_label(guard.file, 6) != guard.file + ":6"
+
+
+# -- the caches behind the graphs: the same answers as the uncached rule ----------------------
+
+
+def test_a_cached_answer_is_the_rules_answer_for_user_library_and_example_files():
+    from exporter.compat import frames
+
+    files = [__file__, torch.__file__, os.__file__, os.path.join(SITE, "transformers", "m.py"),
+             os.path.join(SITE, "torch", "nn", "functional.py"), os.path.join(os.path.dirname(exporter.__file__), "examples.py")]
+    expected = [True, False, False, True, False, True]
+    for _ in range(2):  # the second round answers from the cache
+        assert [is_user_file(f) for f in files] == expected
+        assert [frames._is_user_path(f) for f in files] == expected
+
+
+def test_a_relative_file_name_is_judged_from_the_working_directory_each_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(os.path.dirname(torch.__file__))
+    assert not is_user_file(os.path.join("nn", "functional.py"))  # torch's own file, named relatively
+    monkeypatch.chdir(tmp_path)
+    assert is_user_file(os.path.join("nn", "functional.py"))  # the same name is now the user's
+
+
+def test_a_cell_in_a_parsed_stack_becomes_the_users_frame_once_the_cell_runs(ipython_shell):
+    code = "def forward(x):\n    return x * 3  # test_frames: a cell run after its stack was read\n"
+    cell = ipython_shell.compile.get_code_name(code, code, 4242)
+    torch_file = os.path.join(SITE, "torch", "nn", "modules", "module.py")
+    stack = (f'File "{cell}", line 2, in forward\n    return x * 3\n'
+             f'File "{torch_file}", line 1775, in _call_impl\n    return forward_call(*args, **kwargs)')
+    assert not is_user_file(cell)
+    assert source_of_stack(stack) == f"{torch_file}:1775 in _call_impl: return forward_call(*args, **kwargs)"
+    ipython_shell.compile.cache(code, 4242)  # the cell runs: linecache holds it, IPython names it
+    try:
+        assert is_user_file(cell)
+        assert source_of_stack(stack) == "Cell In[4242], line 2 in forward: return x * 3"
+    finally:
+        del linecache.cache[cell]
+    assert source_of_stack(stack) == f"{torch_file}:1775 in _call_impl: return forward_call(*args, **kwargs)"
+
+
+def test_module_paths_read_from_text_twice_or_from_a_list_agree():
+    from exporter.node_metadata import module_path_of
+
+    text = "['', 'encoder', \"L['self'].encoder.layer[0]\", 'linear_3']"
+    assert module_path_of(text) == module_path_of(text) == "encoder.layer.0"
+    assert module_path_of(["", "encoder", "L['self'].encoder.layer[0]", "linear_3"]) == "encoder.layer.0"
+    assert module_path_of("['', 'linear']") == "" and module_path_of("not a list") is None
