@@ -29,6 +29,8 @@ from .onnx import onnx_graph, onnx_node_name
 if TYPE_CHECKING:
     import onnx_ir as ir
 
+    from ..events import CancelToken
+
 __all__ = ["PassGraphs", "RecordsPasses", "pass_graphs"]
 
 
@@ -66,14 +68,15 @@ class PassGraphs:
                 f"{len(self.removed)} removed, {len(self.added)} added, {len(self.changed_after)} changed)")
 
 
-def _drawn_names(model: ir.Model) -> dict[int, str]:
-    """id(node) → the name the drawing gives it, for the main graph's nodes."""
-    return {id(node): onnx_node_name(node, i) for i, node in enumerate(model.graph)}
+def _drawn_names(model: ir.Model) -> dict[Any, str]:
+    """node → the name the drawing gives it, for the main graph's nodes."""
+    return {node: onnx_node_name(node, i) for i, node in enumerate(model.graph)}
 
 
-def pass_graphs(session: RecordsPasses, index: int) -> PassGraphs:
+def pass_graphs(session: RecordsPasses, index: int, *, cancel: CancelToken | None = None) -> PassGraphs:
     """``session.passes[index]`` as the graphs before and after it. A pass that was skipped or
-    raised changed nothing drawable: both sides are the model before it."""
+    raised changed nothing drawable: both sides are the model before it. ``cancel`` is checked
+    between the passes replayed (:class:`~exporter.events.Cancelled` when it was set)."""
     passes = session.passes
     if not len(passes):
         raise ValueError(f"no optimizer pass was recorded ({passes.note or 'the optimize stage did not run'})")
@@ -81,10 +84,12 @@ def pass_graphs(session: RecordsPasses, index: int) -> PassGraphs:
         raise IndexError(f"pass {index} out of range: there are {len(passes)} passes (0 … {len(passes) - 1})")
     record = passes[index]
     model = session.stage_output("translate").clone()
-    replay(model, passes.records[:record.index])
+    replay(model, passes.records[:record.index], cancel=cancel)
     before = onnx_graph(model, "onnx_before")
     if not record.ran or record._make is None:
         return PassGraphs(record, before, before)
+    if cancel is not None:
+        cancel.check()
     names_before = _drawn_names(model)
     snapshot = Snapshot.of(model)
     record._make()(model)
@@ -92,11 +97,11 @@ def pass_graphs(session: RecordsPasses, index: int) -> PassGraphs:
     names_after = _drawn_names(model)
     after = onnx_graph(model, "onnx_after")
     kept = names_before.keys() & names_after.keys()
-    changed = {i for i in kept if snapshot.nodes[i][1] != after_snapshot.nodes[i][1]}
+    changed = {n for n in kept if snapshot.nodes[n] != after_snapshot.nodes[n]}
     return PassGraphs(
         record, before, after,
-        removed=frozenset(name for i, name in names_before.items() if i not in names_after),
-        added=frozenset(name for i, name in names_after.items() if i not in names_before),
-        changed_before=frozenset(names_before[i] for i in changed),
-        changed_after=frozenset(names_after[i] for i in changed),
+        removed=frozenset(name for n, name in names_before.items() if n not in names_after),
+        added=frozenset(name for n, name in names_after.items() if n not in names_before),
+        changed_before=frozenset(names_before[n] for n in changed),
+        changed_after=frozenset(names_after[n] for n in changed),
     )

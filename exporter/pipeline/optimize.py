@@ -41,6 +41,8 @@ from .translate import check_opset_forms
 if TYPE_CHECKING:
     import onnx_ir as ir
 
+    from ..events import CancelToken
+
 
 __all__ = [
     "OPTIMIZER_PASSES",
@@ -315,9 +317,12 @@ def _pass_error(failed: PassRecord, passes: OptimizerPasses, exc: BaseException)
     )
 
 
-def replay(model: ir.Model, records: Sequence[PassRecord]) -> ir.Model:
-    """Run ``records``' passes (those that ran) again on ``model``, in place."""
+def replay(model: ir.Model, records: Sequence[PassRecord], *, cancel: CancelToken | None = None) -> ir.Model:
+    """Run ``records``' passes (those that ran) again on ``model``, in place. ``cancel`` is
+    checked before each pass (:class:`~exporter.events.Cancelled` when it was set)."""
     for r in records:
+        if cancel is not None:
+            cancel.check()
         if r.ran and r._make is not None:
             r._make()(model)
     return model
