@@ -8,31 +8,62 @@ in the graph widget's front end (pan, zoom, click a node for its details, open a
     view.highlight                   # the nodes the pass removed, added and changed, by element id
     view.selected = "node_Add_2"     # that node instead, on both sides if it is on both
 
+    view.show_pass(session, 5)       # returns at once: replayed and laid out on the export worker
+    view.wait_pass()                 # the drawing has arrived; view.cancel_pass() stops it
+
 The drawing is :func:`exporter.graphs.draw.before_after` (the same Graphviz layout as the FX
 ↔ ONNX view, the changes filled red / green / yellow); the front end is the graph widget's own
 module (``static/graph_widget.js``) with its overlay buttons hidden: there is no mapping to
 another graph and nothing to overlay here. The Stages tab shows it under the pass table.
+
+Picking a pass in the Stages tab calls :meth:`PassGraphWidget.show_pass`: rebuilding the model
+before the pass (a replay of the passes before it) and laying it out take seconds on a big
+model, so they run on the export worker, as the graph widget's overlays do. The page keeps the
+drawing it has and shows "computing…" with a Cancel button; an error is said in the panel.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from typing import Any
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import traitlets
 
+from exporter.events import CancelToken, Cancelled
 from exporter.graphs.draw import GraphView, before_after
 from exporter.graphs.model import Graph, GraphNode, module_ancestors
-from exporter.graphs.pass_graphs import PassGraphs
+from exporter.graphs.pass_graphs import PassGraphs, pass_graphs
+from exporter.worker import WORKER_THREAD_NAME, submit_work
 
 from .graph_widget import STATIC
 
-__all__ = ["PassGraphWidget"]
+if TYPE_CHECKING:
+    from exporter.graphs.pass_graphs import RecordsPasses
+
+__all__ = ["PassGraphWidget", "PassJob"]
 
 _ELEMENT = re.compile(r'id="(before|after)(?:-|&#45;)(op|module|more|cluster)(?:-|&#45;)([^"]*)"')
 _OTHER = {"before": "after", "after": "before"}
+
+
+@dataclass
+class PassJob:
+    """One pass drawn on the export worker (:meth:`PassGraphWidget.show_pass`): which pass,
+    how to stop it, and how it ended. ``step`` is set when it was drawn, ``error`` (a line, also
+    in the panel) and ``exception`` when it failed, ``cancelled`` when it was stopped or replaced."""
+
+    index: int
+    token: CancelToken
+    done: threading.Event
+    step: PassGraphs | None = None
+    error: str = ""
+    exception: Exception | None = None
+    cancelled: bool = False
 
 
 class PassGraphWidget(anywidget.AnyWidget):
@@ -40,7 +71,12 @@ class PassGraphWidget(anywidget.AnyWidget):
     red / green / yellow). ``selected``: a node name (highlighted on each side it is on, its
     details in the panel; the changes keep their fill); ``expanded``:
     module paths drawn open (those holding a change always are); ``step``: the
-    :class:`~exporter.graphs.pass_graphs.PassGraphs` drawn."""
+    :class:`~exporter.graphs.pass_graphs.PassGraphs` drawn.
+
+    :meth:`show_step` draws a step already built, at once; :meth:`show_pass` builds and lays
+    out a session's pass on the export worker and returns at once (``computing`` says which
+    while it runs: the page shows Cancel; :meth:`cancel_pass` is that button, :meth:`wait_pass`
+    waits for the drawing)."""
 
     _esm = STATIC / "graph_widget.js"
     _css = STATIC / "graph_widget.css"
@@ -56,6 +92,7 @@ class PassGraphWidget(anywidget.AnyWidget):
     message = traitlets.Dict().tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
+    computing = traitlets.Unicode("").tag(sync=True)  # the pass being drawn on the worker ("" when none)
     height = traitlets.Unicode("420px").tag(sync=True)
 
     def __init__(self, step: PassGraphs | None = None, **kwargs: Any) -> None:
@@ -63,12 +100,23 @@ class PassGraphWidget(anywidget.AnyWidget):
         self.step: PassGraphs | None = None
         self.view: GraphView | None = None  # the drawing shown
         self._quiet = False
+        # A pass job writes traits from the export worker: drawings take this lock, so a page
+        # message handled on the kernel thread and a late job never interleave.
+        self._lock = threading.RLock()
+        self._job: PassJob | None = None
         self.on_msg(self._on_front_end_msg)
         if step is not None:
             self.show_step(step)
 
     def show_step(self, step: PassGraphs) -> None:
         """Draw another pass: its changes highlighted, the modules holding them open."""
+        with self._lock:
+            self._cancel_job()
+            self.computing, self.status = "", ""
+            self._show(step, None)
+
+    def _show(self, step: PassGraphs, view: GraphView | None) -> None:
+        """Draw ``step`` (with ``view``, its layout with nothing expanded, when there is one)."""
         self.step = step
         self.message = {}
         self.names = sorted(set(step.before.names) | set(step.after.names))
@@ -80,7 +128,103 @@ class PassGraphWidget(anywidget.AnyWidget):
                 self.expanded = []
             finally:
                 self._quiet = False
-            self._draw()
+            self._draw(view)
+
+    # -- a session's pass, on the export worker ------------------------------------------------------
+    def show_pass(self, session: RecordsPasses, index: int, *, cache: dict[int, PassGraphs] | None = None,
+                  on_done: Callable[[PassJob], None] | None = None) -> PassJob:
+        """Draw ``session.passes[index]``: the model before it is rebuilt (the passes before
+        it replayed) and both sides laid out on the export worker. Returns at once; the
+        drawing shown stays until the new one arrives. ``cache``: steps already built, by
+        index (read, and filled with this one). ``on_done(job)`` is called when the job ends
+        (drawn, failed or cancelled), on the worker. A pass asked for while another is being
+        drawn replaces it."""
+        with self._lock:
+            self._cancel_job()
+            job = PassJob(index, CancelToken(), threading.Event())
+            self._job = job
+            self.message = {}
+            self.computing = f"pass {index}"
+            self.status = f"replaying the passes up to pass {index}…"
+        if threading.current_thread().name.startswith(WORKER_THREAD_NAME):
+            self._run_job(job, session, cache, on_done)  # already on the worker: waiting for it would deadlock
+        else:
+            submit_work(self._run_job, job, session, cache, on_done)
+        return job
+
+    def cancel_pass(self) -> bool:
+        """Stop the pass being drawn (the page's Cancel button): the drawing shown stays,
+        ``status`` says ``cancelled``. False when nothing was being drawn."""
+        with self._lock:
+            if self._cancel_job() is None:
+                return False
+            self.computing, self.status = "", "cancelled"
+            return True
+
+    @property
+    def job(self) -> PassJob | None:
+        """The pass being drawn on the worker (None when none is)."""
+        return self._job
+
+    def wait_pass(self, timeout: float | None = None) -> bool:
+        """Wait until the pass asked for is drawn (or failed, or was cancelled); False on timeout."""
+        job = self._job
+        return job is None or job.done.wait(timeout)
+
+    def _cancel_job(self) -> PassJob | None:
+        """Forget the running job and tell it to stop; its result will be ignored."""
+        with self._lock:
+            job, self._job = self._job, None
+        if job is not None:
+            job.cancelled = True
+            job.token.cancel()
+        return job
+
+    def _run_job(self, job: PassJob, session: RecordsPasses, cache: dict[int, PassGraphs] | None,
+                 on_done: Callable[[PassJob], None] | None) -> None:
+        """On the export worker: build the step and lay it out, then draw it if the job is
+        still the one asked for. Never raises: a failure is said in the panel."""
+        step: PassGraphs | None = None
+        view: GraphView | None = None
+        try:
+            step = cache.get(job.index) if cache is not None else None
+            if step is None:
+                step = pass_graphs(session, job.index, cancel=job.token)
+                if cache is not None:
+                    cache[job.index] = step
+            job.token.check()
+            view = before_after(step)
+        except Cancelled:
+            job.cancelled = True
+        except Exception as exc:  # noqa: BLE001 - shown in the panel, never raised into the page
+            job.exception = exc
+            job.error = f"pass {job.index} could not be drawn: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
+        try:
+            with self._lock:
+                if self._job is job and not job.cancelled:
+                    if job.error:
+                        self.message = {"kind": "error", "text": job.error, "names": []}
+                        self.status = ""
+                    elif step is not None:
+                        self.status = ""
+                        self._show(step, view)
+                        job.step = step
+        except Exception as exc:  # noqa: BLE001 - a drawing failure is said in the panel
+            job.exception = exc
+            job.error = f"drawing pass {job.index} failed: {exc}"
+            self.message = {"kind": "error", "text": job.error, "names": []}
+        finally:
+            with self._lock:
+                if self._job is job:
+                    self._job = None
+                    self.computing = ""
+            try:
+                if on_done is not None:
+                    on_done(job)
+            except Exception as exc:  # noqa: BLE001 - the caller's callback must not kill the worker job
+                self.message = {"kind": "error", "text": f"after drawing pass {job.index}: {exc}", "names": []}
+            finally:
+                job.done.set()  # after on_done: whoever waits sees what it did
 
     # -- drawing ----------------------------------------------------------------------------------
     def _graphs(self) -> dict[str, Graph]:
@@ -92,23 +236,27 @@ class PassGraphWidget(anywidget.AnyWidget):
             raise RuntimeError("no pass drawn yet")
         return self.step
 
-    def _draw(self) -> None:
-        step = self._current()
-        try:
-            view = before_after(step, expand=self.expanded)
-        except ValueError as exc:
-            self.message = {"kind": "error", "text": str(exc), "names": []}
-            return
-        self.view = view
-        self._quiet = True
-        try:
-            self.expanded = list(view.expanded)
-        finally:
-            self._quiet = False
-        self.svg = view.svg or ""
-        self.note = (view.message or "") if view.svg is None else ""
-        self.details = self._details(self.svg)
-        self.highlight = self._highlight_ids()
+    def _draw(self, view: GraphView | None = None) -> None:
+        """Show ``view`` (laid out for the current ``expanded``: the worker's, by :meth:`_show`),
+        or lay one out."""
+        with self._lock:
+            step = self._current()
+            if view is None:
+                try:
+                    view = before_after(step, expand=self.expanded)
+                except ValueError as exc:
+                    self.message = {"kind": "error", "text": str(exc), "names": []}
+                    return
+            self.view = view
+            self._quiet = True
+            try:
+                self.expanded = list(view.expanded)
+            finally:
+                self._quiet = False
+            self.svg = view.svg or ""
+            self.note = (view.message or "") if view.svg is None else ""
+            self.details = self._details(self.svg)
+            self.highlight = self._highlight_ids()
 
     def _change_ids(self) -> list[str]:
         step = self._current()
@@ -177,17 +325,18 @@ class PassGraphWidget(anywidget.AnyWidget):
     def _selected_changed(self, change: Any) -> None:
         if self._quiet or self.step is None:
             return
-        name = change["new"]
-        modules = {m for g in self._graphs().values() if name in g for m in module_ancestors(g[name].module or "")}
-        if name and not modules <= set(self.expanded):
-            self._quiet = True
-            try:
-                self.expanded = sorted(set(self.expanded) | modules)
-            finally:
-                self._quiet = False
-            self._draw()
-        else:
-            self.highlight = self._highlight_ids()
+        with self._lock:
+            name = change["new"]
+            modules = {m for g in self._graphs().values() if name in g for m in module_ancestors(g[name].module or "")}
+            if name and not modules <= set(self.expanded):
+                self._quiet = True
+                try:
+                    self.expanded = sorted(set(self.expanded) | modules)
+                finally:
+                    self._quiet = False
+                self._draw()
+            else:
+                self.highlight = self._highlight_ids()
 
     @traitlets.observe("expanded")
     def _expanded_changed(self, change: Any) -> None:
@@ -196,6 +345,9 @@ class PassGraphWidget(anywidget.AnyWidget):
         self._draw()
 
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "cancel":
+            self.cancel_pass()
+            return
         if not (isinstance(content, dict) and content.get("type") == "search") or self.step is None:
             return
         text = str(content.get("text", "")).strip()

@@ -356,6 +356,7 @@ def test_the_stages_tab_draws_a_picked_pass_before_and_after_with_the_nodes_of_i
 
     record = max(changing, key=lambda r: len(r.diff().changes))
     stages.pass_picker.value = record.index  # what picking it in the page does
+    stages.wait_pass()
     step, view = stages.pass_step, stages.pass_view
     assert step is not None and view is not None and step.record.index == record.index
     assert len(step.before) == record.nodes_before and len(step.after) == record.nodes_after

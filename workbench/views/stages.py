@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from exporter.pipeline.pass_records import OptimizerPasses
     from exporter.pipeline.stage import StageResult
     from exporter.session import Session
-    from workbench.pass_graph_widget import PassGraphWidget
+    from workbench.pass_graph_widget import PassGraphWidget, PassJob
 
 __all__ = ["STEPS", "StagesView"]
 
@@ -84,6 +84,7 @@ class StagesView:
         self.pass_step: PassGraphs | None = None  # the pass drawn below the pass table
         self._pass_steps: dict[int, PassGraphs] = {}  # of this session: picked again, drawn without a replay
         self.pass_view: GraphView | None = None
+        self._picker_quiet = False  # set while a cancel puts the picker back on the pass drawn
         self.pass_picker = widgets.Dropdown(options=[(_NO_PASS, -1)], value=-1, description="Pass",
                                             layout=widgets.Layout(width="auto", max_width="100%"))
         self.pass_picker.add_class("wb-pass-picker")
@@ -196,6 +197,7 @@ class StagesView:
         self._pass_steps = {}
         self.pass_graphs.value = ""
         if self.pass_widget is not None:
+            self.pass_widget.cancel_pass()  # a pass of the previous session being drawn is not shown
             self.pass_widget.layout.display = "none"
         self.pass_picker.options = [(_NO_PASS, -1)]
         self.pass_picker.value = -1
@@ -204,39 +206,84 @@ class StagesView:
     def show_pass(self, index: int) -> None:
         """Draw the model before and after ``session.passes[index]`` (``-1``: nothing), the
         nodes the pass removed, added and changed highlighted. The picker calls it; the models
-        are rebuilt by replaying the passes before it (:func:`~exporter.graphs.pass_graphs.pass_graphs`)."""
+        are rebuilt by replaying the passes before it (:func:`~exporter.graphs.pass_graphs.pass_graphs`).
+        With the graph widget this returns at once: the replay and the layout run on the export
+        worker, the drawing shown stays until the new one arrives (:meth:`wait_pass` waits)."""
         if index != self.pass_picker.value and index in [o[1] for o in self.pass_picker.options]:
             self.pass_picker.value = index  # calls back here with the same index
             return
-        self.pass_step, self.pass_view = None, None
-        if self.pass_widget is not None:
-            self.pass_widget.layout.display = "none"
+        if self._picker_quiet:
+            return
         if index < 0 or self._session is None:
+            self.pass_step, self.pass_view = None, None
+            if self.pass_widget is not None:
+                self.pass_widget.cancel_pass()
+                self.pass_widget.layout.display = "none"
             self.pass_graphs.value = ""
             return
+        if self.pass_widget is not None:
+            if self.pass_step is None:  # nothing drawn yet: say what is coming (the widget says it too)
+                self.pass_graphs.value = pane(verdict("running", f"replaying the passes up to pass {index}…"))
+            self.pass_widget.show_pass(self._session, index, cache=self._pass_steps, on_done=self._pass_drawn)
+            return
+        self.pass_step, self.pass_view = None, None
         self.pass_graphs.value = pane(verdict("running", f"replaying the passes up to pass {index}…"))
         try:
             if index not in self._pass_steps:
                 self._pass_steps[index] = pass_graphs(self._session, index)
             self.pass_step = self._pass_steps[index]
-            if self.pass_widget is not None:
-                self.pass_widget.show_step(self.pass_step)
-                self.pass_view = self.pass_widget.view
-            else:
-                self.pass_view = before_after(self.pass_step)
+            self.pass_view = before_after(self.pass_step)
         except Exception as exc:  # noqa: BLE001 - a UI callback shows the error, never raises into the page
             self.pass_graphs.value = failure_html(Failure.from_exception(exc, "optimize"),
                                                   f"drawing pass {index} failed")
             return
-        view = self.pass_view
+        self._caption()
+
+    def wait_pass(self, timeout: float | None = None) -> bool:
+        """Wait until the pass picked is drawn (or failed, or was cancelled); False on timeout."""
+        return self.pass_widget is None or self.pass_widget.wait_pass(timeout)
+
+    def _pass_drawn(self, job: PassJob) -> None:
+        """The widget's pass job ended (on the export worker): caption it, say its error, or
+        after a cancel put the picker back on the pass still drawn."""
+        widget = self.pass_widget
+        if widget is None:
+            return
+        if job.cancelled:
+            if widget.job is not None:  # replaced by another pass, still being drawn: that one says it
+                return
+            drawn = self.pass_step.record.index if self.pass_step is not None else -1
+            if self.pass_picker.value == job.index and drawn != job.index:
+                self._picker_quiet = True
+                try:
+                    self.pass_picker.value = drawn
+                finally:
+                    self._picker_quiet = False
+            if self.pass_step is None:
+                self.pass_graphs.value = ""
+            return
+        if job.exception is not None or job.step is None:
+            self.pass_step, self.pass_view = None, None
+            widget.layout.display = "none"
+            error = job.exception if job.exception is not None else RuntimeError(job.error or "nothing was drawn")
+            self.pass_graphs.value = failure_html(Failure.from_exception(error, "optimize"),
+                                                  f"drawing pass {job.index} failed")
+            return
+        self.pass_step, self.pass_view = job.step, widget.view
+        widget.layout.display = None
+        self._caption()
+
+    def _caption(self) -> None:
+        """Above the drawing: which pass, what it does, the node counts, the colours."""
+        step, view = self.pass_step, self.pass_view
+        if step is None:
+            return
         if self.pass_widget is not None:
             body = ""  # the widget below draws it
-            self.pass_widget.layout.display = None
         elif view is not None and view.svg:
             body = f'<div class="wb-pass-svg" style="overflow:auto; max-height:70vh; max-width:100%">{view.svg}</div>'
         else:
             body = view._repr_html_() if view is not None else ""
-        step = self.pass_step
         self.pass_graphs.value = (
             f'<div class="wb-pass-caption">{esc(step.record.label)}: {esc(step.record.description)}; '
             f"{len(step.before)} → {len(step.after)} nodes</div>{_legend()}{body}")
