@@ -195,3 +195,43 @@ def test_at_opset_17_bisect_names_the_pass_that_leaves_a_node_onnxruntime_cannot
     assert fixed.passes.failed is None and fixed.stages[-1].status == Status.OK
     assert len(list(fixed.stage_output("optimize").graph)) < len(list(session.stage_output("translate").graph))
     assert fixed.verify(edge_values=False, locate=False).ok
+
+
+def _three_nodes():
+    """x -> Relu 'a' -> Add 'b' (with a graph input) -> LeakyRelu 'c' (alpha) -> output."""
+    x, y = ir.Value(name="x"), ir.Value(name="y")
+    a = ir.node("Relu", [x], name="a")
+    b = ir.node("Add", [a.outputs[0], y], name="b")
+    c = ir.node("LeakyRelu", [b.outputs[0]], attributes={"alpha": 0.1}, name="c")
+    graph = ir.Graph([x, y], [c.outputs[0]], nodes=[a, b, c], opset_imports={"": 18})
+    return ir.Model(graph, ir_version=10), a, b, c, y
+
+
+def test_a_snapshot_sees_renames_new_inputs_and_attribute_values_but_not_an_equal_attribute_rebuilt():
+    from exporter.pipeline.pass_records import Snapshot, diff
+
+    model, a, b, c, y = _three_nodes()
+    start = Snapshot.of(model)
+    c.attributes["alpha"] = ir.Attr("alpha", ir.AttributeType.FLOAT, 0.1)  # a new Attr, the same value
+    assert diff(start, Snapshot.of(model))[:3] == ((), (), ())
+
+    b.name = "b2"
+    a.outputs[0].name = "a_out"
+    c.attributes["alpha"] = ir.Attr("alpha", ir.AttributeType.FLOAT, 0.2)
+    b.replace_input_with(1, a.outputs[0])
+    added, removed, changed, _, _ = diff(start, Snapshot.of(model))
+    assert not added and not removed
+    assert {(n.name, n.what) for n in changed} == {
+        ("a", "outputs renamed"), ("b2", "renamed from 'b', inputs"), ("c", "attributes")}
+
+
+def test_the_structural_check_names_an_input_nothing_produces_and_an_output_no_node_produces():
+    from exporter.pipeline.pass_records import structure_problem
+
+    model, a, b, c, y = _three_nodes()
+    assert structure_problem(model) == ""
+    model.graph.inputs.remove(y)  # 'b' still reads it
+    assert structure_problem(model) == "node 'b' (Add) reads 'y', which nothing before it produces"
+    model.graph.inputs.append(y)
+    model.graph.outputs.append(ir.Value(name="lost"))
+    assert structure_problem(model) == "graph output 'lost' is produced by no node"
