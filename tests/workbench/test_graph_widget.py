@@ -52,33 +52,7 @@ class Net(nn.Module):
         return self.head(self.encoder(self.embed(x))).softmax(-1)
 
 
-class DummyComm:
-    """Records what the widget sends to the page (ipywidgets' tests/utils.py pattern)."""
-
-    comm_id = "a-b-c-d"
-    kernel = "Truthy"
-
-    def __init__(self, *args, **kwargs):
-        self.messages: list[dict] = []
-
-    def open(self, *args, **kwargs):
-        pass
-
-    def on_msg(self, *args, **kwargs):
-        pass
-
-    def send(self, data=None, *args, **kwargs):
-        self.messages.append(data)
-
-    def close(self, *args, **kwargs):
-        pass
-
-
-@pytest.fixture(autouse=True)
-def dummy_comm(monkeypatch):
-    import ipywidgets.widgets.widget as widget_module
-
-    monkeypatch.setattr(widget_module.comm, "create_comm", lambda *a, **k: DummyComm())
+pytestmark = pytest.mark.usefixtures("dummy_comm")
 
 
 def _export(model, x, **options):
