@@ -18,7 +18,9 @@ from exporter.graphs.draw import CHANGE_COLOURS
 from exporter.worker import submit_work
 from workbench.graph_widget import GraphWidget
 
-pytestmark = pytest.mark.needs_dot
+from widget_page import page_sends, sent_state
+
+pytestmark = [pytest.mark.needs_dot, pytest.mark.usefixtures("dummy_comm")]
 
 
 class Layer(nn.Module):
@@ -52,9 +54,6 @@ class Net(nn.Module):
         return self.head(self.encoder(self.embed(x))).softmax(-1)
 
 
-pytestmark = pytest.mark.usefixtures("dummy_comm")
-
-
 def _export(model, x, **options):
     torch.manual_seed(0)
     session = exporter.export(model.eval(), x, options=exporter.ExportOptions(**options))
@@ -70,21 +69,6 @@ def session():
 def from_page(widget, **state):
     """What the front end does with ``model.set(...); model.save_changes()``."""
     widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
-
-
-def page_sends(widget, content):
-    """What the front end does with ``model.send(content)``."""
-    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
-
-
-def sent_state(widget) -> dict:
-    """Every trait value sent to the page since the last call, merged."""
-    out: dict = {}
-    for message in widget.comm.messages:
-        if message and message.get("method") == "update":
-            out.update(message["state"])
-    widget.comm.messages.clear()
-    return out
 
 
 def drawn(widget) -> str:

@@ -16,7 +16,9 @@ from exporter.graphs.pass_graphs import pass_graphs
 from exporter.worker import submit_work
 from workbench.pass_graph_widget import PassGraphWidget
 
-pytestmark = pytest.mark.needs_dot
+from widget_page import page_sends, sent_state
+
+pytestmark = [pytest.mark.needs_dot, pytest.mark.usefixtures("dummy_comm")]
 
 
 class Folded(nn.Module):
@@ -29,9 +31,6 @@ class Folded(nn.Module):
 
     def forward(self, x):
         return torch.relu(self.fc(x) * (self.scale * 0.5 + 1.0))
-
-
-pytestmark = pytest.mark.usefixtures("dummy_comm")
 
 
 @pytest.fixture(scope="module")
@@ -48,21 +47,6 @@ def changing(session):
     found = [r.index for r in session.passes if r.ran and r.changes_model]
     assert len(found) >= 2, [r.label for r in session.passes]
     return found[:2]
-
-
-def page_sends(widget, content):
-    """What the front end does with ``model.send(content)``."""
-    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
-
-
-def sent_state(widget) -> dict:
-    """Every trait value sent to the page since the last call, merged."""
-    out: dict = {}
-    for message in widget.comm.messages:
-        if message and message.get("method") == "update":
-            out.update(message["state"])
-    widget.comm.messages.clear()
-    return out
 
 
 def _hold_the_worker():
