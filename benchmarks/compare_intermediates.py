@@ -1,6 +1,6 @@
 """``session.compare_intermediates()`` on a 2-layer BERT against one verify case, and the memory it holds.
 
-Run: ``HF_HUB_OFFLINE=1 python benchmarks/compare_intermediates.py [--hidden 64] [--seq 16] [--repeats 5]``
+Run: ``HF_HUB_OFFLINE=1 python benchmarks/compare_intermediates.py [--hidden 64] [--seq 16] [--repeats 5] [--processes 3]``
 
 A ``BertModel`` from a transformers config (2 layers, random weights) is exported once. Then, in
 this process, each the median of ``--repeats`` runs:
@@ -8,7 +8,11 @@ this process, each the median of ``--repeats`` runs:
 * one verify case: what ``verify()`` does per case (ONNX feeds, the eager forward under
   ``preserved``, one onnxruntime run through the session's cached InferenceSession, the outputs
   compared), the example inputs;
-* compare_intermediates, cold: the eager forward, the FX interpreter run, onnxruntime with every
+* compare_intermediates, fresh graphs: the first call on a session whose graphs were never
+  read: it also builds the FX and ONNX graphs and the FX <-> ONNX mapping (which give each row
+  its module and source line), then runs as cold (the parsed stack traces and module paths
+  are cached per process, as after an earlier export in the same kernel);
+* cold: the eager forward, the FX interpreter run, onnxruntime with every
   node output exposed (a new InferenceSession: the model with extra outputs is another model),
   every pair compared;
 * warm: the same call again (the exposed-outputs session of a small model is kept, one entry,
@@ -16,11 +20,16 @@ this process, each the median of ``--repeats`` runs:
 * the same with ``max_bytes`` small enough to stream in about 8 chunks (cold: every chunk is
   another model).
 
+And the first call in a fresh process, ``--processes`` times (each a new Python that imports,
+exports, runs one verify case to warm up, times one case three times and then the first
+compare_intermediates): nothing cached but what the export itself left.
+
 ``--threads`` sets torch's intra-op threads (default: torch's own). On a busy 2-core machine
 eager PyTorch with 2 threads stalls at its barriers (FIELD-NOTES), which inflates both sides.
 
 The ratio is compare_intermediates / one verify case (goal ≤ 2×), from interleaved rounds
-(fastest round of each, and medians). Peak RSS growth is sampled
+(fastest round of each, and medians); in fresh processes, the fastest first call over the
+fastest case. Peak RSS growth is sampled
 every millisecond from ``/proc/self/statm`` during the first call in a fresh process (after the
 export and one verify case), above the RSS just before it;
 ``peak_bytes`` is what the result says it held (intermediate values, both sides).
@@ -87,6 +96,22 @@ def fresh_process_rss(argv: list[str] | None, max_bytes: int) -> int:
     return int(out[-3])
 
 
+def fresh_process_first_calls(argv: list[str] | None, processes: int) -> tuple[list[float], list[float]]:
+    """(fastest one verify case, first compare_intermediates) of each of ``processes`` new
+    processes, in seconds."""
+    import subprocess
+    import sys
+
+    args = [a for a in (sys.argv[1:] if argv is None else argv)]
+    cases, firsts = [], []
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, __file__, *args, "--first-only"], check=True, capture_output=True,
+                             text=True).stdout.split()
+        cases.append(float(out[-2]))
+        firsts.append(float(out[-1]))
+    return cases, firsts
+
+
 def median_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -102,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    parser.add_argument("--processes", type=int, default=3, help="fresh processes timing a first call")
+    parser.add_argument("--first-only", action="store_true",
+                        help="(internal) print one verify case's time and the first call's, in a fresh process")
     parser.add_argument("--rss-only", type=int, default=None, metavar="MAX_BYTES",
                         help="(internal) print the peak RSS growth of one call with this max_bytes, in a fresh process")
     options = parser.parse_args(argv)
@@ -122,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         intermediates._CACHE.clear()
         return session.compare_intermediates(**kw)
 
+    def fresh_graphs():
+        session.__dict__.pop("graphs", None)  # as on a session whose graphs were never read
+        return cold()
+
     model, kwargs = build_bert(options.hidden, options.seq)
     names = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
     session = exporter.export(model, **kwargs, options=exporter.ExportOptions(dynamic_shapes=names))
@@ -135,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         assert result.status == "pass", result.describe()
 
     one_case()  # warm: the InferenceSession, eager kernels
+    if options.first_only:
+        case = min(median_time(one_case, 1) for _ in range(3))
+        print(f"{case} {median_time(session.compare_intermediates, 1)}")
+        return 0
     if options.rss_only is not None:
         growth, result = peak_rss_growth(lambda: session.compare_intermediates(max_bytes=options.rss_only))
         print(f"{growth} {result.peak_bytes} {result.chunks}")
@@ -146,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # Interleaved rounds: the machine's load changes from second to second, so each round times
     # every variant back to back; noise only adds time, so the fastest round is the steady figure.
-    timings: dict[str, list[float]] = {"case": [], "cold": [], "warm": [], "streamed": []}
-    runs = {"case": one_case, "cold": cold, "warm": lambda: session.compare_intermediates(),
+    timings: dict[str, list[float]] = {"case": [], "fresh": [], "cold": [], "warm": [], "streamed": []}
+    runs = {"case": one_case, "fresh": fresh_graphs, "cold": cold, "warm": lambda: session.compare_intermediates(),
             "streamed": lambda: cold(max_bytes=small)}
     for _ in range(options.repeats):
         for key, fn in runs.items():
@@ -157,16 +193,23 @@ def main(argv: list[str] | None = None) -> int:
     result, streamed = session.compare_intermediates(), session.compare_intermediates(max_bytes=small)
     growth = fresh_process_rss(argv, result.peak_bytes * 4)
     streamed_growth = fresh_process_rss(argv, small)
+    process_cases, process_firsts = fresh_process_first_calls(argv, options.processes)
 
     print(f"2-layer BERT, hidden {options.hidden}, batch 2 x seq {options.seq}: {onnx_nodes} ONNX nodes, "
           f"{result.compared} compared, {len(result.rows) - result.compared} not compared")
     print(f"torch threads {torch.get_num_threads()}; medians of {options.repeats} runs")
-    print(f"{'':34}{'fastest':>9}  {'median':>9}  ratio (fastest, median)")
-    labels = {"case": "one verify case", "cold": "compare_intermediates, cold", "warm": "compare_intermediates, warm",
+    print(f"{'':38}{'fastest':>9}  {'median':>9}  ratio (fastest, median)")
+    labels = {"case": "one verify case", "fresh": "compare_intermediates, fresh graphs",
+              "cold": "compare_intermediates, cold", "warm": "compare_intermediates, warm",
               "streamed": f"compare_intermediates, {streamed.chunks} chunks"}
     for key, label in labels.items():
         ratio = "" if key == "case" else f"  {low[key] / low['case']:5.1f}x, {mid[key] / mid['case']:5.1f}x"
-        print(f"{label + ':':34}{low[key] * 1e3:7.1f}ms  {mid[key] * 1e3:7.1f}ms{ratio}")
+        print(f"{label + ':':38}{low[key] * 1e3:7.1f}ms  {mid[key] * 1e3:7.1f}ms{ratio}")
+    if process_firsts:
+        case_low, first_low = min(process_cases), min(process_firsts)
+        print(f"first call in a fresh process ({len(process_firsts)} processes): one verify case {case_low * 1e3:.1f}ms, "
+              f"first call {first_low * 1e3:.1f}ms  {first_low / case_low:5.1f}x "
+              f"(each: {', '.join(f'{f / c:.1f}x' for c, f in zip(process_cases, process_firsts))})")
     print(f"values held (result.peak_bytes):  {result.peak_bytes / 2**20:.2f} MiB in 1 chunk, "
           f"{streamed.peak_bytes / 2**20:.2f} MiB in {streamed.chunks} chunks (max_bytes {small / 2**20:.2f} MiB)")
     print(f"peak RSS growth, first call in a fresh process (after export and one verify case): {growth / 2**20:.1f} MiB in 1 chunk, "

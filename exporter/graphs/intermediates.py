@@ -511,7 +511,15 @@ class _OrtRunner:
         self._proto: Any = None
         self._directory: Any = None
         self._types: dict[str, Any] = {}
+        self._weight_bytes: int | None = None
         self.runs = 0
+
+    @property
+    def weight_bytes(self) -> int:
+        """The model's initializer bytes (summed once: every chunk asks)."""
+        if self._weight_bytes is None:
+            self._weight_bytes = initializer_bytes(self._model)
+        return self._weight_bytes
 
     def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
         wanted = list(dict.fromkeys(names))
@@ -522,7 +530,7 @@ class _OrtRunner:
             return self._read(cached[2], wanted, feeds)
         session = self._session(wanted)
         values = self._read(session, wanted, feeds)
-        if self._directory is None and initializer_bytes(self._model) <= _CACHED_WEIGHTS:
+        if self._directory is None and self.weight_bytes <= _CACHED_WEIGHTS:
             _CACHE["entry"] = (weakref.ref(self._model), key, session)
         return values
 
@@ -535,7 +543,7 @@ class _OrtRunner:
         import onnx_ir as ir
 
         self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
-        if initializer_bytes(self._model) <= _INLINE_WEIGHTS:
+        if self.weight_bytes <= _INLINE_WEIGHTS:
             if self._ort_model.model is self._model and not self._ort_model.is_large:
                 return self._ort_model.model_proto
             return ir.to_proto(self._model)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import functools
 from typing import Any
 
-from ..compat.formats import CLASS_HIERARCHY_KEY
+from ..compat.formats import CLASS_HIERARCHY_KEY, parse_string_list
 from ..frames import source_of_stack
 from ..node_metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of
 from .model import Graph, GraphNode, ValueInfo
@@ -46,9 +45,8 @@ def _module_class(node: Any) -> str | None:
 def _module_class_of(text: str) -> str | None:
     """The innermost module's class in a class hierarchy as torch writes it, parsed once per
     text (the nodes of one module call share it)."""
-    try:
-        classes = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    classes = parse_string_list(text)
+    if not isinstance(classes, (list, tuple)):
         return None
     # the last entry is the aten op; the one before it the innermost module's class
     return str(classes[-2]).rsplit(".", 1)[-1] if len(classes) >= 2 else None

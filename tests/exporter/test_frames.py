@@ -183,3 +183,21 @@ def test_module_paths_read_from_text_twice_or_from_a_list_agree():
     assert module_path_of(text) == module_path_of(text) == "encoder.layer.0"
     assert module_path_of(["", "encoder", "L['self'].encoder.layer[0]", "linear_3"]) == "encoder.layer.0"
     assert module_path_of("['', 'linear']") == "" and module_path_of("not a list") is None
+
+
+@pytest.mark.parametrize("text", [
+    "['', 'embeddings', 'slice_1']", "[]", "['_empty_nn_module_stack_from_metadata_hook', 'sym_size_int_12']",
+    "['transformers.models.bert.modeling_bert.BertModel', 'aten.slice.Tensor']", "[ 'a' , \"L['self'].x\" ]",
+    "['a',]", "['é', '']", "['a\\'b']", "['a\\nb']", "['a', 1]", "['a' 'b']", "('a', 'b')", "not a list", "['a', \"b\"",
+    "[,]", "",
+])
+def test_metadata_lists_read_without_ast_read_as_ast_reads_them(text):
+    import ast
+
+    from exporter.compat.formats import parse_string_list
+
+    try:
+        expected = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        expected = None
+    assert parse_string_list(text) == expected
