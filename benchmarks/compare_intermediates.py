@@ -84,32 +84,27 @@ def peak_rss_growth(fn) -> tuple[int, object]:
     return max(peak[0], rss_bytes()) - base, result
 
 
-def fresh_process_rss(argv: list[str] | None, max_bytes: int) -> int:
-    """The peak RSS growth of one first call in a new process (this one's heap already holds
-    the memory earlier calls freed, so growth measured here reads about 0)."""
+def in_fresh_process(argv: list[str] | None, *extra: str) -> list[str]:
+    """The words this script prints when run again in a new process with ``extra`` arguments."""
     import subprocess
     import sys
 
     args = [a for a in (sys.argv[1:] if argv is None else argv)]
-    out = subprocess.run([sys.executable, __file__, *args, "--rss-only", str(max_bytes)], check=True,
-                         capture_output=True, text=True).stdout.split()
-    return int(out[-3])
+    return subprocess.run([sys.executable, __file__, *args, *extra], check=True, capture_output=True,
+                          text=True).stdout.split()
+
+
+def fresh_process_rss(argv: list[str] | None, max_bytes: int) -> int:
+    """The peak RSS growth of one first call in a new process (this one's heap already holds
+    the memory earlier calls freed, so growth measured here reads about 0)."""
+    return int(in_fresh_process(argv, "--rss-only", str(max_bytes))[-3])
 
 
 def fresh_process_first_calls(argv: list[str] | None, processes: int) -> tuple[list[float], list[float]]:
     """(fastest one verify case, first compare_intermediates) of each of ``processes`` new
     processes, in seconds."""
-    import subprocess
-    import sys
-
-    args = [a for a in (sys.argv[1:] if argv is None else argv)]
-    cases, firsts = [], []
-    for _ in range(processes):
-        out = subprocess.run([sys.executable, __file__, *args, "--first-only"], check=True, capture_output=True,
-                             text=True).stdout.split()
-        cases.append(float(out[-2]))
-        firsts.append(float(out[-1]))
-    return cases, firsts
+    runs = [in_fresh_process(argv, "--first-only") for _ in range(processes)]
+    return [float(out[-2]) for out in runs], [float(out[-1]) for out in runs]
 
 
 def median_time(fn, repeats: int) -> float:
