@@ -42,7 +42,8 @@ from exporter.graphs.model import Graph, GraphNode, module_ancestors
 from exporter.graphs.modules import module_sort_key, module_tree, short_op
 from exporter.graphs.overlay import overlay_values
 from exporter.graphs.session_graphs import SessionGraphs
-from exporter.worker import WORKER_THREAD_NAME, submit_work
+
+from .worker_jobs import JobSlot, WorkerJob
 
 if TYPE_CHECKING:
     from exporter.session import Session
@@ -124,13 +125,11 @@ def _close(name: str, candidates: Iterable[str], n: int = 8) -> list[str]:
 
 
 @dataclass
-class _OverlayJob:
-    """One overlay computed on the export worker: what it paints, how to stop it, when it is done."""
+class _OverlayJob(WorkerJob):
+    """One overlay computed on the export worker: what it paints, and what a cancel goes back to."""
 
     kind: str
-    previous: str  # the overlay drawn when it started: what a cancel goes back to
-    token: CancelToken
-    done: threading.Event
+    previous: str  # the overlay drawn when it started
 
 
 @dataclass(frozen=True)
@@ -189,7 +188,7 @@ class GraphWidget(anywidget.AnyWidget):
         # The overlay job writes traits from the export worker: drawings take this lock, so a
         # page message handled on the kernel thread and a late overlay never interleave.
         self._lock = threading.RLock()
-        self._job: _OverlayJob | None = None
+        self._jobs: JobSlot[_OverlayJob] = JobSlot(self._lock)
         self._drawn_overlay = "none"  # the overlay whose values are drawn
         self.on_msg(self._on_front_end_msg)
         if session is not None:
@@ -206,7 +205,7 @@ class GraphWidget(anywidget.AnyWidget):
     def show_prepared(self, prepared: PreparedGraphs) -> None:
         """Draw another session's graphs (the Workbench's Draw button; the layout may already
         be done). Selection and open modules are kept where they still exist."""
-        self._cancel_job()
+        self._jobs.cancel()
         self._prepared = prepared
         self._values = {}
         self._drawn_overlay = "none"
@@ -345,27 +344,24 @@ class GraphWidget(anywidget.AnyWidget):
         if self._quiet or self._prepared is None:
             return
         with self._lock:
-            self._cancel_job()
+            self._jobs.cancel()
             self.message = {}
             if change["new"] == "none":
                 self._values, self._drawn_overlay, self.computing, self.status = {}, "none", "", ""
                 self._relayout(self.expanded)
                 return
-            job = _OverlayJob(change["new"], self._drawn_overlay, CancelToken(), threading.Event())
-            self._job = job
+            job = _OverlayJob(change["new"], self._drawn_overlay)
+            self._jobs.replace(job)
             self.computing = job.kind
             self.status = ("profiling in onnxruntime…" if job.kind == "time"
                            else "comparing every intermediate value, FX vs ONNX…")
-        if threading.current_thread().name.startswith(WORKER_THREAD_NAME):
-            self._run_job(job)  # already on the worker (a Workbench renderer): waiting for it would deadlock
-        else:
-            submit_work(self._run_job, job)
+        self._jobs.submit(self._run_job, job)
 
     def cancel_overlay(self) -> bool:
         """Stop the overlay being computed (the page's Cancel button): the previous overlay
         and drawing stay, ``status`` says ``cancelled``. False when nothing was computing."""
         with self._lock:
-            job = self._cancel_job()
+            job = self._jobs.cancel()
             if job is None:
                 return False
             self._quiet = True
@@ -378,17 +374,7 @@ class GraphWidget(anywidget.AnyWidget):
 
     def wait_overlay(self, timeout: float | None = None) -> bool:
         """Wait until the overlay asked for is drawn (or failed, or was cancelled); False on timeout."""
-        job = self._job
-        return job is None or job.done.wait(timeout)
-
-    def _cancel_job(self) -> _OverlayJob | None:
-        """Forget the running overlay job and tell it to stop; its result will be ignored."""
-        with self._lock:
-            job, self._job = self._job, None
-        if job is not None:
-            job.token.cancel()
-            job.done.set()
-        return job
+        return self._jobs.wait(timeout)
 
     def _run_job(self, job: _OverlayJob) -> None:
         """On the export worker: compute the values and lay them out, then draw them if the job
@@ -401,14 +387,13 @@ class GraphWidget(anywidget.AnyWidget):
                 "text": f"the {job.kind} overlay could not be computed: {(str(exc).splitlines() or [type(exc).__name__])[0]}"})
         try:
             with self._lock:
-                if self._job is job and not job.token.cancelled:
+                if self._jobs.is_current(job):
                     self._apply(job, outcome)
         except Exception as exc:  # noqa: BLE001 - a drawing failure is said in the panel
             self.message = {"kind": "error", "text": f"drawing the {job.kind} overlay failed: {exc}", "names": []}
         finally:
             with self._lock:
-                if self._job is job:
-                    self._job = None
+                if self._jobs.finish(job):
                     self.computing = ""
             job.done.set()
 
@@ -545,7 +530,7 @@ class GraphWidget(anywidget.AnyWidget):
             try:
                 view = self._layout(tuple(expand), self._values, self._drawn_overlay)
             finally:
-                self.status = busy if self._job is not None else ""
+                self.status = busy if self._jobs.job is not None else ""
             self._draw(view)
 
     def _layout(self, expand: tuple[str, ...], values: dict[str, float], overlay: str) -> GraphView:

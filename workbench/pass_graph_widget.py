@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from exporter.events import CancelToken, Cancelled
+from exporter.events import Cancelled
 from exporter.graphs.draw import GraphView, before_after
 from exporter.graphs.model import Graph, GraphNode, module_ancestors
 from exporter.graphs.pass_graphs import PassGraphs, pass_graphs
-from exporter.worker import WORKER_THREAD_NAME, submit_work
 
 from .graph_widget import STATIC
+from .worker_jobs import JobSlot, WorkerJob
 
 if TYPE_CHECKING:
     from exporter.graphs.pass_graphs import RecordsPasses
@@ -52,18 +52,15 @@ _OTHER = {"before": "after", "after": "before"}
 
 
 @dataclass
-class PassJob:
+class PassJob(WorkerJob):
     """One pass drawn on the export worker (:meth:`PassGraphWidget.show_pass`): which pass,
     how to stop it, and how it ended. ``step`` is set when it was drawn, ``error`` (a line, also
     in the panel) and ``exception`` when it failed, ``cancelled`` when it was stopped or replaced."""
 
     index: int
-    token: CancelToken
-    done: threading.Event
     step: PassGraphs | None = None
     error: str = ""
     exception: Exception | None = None
-    cancelled: bool = False
 
 
 class PassGraphWidget(anywidget.AnyWidget):
@@ -103,7 +100,7 @@ class PassGraphWidget(anywidget.AnyWidget):
         # A pass job writes traits from the export worker: drawings take this lock, so a page
         # message handled on the kernel thread and a late job never interleave.
         self._lock = threading.RLock()
-        self._job: PassJob | None = None
+        self._jobs: JobSlot[PassJob] = JobSlot(self._lock)
         self.on_msg(self._on_front_end_msg)
         if step is not None:
             self.show_step(step)
@@ -111,7 +108,7 @@ class PassGraphWidget(anywidget.AnyWidget):
     def show_step(self, step: PassGraphs) -> None:
         """Draw another pass: its changes highlighted, the modules holding them open."""
         with self._lock:
-            self._cancel_job()
+            self._jobs.cancel()
             self.computing, self.status = "", ""
             self._show(step, None)
 
@@ -139,24 +136,20 @@ class PassGraphWidget(anywidget.AnyWidget):
         index (read, and filled with this one). ``on_done(job)`` is called when the job ends
         (drawn, failed or cancelled), on the worker. A pass asked for while another is being
         drawn replaces it."""
+        job = PassJob(index)
         with self._lock:
-            self._cancel_job()
-            job = PassJob(index, CancelToken(), threading.Event())
-            self._job = job
+            self._jobs.replace(job)
             self.message = {}
             self.computing = f"pass {index}"
             self.status = f"replaying the passes up to pass {index}…"
-        if threading.current_thread().name.startswith(WORKER_THREAD_NAME):
-            self._run_job(job, session, cache, on_done)  # already on the worker: waiting for it would deadlock
-        else:
-            submit_work(self._run_job, job, session, cache, on_done)
+        self._jobs.submit(self._run_job, job, session, cache, on_done)
         return job
 
     def cancel_pass(self) -> bool:
         """Stop the pass being drawn (the page's Cancel button): the drawing shown stays,
         ``status`` says ``cancelled``. False when nothing was being drawn."""
         with self._lock:
-            if self._cancel_job() is None:
+            if self._jobs.cancel() is None:
                 return False
             self.computing, self.status = "", "cancelled"
             return True
@@ -164,21 +157,11 @@ class PassGraphWidget(anywidget.AnyWidget):
     @property
     def job(self) -> PassJob | None:
         """The pass being drawn on the worker (None when none is)."""
-        return self._job
+        return self._jobs.job
 
     def wait_pass(self, timeout: float | None = None) -> bool:
         """Wait until the pass asked for is drawn (or failed, or was cancelled); False on timeout."""
-        job = self._job
-        return job is None or job.done.wait(timeout)
-
-    def _cancel_job(self) -> PassJob | None:
-        """Forget the running job and tell it to stop; its result will be ignored."""
-        with self._lock:
-            job, self._job = self._job, None
-        if job is not None:
-            job.cancelled = True
-            job.token.cancel()
-        return job
+        return self._jobs.wait(timeout)
 
     def _run_job(self, job: PassJob, session: RecordsPasses, cache: dict[int, PassGraphs] | None,
                  on_done: Callable[[PassJob], None] | None) -> None:
@@ -201,7 +184,7 @@ class PassGraphWidget(anywidget.AnyWidget):
             job.error = f"pass {job.index} could not be drawn: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
         try:
             with self._lock:
-                if self._job is job and not job.cancelled:
+                if self._jobs.is_current(job):
                     if job.error:
                         self.message = {"kind": "error", "text": job.error, "names": []}
                         self.status = ""
@@ -215,8 +198,7 @@ class PassGraphWidget(anywidget.AnyWidget):
             self.message = {"kind": "error", "text": job.error, "names": []}
         finally:
             with self._lock:
-                if self._job is job:
-                    self._job = None
+                if self._jobs.finish(job):
                     self.computing = ""
             try:
                 if on_done is not None:
