@@ -19,6 +19,7 @@ values only, when the first run could not keep them all). Only the metrics stay:
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import weakref
@@ -511,15 +512,12 @@ class _OrtRunner:
         self._proto: Any = None
         self._directory: Any = None
         self._types: dict[str, Any] = {}
-        self._weight_bytes: int | None = None
         self.runs = 0
 
-    @property
+    @functools.cached_property
     def weight_bytes(self) -> int:
         """The model's initializer bytes (summed once: every chunk asks)."""
-        if self._weight_bytes is None:
-            self._weight_bytes = initializer_bytes(self._model)
-        return self._weight_bytes
+        return initializer_bytes(self._model)
 
     def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
         wanted = list(dict.fromkeys(names))
