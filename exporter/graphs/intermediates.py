@@ -417,7 +417,10 @@ def _run_fx(program: Any, inputs: Sequence[Any], wanted: set[str], budget: int |
         def run_node(self, node: Any) -> Any:
             if cancel is not None:
                 cancel.check()
-            result = super().run_node(node)
+            # Interpreter.run_node without its per-node context (fx_traceback's current-node
+            # metadata, for tracing through an interpreter): a third of the interpreter's time.
+            args, kwargs = self.fetch_args_kwargs_from_env(node)
+            result = getattr(self, node.op)(node.target, args, kwargs)
             if node.name in wanted:
                 size = _nbytes(result)
                 sizes[node.name] = size
@@ -669,18 +672,20 @@ def _pair_row(case: str, node: _Node, fx_nodes: tuple[str, ...], entry: Any, val
         raw = np.asarray(got)
         raw_dtype = raw.dtype
     fx_dtype = str(want.dtype).removeprefix("torch.")
-    fields.update(onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype,
-                  nonfinite_onnx=_nonfinite(raw), nonfinite_fx=_nonfinite(want))
+    fields.update(onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype)
     if (raw_dtype is not None and raw_dtype.kind not in "V" and not want.is_complex() and "float8" not in fx_dtype
             and fx_dtype != "bfloat16" and raw_dtype.name != fx_dtype):
-        fields.update(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX")
+        fields.update(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX",
+                      nonfinite_onnx=_nonfinite(raw), nonfinite_fx=_nonfinite(want))
         return IntermediateRow(**fields)
     check = compare(case, value, got, want, tolerances)
     if check.status not in ("pass", "fail"):  # a shape mismatch, or no comparison
-        fields.update(status="mismatch", reason=check.describe())
+        fields.update(status="mismatch", reason=check.describe(), nonfinite_onnx=_nonfinite(raw),
+                      nonfinite_fx=_nonfinite(want))
     else:
         fields.update(status=check.status, max_abs=check.max_abs, max_rel=check.max_rel, atol_applied=check.atol_applied,
-                      reason=None if check.ok else check.elements_text() or None)
+                      reason=None if check.ok else check.elements_text() or None,
+                      nonfinite_onnx=check.nonfinite_actual, nonfinite_fx=check.nonfinite_expected)
     return IntermediateRow(**fields)
 
 
