@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(options.threads)
 
     def cold(**kw):
-        intermediates._CACHE.clear()
+        intermediates.ort_side.forget_sessions()
         return session.compare_intermediates(**kw)
 
     def fresh_graphs():

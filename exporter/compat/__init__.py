@@ -60,7 +60,7 @@ from .kv_cache import (
     prepare_kv_cache_pytree,
     register_kv_cache_pytree,
 )
-from .modules import module_state, trace_tensor_kind, train_mode_dependent_modules
+from .modules import module_state, tensors_state, trace_tensor_kind, train_mode_dependent_modules
 from .patches import (
     jit_isinstance_as_isinstance,
     onnx_capture_patches,
@@ -142,6 +142,7 @@ __all__ = [
     "size_expression",
     "size_oblivious_available",
     "size_oblivious_capture",
+    "tensors_state",
     "torch_dim_kind",
     "torchlib_min_opset",
     "trace_tensor_kind",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["module_state", "trace_tensor_kind", "train_mode_dependent_modules"]
+__all__ = ["module_state", "tensors_state", "trace_tensor_kind", "train_mode_dependent_modules"]
 
 
 def module_state(model: Any) -> tuple:
@@ -17,9 +17,22 @@ def module_state(model: Any) -> tuple:
 
     if not isinstance(model, torch.nn.Module):
         return ()
-    modes = tuple(module.training for module in model.modules())
-    tensors = [*model.parameters(), *model.buffers()]
-    return modes, tuple((id(t), t._version) for t in tensors)
+    modes: list[bool] = []
+    tensors: list[Any] = []
+    for module in model.modules():  # one walk (parameters() and buffers() walk the tree again each)
+        modes.append(module.training)
+        tensors.extend(module._parameters.values())
+        tensors.extend(module._buffers.values())
+    return tuple(modes), tuple((id(t), t._version) for t in tensors if t is not None)
+
+
+def tensors_state(values: Any) -> tuple:
+    """The identity and in-place version counter (``Tensor._version``) of every tensor among
+    the pytree leaves of ``values``: an in-place write into one of them changes it."""
+    import torch
+    from torch.utils import _pytree
+
+    return tuple((id(t), t._version) for t in _pytree.tree_leaves(values) if isinstance(t, torch.Tensor))
 
 
 def train_mode_dependent_modules() -> tuple[type, ...]:

@@ -20,6 +20,7 @@ from ..node_metadata import fx_name_of
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
+from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
@@ -542,6 +543,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
     reporter.progress("verify", total, total, "done")
     overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})
     merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}
+    runs = keep_case_runs(session.model, inputs, first=[c.name for c in cases if not c.ok])
     return VerifyResult(
         "failed" if failed else "not_verified" if unverified else "passed",
         tuple(cases),
@@ -551,4 +553,5 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         divergence,
         MappingProxyType(merged),
         time.perf_counter() - start,
+        case_runs=runs,
     )

@@ -9,6 +9,7 @@ from typing import Any
 from ..cases import DimGroup
 from ..display import repr_html
 from ..errors import Failure
+from .case_runs import CaseRuns
 from .contract import ContractReport
 from .divergence import Divergence
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance
@@ -121,7 +122,10 @@ class VerifyResult:
     ``not_verified`` (nothing was wrong, but some dim group was never compared at another size:
     eager PyTorch raised there, or no size was tried; see the ``not_verified`` findings),
     ``error`` (nothing could be checked, e.g. the export failed: see ``error`` and ``failure``)
-    or ``cancelled`` (stopped by its cancel token: ``cases`` holds those run before)."""
+    or ``cancelled`` (stopped by its cancel token: ``cases`` holds those run before).
+    ``case_runs``: the inputs the cases ran on and eager PyTorch's outputs there, the failing
+    cases first, within :data:`~exporter.verify.case_runs.MAX_KEPT_BYTES` (what
+    :func:`~exporter.graphs.compare_intermediates` reuses for a case verify ran)."""
 
     status: str
     cases: tuple[CaseResult, ...] = ()
@@ -133,6 +137,7 @@ class VerifyResult:
     seconds: float = 0.0
     error: str | None = None
     failure: Failure | None = None
+    case_runs: CaseRuns | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -156,11 +156,11 @@ def test_streaming_in_small_chunks_gives_the_same_numbers_as_one_run():
 
 
 def test_weights_written_once_beside_the_chunk_models_give_the_same_numbers(monkeypatch, tmp_path):
-    from exporter.graphs import intermediates
+    from exporter.graphs.intermediates import ort_side
 
     session = _export(Block())
     inline = session.compare_intermediates(max_bytes=64)
-    monkeypatch.setattr(intermediates, "_INLINE_WEIGHTS", 0)  # as for a model with large weights
+    monkeypatch.setattr(ort_side, "_INLINE_WEIGHTS", 0)  # as for a model with large weights
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     beside = session.compare_intermediates(max_bytes=64)
 

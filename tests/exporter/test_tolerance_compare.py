@@ -57,9 +57,11 @@ def test_pairs_with_passing_elements_only_thanks_to_the_output_scale_are_counted
     assert any(not c.ok for c in scaled)
 
 
+@pytest.mark.filterwarnings("error")  # numpy's invalid-value warnings stay inside the rule
 @pytest.mark.parametrize("actual, expected, status, nonfinite", [
     (np.array([np.nan, 1.0], np.float32), torch.tensor([np.nan, 1.0]), "pass", (1, 1)),
     (np.array([np.inf, 1.0], np.float32), torch.tensor([np.inf, 1.0]), "pass", (1, 1)),
+    (np.array([np.inf, 1.0], np.float32), torch.tensor([-np.inf, 1.0]), "fail", (1, 1)),
     (np.array([np.nan, 1.0], np.float32), torch.tensor([0.5, 1.0]), "fail", (1, 0)),
     (np.array([1.0, 1.0], np.float32), torch.tensor([1.0, 1.0]), "pass", (0, 0)),
 ])

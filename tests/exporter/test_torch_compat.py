@@ -222,6 +222,26 @@ def test_module_state_changes_with_mode_and_in_place_weight_edits():
     assert compat.module_state(lambda x: x) == ()
 
 
+def test_module_state_changes_when_a_buffer_is_written_or_a_submodule_swapped():
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(3).eval())
+    before = compat.module_state(model)
+    model[0].running_mean.add_(1.0)
+    after_write = compat.module_state(model)
+    assert after_write != before
+    model[0] = torch.nn.BatchNorm1d(3).eval()
+    assert compat.module_state(model) != after_write
+
+
+def test_tensors_state_changes_with_an_in_place_write_to_any_leaf():
+    x, y = torch.zeros(2), torch.zeros(3)
+    inputs = ((x,), {"y": y, "n": 3})
+    before = compat.tensors_state(inputs)
+    assert compat.tensors_state(inputs) == before and len(before) == 2
+    y.add_(1.0)
+    assert compat.tensors_state(inputs) != before
+    assert compat.tensors_state(((torch.zeros(2),), {"y": y, "n": 3})) != compat.tensors_state(inputs)  # another tensor
+
+
 def test_size_expression_names_symbols_and_static_sizes(program):
     placeholder = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == "x")
     rows, width = placeholder.meta["val"].shape

@@ -1,0 +1,29 @@
+"""Per-node numeric differences: every ONNX node's output against the FX node it came from.
+
+:func:`compare_intermediates` runs the decomposed program (what was translated) in a
+``torch.fx.Interpreter`` and the optimized ONNX model (what the user saves) in onnxruntime,
+with node outputs exposed as graph outputs, on one set of inputs (a verify case), and pairs
+each ONNX node output with the FX value of the same name (the torch exporter names the value
+an FX node becomes after the node; a graph output pairs with the program's user output at its
+position). Each pair is judged by verify's rule (:func:`exporter.verify.tolerance.compare`:
+``atol`` scaled to the value's magnitude). ONNX nodes whose outputs have no FX counterpart
+(the inner steps of one FX node's translation, values an optimizer fusion created) are listed
+as ``not compared``, with the reason. The program's outputs are also compared with eager
+PyTorch's (run on the inputs, or kept by verify for the same case).
+
+Memory: values stream in chunks. A first FX run measures every paired value and keeps them
+while their total stays under ``max_bytes``; the ONNX model then runs once per chunk of nodes
+whose outputs fit in ``max_bytes`` (with the FX run repeated per chunk, keeping that chunk's
+values only, when the first run could not keep them all). Only the metrics stay: at most about
+``2 * max_bytes`` of intermediate values are held at once (``peak_bytes`` says how much was).
+
+Modules: :mod:`.result` (the rows and the comparison), :mod:`.plan` (what is compared, worked
+out once per export), :mod:`.fx_side`, :mod:`.ort_side`, :mod:`.judge` (one node's row) and
+:mod:`.run` (the call).
+"""
+
+from .result import METRICS, IntermediateComparison, IntermediateRow
+from .run import DEFAULT_MAX_BYTES, IntermediatesSource, compare_intermediates
+
+__all__ = ["DEFAULT_MAX_BYTES", "METRICS", "IntermediateComparison", "IntermediateRow", "IntermediatesSource",
+           "compare_intermediates"]

@@ -1,0 +1,224 @@
+"""``compare_intermediates``: the inputs of the case, the FX run, the onnxruntime runs per chunk, the rows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ... import compat
+from ...artifacts import ExportArtifacts, ExportGraphs, ExportInputs
+from ...cases import dim_groups, make_case_inputs, plan_cases
+from ...errors import Failure, first_line
+from ...events import CancelToken, Cancelled
+from ...model_state import preserved
+from ...verify.core import _clone_tensors, _expected_outputs
+from ...verify.divergence import program_inputs
+from ...verify.values import edge_value_inputs
+from .fx_side import FxRunner, nbytes, program_vs_eager
+from .judge import node_row
+from .ort_side import OrtRunner
+from .plan import NodePlan, Plan, chunks, pair_names, plan_of
+from .result import IntermediateComparison, IntermediateRow
+
+if TYPE_CHECKING:
+    from ...verify.results import CaseResult, VerifyResult
+    from ...verify.tolerance import Tolerance
+
+__all__ = ["DEFAULT_MAX_BYTES", "IntermediatesSource", "compare_intermediates"]
+
+DEFAULT_MAX_BYTES = 256 << 20
+
+
+class IntermediatesSource(ExportArtifacts, ExportGraphs, Protocol):
+    """What :func:`compare_intermediates` reads from an export (a :class:`~exporter.Session`):
+    its artifacts, its graphs' node mapping, and the latest verify result (for a case name,
+    the inputs it ran on and eager PyTorch's outputs there)."""
+
+    @property
+    def last_verify(self) -> VerifyResult | None: ...
+
+
+@dataclass(frozen=True)
+class _Case:
+    """The inputs of the comparison, and eager PyTorch's outputs on them when verify kept them."""
+
+    name: str
+    args: tuple
+    kwargs: dict
+    expected: tuple[Any, ...] | None = None
+
+
+def compare_intermediates(
+    session: IntermediatesSource,
+    case: str | CaseResult | None = None,
+    *,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    cancel: CancelToken | None = None,
+) -> IntermediateComparison:
+    """Compare every ONNX node's output with its FX node's value on one set of inputs.
+
+    ``case``: None or ``"example"`` (the example inputs), a verify case name (of
+    ``session.last_verify``) or a :class:`~exporter.verify.CaseResult` from
+    ``session.verify().cases``: the inputs that case ran on (kept by verify, within its
+    memory budget; else rebuilt as verify builds them: the same values when verify ran with
+    its default ``sizes``/``seed``/``max_size`` and no ``make_inputs`` hook, else the same
+    sizes with fresh values). When verify kept eager PyTorch's outputs for the case and the
+    module and those inputs are unchanged since, they are reused (``eager_from="verify"``)
+    instead of running the model again. ``args`` / ``kwargs``: explicit inputs, given like
+    the model's forward (``case`` then only names them). ``tolerances``: as
+    :func:`exporter.verify.verify` takes them. ``max_bytes``: the intermediate values held
+    per side at once (see the package docstring). ``cancel``: checked before each run and
+    between the FX interpreter's nodes and the onnxruntime chunks; a cancelled comparison has
+    status ``cancelled`` and no rows.
+
+    Never raises for a wrong model or a failing run (a result with ``error``); raises the
+    stage's :class:`~exporter.ExportError` when the export itself failed, and ``ValueError``
+    for a case name verify did not run."""
+    start = time.perf_counter()
+    program = session.stage_output("decompose")  # a failed stage raises its ExportError here
+    model = session.stage_output("optimize")
+    plan = plan_of(session.graphs, program, model)
+    inputs = _case_inputs(session, case, args, kwargs)
+    try:
+        return _compare(session, inputs, program, model, plan, tolerances, max_bytes, cancel or CancelToken(), start)
+    except Cancelled:
+        return IntermediateComparison(inputs.name, "cancelled", seconds=time.perf_counter() - start)
+
+
+def _compare(session: IntermediatesSource, case: _Case, program: Any, model: Any, plan: Plan, tolerances: Any,
+             max_bytes: int, cancel: CancelToken, start: float) -> IntermediateComparison:
+    """compare_intermediates once the inputs are known; raises Cancelled when ``cancel`` is set."""
+    cancel.check()
+    name = case.name
+
+    def failed(message: str, exc: BaseException, *, fx_runs: int = 0, chunks: int = 0,
+               program_differs: str | None = None, eager_from: str | None = None) -> IntermediateComparison:
+        failure = replace(Failure.from_exception(exc, "compare_intermediates"), message=message)
+        return IntermediateComparison(name, "failed", error=message, seconds=time.perf_counter() - start,
+                                      fx_runs=fx_runs, chunks=chunks, program_differs=program_differs, failure=failure,
+                                      eager_from=eager_from)
+
+    try:
+        feeds = session.feeds(*case.args, **case.kwargs)  # before eager: a forward may write into its inputs
+    except Exception as exc:  # noqa: BLE001
+        return failed(f"could not build the ONNX inputs: {first_line(exc)}", exc)
+    expected, eager_from = case.expected, "verify"
+    if expected is None:
+        eager_from = "this call"
+        try:
+            expected = tuple(_eager_outputs(session, case.args, case.kwargs))
+        except Exception as exc:  # noqa: BLE001
+            return failed(f"eager PyTorch raised {first_line(exc)}", exc)
+
+    flat_inputs = program_inputs(program, session, case.args, case.kwargs)
+    try:
+        outputs, sizes, kept = plan.fx.run(flat_inputs, plan.wanted, max_bytes, cancel)
+    except Exception as exc:  # noqa: BLE001
+        return failed(f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
+                      "assumed something that only holds near the example", exc, eager_from=eager_from)
+    program_differs = program_vs_eager(name, plan.output_names, outputs, expected, tolerances)
+    del outputs, expected
+    fx_runs = 1
+    peak = sum(nbytes(v) for v in kept.values()) if kept is not None else 0
+    runner = OrtRunner(model, session.ort_model)
+    try:
+        rows, peak, fx_runs, error = _compare_chunks(name, chunks(plan, sizes, max_bytes), plan.fx, flat_inputs, kept,
+                                                     feeds, runner, tolerances, peak, fx_runs, cancel)
+    finally:
+        runner.close()
+    if error is not None:
+        message, cause = error
+        return failed(message, cause, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs,
+                      eager_from=eager_from)
+    all_rows = tuple(rows.get(n.name) or plan.skipped[n.name] for n in plan.nodes)
+    bad = any(r.bad for r in all_rows) or program_differs is not None
+    return IntermediateComparison(
+        name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
+        time.perf_counter() - start, eager_from=eager_from,
+    )
+
+
+def _compare_chunks(name: str, chunked: Sequence[Sequence[NodePlan]], fx: FxRunner, inputs: Sequence[Any],
+                    kept: dict[str, Any] | None, feeds: Mapping[str, Any], runner: OrtRunner, tolerances: Any,
+                    peak: int, fx_runs: int,
+                    cancel: CancelToken) -> tuple[dict[str, IntermediateRow], int, int, tuple[str, BaseException] | None]:
+    """Each chunk: its FX values (kept, or from one more FX run), one onnxruntime run, its rows."""
+    rows: dict[str, IntermediateRow] = {}
+    for chunk in chunked:
+        cancel.check()
+        if kept is not None:
+            fx_values = kept
+        else:
+            needed = {fx for node in chunk for _, fx in node.pairs}
+            _, _, every = fx.run(inputs, needed, None, cancel)
+            fx_values = every or {}  # no budget: every wanted value
+            fx_runs += 1
+        try:
+            onnx_values = runner.run(pair_names(chunk), feeds)
+        except Exception as exc:  # noqa: BLE001
+            message = f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}"
+            return rows, peak, fx_runs, (message, exc)
+        held = sum(nbytes(v) for v in onnx_values.values()) + sum(nbytes(fx_values[fx]) for node in chunk
+                                                                 for _, fx in node.pairs if fx in fx_values)
+        peak = max(peak, held)
+        for node in chunk:
+            rows[node.name] = node_row(name, node, onnx_values, fx_values, tolerances)
+        del onnx_values
+        if kept is None:
+            del fx_values
+    return rows, peak, fx_runs, None
+
+
+def _case_inputs(session: IntermediatesSource, case: str | CaseResult | None, args: Sequence[Any] | None,
+                 kwargs: Mapping[str, Any] | None) -> _Case:
+    if args is not None or kwargs is not None:
+        return _Case(case if isinstance(case, str) else "inputs", tuple(args or ()), dict(kwargs or {}))
+    verified = session.last_verify
+    runs = verified.case_runs if verified is not None else None
+    if case is None or case == "example" or (not isinstance(case, str) and case.name == "example"):
+        expected = runs.eager_outputs("example", session.model) if runs is not None else None
+        return _Case("example", tuple(session.inputs.args), dict(session.inputs.kwargs), expected)
+    if isinstance(case, str):
+        names = [c.name for c in verified.cases] if verified is not None else []
+        if verified is None or case not in names:
+            known = ", ".join(repr(n) for n in names) or "none: run session.verify() first"
+            raise ValueError(f"no verify case {case!r}; cases are: example, {known}")
+        case = verified.case(case)
+    if runs is not None and verified is not None and any(c is case for c in verified.cases):
+        run = runs.get(case.name)
+        if run is not None:  # the very inputs verify ran
+            return _Case(case.name, run.args, dict(run.kwargs), runs.eager_outputs(case.name, session.model))
+    return _Case(case.name, *_rebuild(session, case))
+
+
+def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
+    """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
+    if case.edge is not None:
+        args, kwargs = edge_value_inputs(session, case.edge)
+        return tuple(args), dict(kwargs)
+    program = session.stage_output("capture")
+    groups = dim_groups(session, program, session.stage_output("optimize"))
+    seed = 0
+    try:
+        for i, plan in enumerate(plan_cases(groups, 512, None), start=1):
+            if plan.name == case.name and tuple(plan.sizes) == tuple(case.sizes):
+                seed = i
+                break
+    except Exception:  # noqa: BLE001 - no plan: the same sizes with fresh values
+        pass
+    args, kwargs, _ = make_case_inputs(session, program, groups, dict(case.sizes), seed=seed)
+    return tuple(args), dict(kwargs)
+
+
+def _eager_outputs(session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+    import torch
+
+    eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
+    with preserved(session.model, what="when called by compare_intermediates"), torch.inference_mode():
+        result = session.model(*eager_args, **eager_kwargs)
+    return _expected_outputs(compat.tree_flatten_with_path(result))
