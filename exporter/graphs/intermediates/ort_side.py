@@ -33,7 +33,7 @@ class OrtRunner:
     otherwise they are written once to a temporary directory and each chunk's model is a small graph file beside them that refers to them, so a chunk
     never copies the weights in memory. The session of a one-chunk run of a small model
     (weights under :data:`_CACHED_WEIGHTS`) is kept for the next call on the same model (one
-    entry): another case costs no session build. :meth:`close` removes the directory."""
+    entry; the chunks of a streamed run are not kept): another case costs no session build. :meth:`close` removes the directory."""
 
     def __init__(self, model: Any, ort_model: OrtModel) -> None:
         self._model = model
@@ -48,7 +48,9 @@ class OrtRunner:
         """The model's initializer bytes (summed once: every chunk asks)."""
         return initializer_bytes(self._model)
 
-    def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, names: Sequence[str], feeds: Mapping[str, Any], *, keep: bool = True) -> dict[str, Any]:
+        """The values ``names`` on ``feeds``. ``keep``: keep this session for the next call
+        (a one-chunk run; a chunk of a streamed run would evict the whole model's session)."""
         wanted = list(dict.fromkeys(names))
         self.runs += 1
         key = (id(self._model), tuple(wanted))
@@ -57,7 +59,7 @@ class OrtRunner:
             return self._read(cached[2], wanted, feeds)
         session = self._session(wanted)
         values = self._read(session, wanted, feeds)
-        if self._directory is None and self.weight_bytes <= _CACHED_WEIGHTS:
+        if keep and self._directory is None and self.weight_bytes <= _CACHED_WEIGHTS:
             _SESSIONS["entry"] = (weakref.ref(self._model), key, session)
         return values
 

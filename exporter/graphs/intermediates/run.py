@@ -159,7 +159,7 @@ def _compare_chunks(name: str, chunked: Sequence[Sequence[NodePlan]], fx: FxRunn
             fx_values = every or {}  # no budget: every wanted value
             fx_runs += 1
         try:
-            onnx_values = runner.run(pair_names(chunk), feeds)
+            onnx_values = runner.run(pair_names(chunk), feeds, keep=len(chunked) == 1)
         except Exception as exc:  # noqa: BLE001
             message = f"onnxruntime could not run the model with its intermediate values: {first_line(exc)}"
             return rows, peak, fx_runs, (message, exc)
