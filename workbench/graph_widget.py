@@ -439,9 +439,13 @@ class GraphWidget(anywidget.AnyWidget):
     def _error_values(self, cancel: CancelToken) -> tuple[dict[str, float], str | None, dict[str, Any] | None]:
         """Max abs error per ONNX node (a shape or dtype mismatch, ``inf``, painted as the
         worst), the node to select (the first bad one when the last verify failed), and what
-        the panel says."""
+        the panel says. After a failed verify the values are those of the case that failed
+        (verify's inputs and eager outputs there), else of the example inputs."""
         session = self._current().session
-        result = session.compare_intermediates(cancel=cancel)
+        last = session.last_verify
+        failed = last is not None and str(last.status) == "failed"
+        case = _failing_case(last) if failed else None
+        result = session.compare_intermediates(case, cancel=cancel)
         if result.status == "cancelled":
             return {}, None, None
         if result.error and not result.rows:
@@ -452,12 +456,10 @@ class GraphWidget(anywidget.AnyWidget):
         values = {k: (worst if v == float("inf") else v) for k, v in raw.items()}
         bad = result.first_bad
         bad_name = bad.onnx_node if bad is not None else None
-        last = session.last_verify
-        failed = last is not None and str(last.status) == "failed"
         message: dict[str, Any] | None = None
         if bad is not None and bad_name and failed:
-            message = {"kind": "error", "text": "verify failed; selected the first node whose error exceeds "
-                       "the tolerance:", "names": [bad_name]}
+            message = {"kind": "error", "text": f"verify failed ({result.case}); selected the first node whose "
+                       "error exceeds the tolerance there:", "names": [bad_name]}
         elif bad is not None and bad_name:
             message = {"kind": "warning", "text": f"first node over the tolerance: {bad.describe()}; select it:",
                        "names": [bad_name]}
@@ -677,3 +679,12 @@ class GraphWidget(anywidget.AnyWidget):
 
 def _short(op: str) -> str:
     return short_op(op, namespace=False)
+
+
+def _failing_case(verified: Any) -> str | None:
+    """The case a failed verify located its first divergence in, else its first case whose
+    values differ; None when no case computed wrong values (the contract failed, or
+    onnxruntime refused a case)."""
+    names = [c.name for c in verified.cases if c.status == "fail"]
+    located = verified.divergence.case if verified.divergence is not None else None
+    return located if located in names else (names[0] if names else None)

@@ -242,6 +242,15 @@ def _relu_plus_a_hundredth(x):
     return op.Add(op.Relu(x), op.CastLike(op.Constant(value_float=0.01), x))
 
 
+def _relu_off_past_a_batch_of_two(x):
+    """A wrong translation of aten.relu: Relu(x) + 0.01 * (batch - 2), exact at the example's batch of 2."""
+    from onnxscript import opset18 as op
+
+    batch = op.CastLike(op.Gather(op.Shape(x), op.Constant(value_int=0)), x)
+    off = op.Mul(op.Sub(batch, op.CastLike(op.Constant(value_float=2.0), x)), op.CastLike(op.Constant(value_float=0.01), x))
+    return op.Add(op.Relu(x), off)
+
+
 def _refuse_relu(x):
     raise RuntimeError("no translation for relu here")
 
@@ -265,6 +274,21 @@ def test_error_overlay_after_a_failed_verify_selects_the_first_bad_node(monkeypa
     assert view.selected == first_bad and view.message["kind"] == "error" and view.message["names"] == [first_bad]
     assert f"onnx-op-{first_bad}" in view.highlight and "wb-overlay" in drawn(view)
     assert view.details[f"onnx-op-{first_bad}"]["value"] == pytest.approx(1e-2, rel=1e-3)
+
+
+def test_error_overlay_after_verify_failed_at_another_size_paints_that_case_and_selects_its_first_bad_node(monkeypatch):
+    _with_relu_translation(monkeypatch, _relu_off_past_a_batch_of_two)
+    session = _export(Layer(), torch.randn(2, 8), dynamic_shapes={"x": {0: "batch"}})
+    verified = session.verify(edge_values=False)
+    failing = next(c for c in verified.cases if c.status == "fail")
+    assert session.compare_intermediates().first_bad is None  # the example computes right
+    first_bad = session.compare_intermediates(failing.name).first_bad.onnx_node
+
+    view = GraphWidget(session)
+    from_page(view, overlay="error")
+    assert view.wait_overlay(120)
+    assert view.selected == first_bad and view.message["names"] == [first_bad]
+    assert view.message["text"].startswith(f"verify failed ({failing.name})")
 
 
 def test_a_model_whose_translate_failed_shows_the_fx_side_alone_and_overlay_errors_in_the_panel(monkeypatch):
