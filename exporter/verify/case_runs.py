@@ -53,17 +53,19 @@ class CaseRuns:
 
 
 def keep_case_runs(model: Any, runs: Mapping[str, tuple[tuple, Mapping[str, Any], Sequence[Any] | None]],
-                   first: Iterable[str] = (), max_bytes: int = MAX_KEPT_BYTES) -> CaseRuns:
+                   first: Iterable[str] = (), max_bytes: int | None = None) -> CaseRuns:
     """The runs to keep, ``first`` (the failing cases) then the others in order, while the
-    tensors they hold total at most ``max_bytes``: verify already holds them all while it runs,
-    so keeping them costs memory, not time."""
-    order = [*dict.fromkeys(name for name in first if name in runs), *(n for n in runs if n not in set(first))]
+    tensors they hold total at most ``max_bytes`` (:data:`MAX_KEPT_BYTES` by default): verify
+    already holds them all while it runs, so keeping them costs memory, not time."""
+    budget = MAX_KEPT_BYTES if max_bytes is None else max_bytes
+    leading = [name for name in dict.fromkeys(first) if name in runs]
+    order = [*leading, *(name for name in runs if name not in set(leading))]
     kept: dict[str, CaseRun] = {}
     total = 0
     for name in order:
         args, kwargs, expected = runs[name]
         size = _tensor_bytes(args) + _tensor_bytes(kwargs.values()) + _tensor_bytes(expected or ())
-        if total + size > max_bytes:
+        if total + size > budget:
             continue
         total += size
         kept[name] = CaseRun(tuple(args), MappingProxyType(dict(kwargs)), None if expected is None else tuple(expected),

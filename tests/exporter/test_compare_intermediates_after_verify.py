@@ -92,7 +92,6 @@ def test_a_verify_hooks_inputs_are_the_ones_compared_not_a_rebuild():
 
 def test_past_the_memory_budget_a_case_is_rebuilt_and_run_as_before(monkeypatch):
     monkeypatch.setattr(case_runs, "MAX_KEPT_BYTES", 0)
-    monkeypatch.setattr(case_runs.keep_case_runs, "__defaults__", ((), 0))
     session, model = _verified()
     assert not session.last_verify.case_runs.runs
     other = next(c for c in session.last_verify.cases if c.name != "example")
