@@ -82,16 +82,10 @@ class _Checker:
     eager outputs computed once."""
 
     def __init__(self, session: ExportArtifacts, args: tuple, kwargs: dict, tolerances: Any) -> None:
-        import torch
-
-        from . import compat
-        from .model_state import preserved
-        from .verify.core import _clone_tensors, _expected_outputs
+        from .verify.eager import run_eager
 
         self.session, self.args, self.kwargs, self.tolerances = session, args, kwargs, tolerances
-        with preserved(session.model), torch.inference_mode():
-            eager = session.model(*_clone_tensors(args), **_clone_tensors(dict(kwargs)))
-        self.expected = _expected_outputs(compat.tree_flatten_with_path(eager))
+        self.expected = run_eager(session.model, args, kwargs, what="when called by bisect_passes")
 
     def __call__(self, model: ir.Model, prefix: int, after: str) -> Probe:
         import onnx_ir as ir

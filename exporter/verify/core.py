@@ -8,7 +8,6 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .. import compat
 from ..artifacts import ExportArtifacts
 from ..cases import CasePlan, DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
 from ..compat import formats, train_mode_dependent_modules, tree_flatten_with_path
@@ -22,6 +21,7 @@ from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
+from .eager import clone_tensors, expected_outputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 from .values import EdgeValue, Explanation, edge_value_inputs, explain
@@ -53,13 +53,13 @@ def _run_case(
     where = ", ".join(f"{label}={size}" for label, size in sizes)
     report = None
     try:
-        eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
+        eager_args, eager_kwargs = clone_tensors(args), clone_tensors(dict(kwargs))
         # Never change the user's model: a forward that rebinds its own attributes (Swin at 1x1
         # sets window_size=1) or updates buffers is put back after every run, and reported.
         with preserved(session.model, what=f"when called at {where}" if where else "when called") as report, \
                 torch.inference_mode():
             eager = session.model(*eager_args, **eager_kwargs)
-        expected = _expected_outputs(tree_flatten_with_path(eager))
+        expected = expected_outputs(tree_flatten_with_path(eager))
     except Exception as exc:  # noqa: BLE001
         return CaseResult(name, sizes, "eager_error", error=f"eager PyTorch raised {first_line(exc)}",
                           seconds=time.perf_counter() - start, state_changes=_state_changes(report)), None
@@ -90,22 +90,6 @@ def _state_changes(report: StateReport | None) -> tuple[str, ...]:
     return tuple(str(change) for change in report.changes)
 
 
-def _expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
-    """The eager outputs the ONNX model returns, in order: tensors, and Python numbers (a
-    ``x.shape[1] + 1`` output is an ONNX scalar) as 0-d tensors, compared as numbers."""
-    import torch
-
-    out = []
-    for _, leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            out.append(leaf)
-        elif isinstance(leaf, (bool, int, float, complex)):
-            out.append(torch.tensor(leaf))
-        elif isinstance(leaf, torch.SymInt):  # pragma: no cover - eager returns plain ints
-            out.append(torch.tensor(int(leaf)))
-    return out
-
-
 def _training_modules(model: Any) -> list[str]:
     """Dropout / batch-norm submodules left in training mode (names, at most three)."""
     kinds = train_mode_dependent_modules()
@@ -117,13 +101,6 @@ def _training_modules(model: Any) -> list[str]:
         if isinstance(module, kinds) and getattr(module, "training", False):
             found.append(f"{name} ({type(module).__name__})" if name else type(module).__name__)
     return found[:3] + (["..."] if len(found) > 3 else [])
-
-
-def _clone_tensors(value: Any) -> Any:
-    import torch
-
-    leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
-    return compat.tree_replace_leaves(value, leaves)
 
 
 def _ort_error_text(exc: BaseException, session: ExportArtifacts) -> str:

@@ -7,14 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ... import compat
-from ...artifacts import ExportArtifacts, ExportGraphs, ExportInputs
+from ...artifacts import ExportArtifacts, ExportGraphs
 from ...cases import dim_groups, make_case_inputs, plan_cases
 from ...errors import Failure, first_line
 from ...events import CancelToken, Cancelled
-from ...model_state import preserved
-from ...verify.core import _clone_tensors, _expected_outputs
 from ...verify.divergence import program_inputs
+from ...verify.eager import run_eager
 from ...verify.values import edge_value_inputs
 from .fx_side import FxRunner, nbytes, program_vs_eager
 from .judge import node_row
@@ -111,7 +109,7 @@ def _compare(session: IntermediatesSource, case: _Case, program: Any, model: Any
     if expected is None:
         eager_from = "this call"
         try:
-            expected = tuple(_eager_outputs(session, case.args, case.kwargs))
+            expected = tuple(run_eager(session.model, case.args, case.kwargs, what="when called by compare_intermediates"))
         except Exception as exc:  # noqa: BLE001
             return failed(f"eager PyTorch raised {first_line(exc)}", exc)
 
@@ -213,12 +211,3 @@ def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
         pass
     args, kwargs, _ = make_case_inputs(session, program, groups, dict(case.sizes), seed=seed)
     return tuple(args), dict(kwargs)
-
-
-def _eager_outputs(session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
-    import torch
-
-    eager_args, eager_kwargs = _clone_tensors(args), _clone_tensors(dict(kwargs))
-    with preserved(session.model, what="when called by compare_intermediates"), torch.inference_mode():
-        result = session.model(*eager_args, **eager_kwargs)
-    return _expected_outputs(compat.tree_flatten_with_path(result))

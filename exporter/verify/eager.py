@@ -1,0 +1,49 @@
+"""Eager PyTorch on one case, as every comparison runs it: the module called on copies of the
+inputs (a forward may write into them), its state put back afterwards
+(:func:`~exporter.model_state.preserved`), in inference mode; the outputs in the order the
+ONNX model returns them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import compat
+from ..model_state import preserved
+
+__all__ = ["clone_tensors", "expected_outputs", "run_eager"]
+
+
+def run_eager(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, what: str = "") -> list[Any]:
+    """The module's outputs on ``args`` / ``kwargs`` (see the module docstring); ``what``
+    says when it ran, for the report of a module that changes itself."""
+    import torch
+
+    eager_args, eager_kwargs = clone_tensors(tuple(args)), clone_tensors(dict(kwargs))
+    with preserved(model, what=what), torch.inference_mode():
+        result = model(*eager_args, **eager_kwargs)
+    return expected_outputs(compat.tree_flatten_with_path(result))
+
+
+def clone_tensors(value: Any) -> Any:
+    """``value`` with every tensor among its pytree leaves cloned."""
+    import torch
+
+    leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
+    return compat.tree_replace_leaves(value, leaves)
+
+
+def expected_outputs(leaves: Sequence[tuple[Any, Any]]) -> list[Any]:
+    """The eager outputs the ONNX model returns, in order: tensors, and Python numbers (a
+    ``x.shape[1] + 1`` output is an ONNX scalar) as 0-d tensors, compared as numbers."""
+    import torch
+
+    out = []
+    for _, leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            out.append(leaf)
+        elif isinstance(leaf, (bool, int, float, complex)):
+            out.append(torch.tensor(leaf))
+        elif isinstance(leaf, torch.SymInt):  # pragma: no cover - eager returns plain ints
+            out.append(torch.tensor(int(leaf)))
+    return out
