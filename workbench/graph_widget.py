@@ -458,8 +458,8 @@ class GraphWidget(anywidget.AnyWidget):
         bad_name = bad.onnx_node if bad is not None else None
         message: dict[str, Any] | None = None
         if bad is not None and bad_name and failed:
-            message = {"kind": "error", "text": f"verify failed ({result.case}); selected the first node whose "
-                       "error exceeds the tolerance there:", "names": [bad_name]}
+            message = {"kind": "error", "text": f"verify failed at case {_case_text(last, result.case)}; selected the "
+                       "first node whose error exceeds the tolerance there:", "names": [bad_name]}
         elif bad is not None and bad_name:
             message = {"kind": "warning", "text": f"first node over the tolerance: {bad.describe()}; select it:",
                        "names": [bad_name]}
@@ -688,3 +688,12 @@ def _failing_case(verified: Any) -> str | None:
     names = [c.name for c in verified.cases if c.status == "fail"]
     located = verified.divergence.case if verified.divergence is not None else None
     return located if located in names else (names[0] if names else None)
+
+
+def _case_text(verified: Any, name: str) -> str:
+    """``min (batch=1)``: a verify case's name with its sizes."""
+    try:
+        sizes = verified.case(name).sizes_text
+    except KeyError:
+        return name
+    return name if sizes in (name, "(all static)") else f"{name} ({sizes})"

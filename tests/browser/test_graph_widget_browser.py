@@ -6,7 +6,9 @@ What only a browser shows: a click on an ONNX ``MatMul`` highlights its FX origi
 the panel (the click→highlight time is measured in the page and printed, not asserted); a
 click on a module box opens it; typing a module path in the search box opens that module; a
 name that matches nothing lists the closest names; the wheel zooms (the transform changes);
-the overlay toggle paints the profile's time and clears it; the widget fits the pane. Screenshots go to the artifacts directory.
+the overlay toggle paints the profile's time and clears it; the widget fits the pane. After a
+failed verify the error overlay paints the case that failed and selects its first bad node.
+Screenshots go to the artifacts directory.
 """
 
 from __future__ import annotations
@@ -183,6 +185,57 @@ def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts
     assert cell_errors(page) == []
     page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget.png"))
     page.screenshot(path=str(artifacts / "graph-widget-page.png"))
+
+
+ERROR_CELLS = [
+    CELLS[0].split("session = export(")[0]
+    + "from onnxscript import opset18 as op\n"
+    "from exporter.pipeline import stages\n"
+    "\n"
+    "def relu_off_past_a_batch_of_two(x):  # aten.relu translated wrong: exact at the example's batch of 2 only\n"
+    "    batch = op.CastLike(op.Gather(op.Shape(x), op.Constant(value_int=0)), x)\n"
+    "    off = op.Mul(op.Sub(batch, op.CastLike(op.Constant(value_float=2.0), x)), op.CastLike(op.Constant(value_float=0.01), x))\n"
+    "    return op.Add(op.Relu(x), off)\n"
+    "\n"
+    "translations = stages.translations\n"
+    "stages.translations = lambda *a: translations(*a) + ((torch.ops.aten.relu.default, relu_off_past_a_batch_of_two),)\n"
+    "session = export(Net().eval(), torch.randn(2, 3, 4), options=ExportOptions(dynamic_shapes={'x': {0: 'batch'}}))\n"
+    "verified = session.verify(edge_values=False)\n"
+    "failing = next(c.name for c in verified.cases if c.status == 'fail')\n"
+    "first_bad = session.compare_intermediates(failing).first_bad.onnx_node\n"
+    "view = GraphWidget(session, overlay='error')\n"
+    "view",
+    "print(verified.status, failing, first_bad, view.selected)",
+]
+
+
+def test_error_overlay_after_a_failed_verify_selects_the_first_bad_node_of_the_failing_case(
+        lab, narrow_page, artifacts, failure_screenshot):
+    page = narrow_page
+    failure_screenshot(page)
+    write_notebook(lab.root, "graphs-error.ipynb", ERROR_CELLS)
+    open_notebook(page, lab, "graphs-error.ipynb")
+    ensure_file_browser_open(page)
+    run_all(page, timeout=180_000)
+    assert cell_errors(page) == []
+    wait_for_widget(page, ".wb-graph-widget")
+    page.locator(f"{WIDGET} g.wb-overlay").first.wait_for(state="attached", timeout=120_000)
+    selected = page.locator(f"{WIDGET} g.wb-op.wb-selected[id^='onnx-op-']").first
+    selected.wait_for(state="attached", timeout=120_000)
+    page.locator(WIDGET).scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+
+    printed = page.locator(".jp-CodeCell").last.locator(".jp-Cell-outputArea").inner_text()
+    status, failing, first_bad, chosen = printed.split()
+    assert status == "failed" and chosen == first_bad == selected.get_attribute("id").removeprefix("onnx-op-")
+    assert page.locator(f"{WIDGET} g.wb-op.wb-selected[id='fx-op-relu']").count() == 1  # its FX origin, highlighted
+    message = page.locator(f"{WIDGET} .wb-graph-message").inner_text()
+    assert message.startswith(f"verify failed at case {failing} (batch=") and first_bad in message, message
+    assert "wb-active" in page.locator(f"{WIDGET} .wb-graph-overlay-error").get_attribute("class")
+    page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget-error.png"))
+    page.evaluate(f"() => document.querySelector('{WIDGET}').scrollIntoView({{block: 'start'}})")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / "graph-widget-error-page.png"))
 
 
 WORKBENCH_CELLS = [

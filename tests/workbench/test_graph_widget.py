@@ -288,7 +288,7 @@ def test_error_overlay_after_verify_failed_at_another_size_paints_that_case_and_
     from_page(view, overlay="error")
     assert view.wait_overlay(120)
     assert view.selected == first_bad and view.message["names"] == [first_bad]
-    assert view.message["text"].startswith(f"verify failed ({failing.name})")
+    assert view.message["text"].startswith(f"verify failed at case {failing.name} ({failing.sizes_text})")
 
 
 def test_a_model_whose_translate_failed_shows_the_fx_side_alone_and_overlay_errors_in_the_panel(monkeypatch):
