@@ -14,6 +14,8 @@ from ..cells import number
 
 __all__ = ["intermediates_section", "mapping_section"]
 
+_EAGER_FROM = {"verify": "verify's, on the same inputs (module unchanged since)", "this call": "run for this comparison"}
+
 
 @presents(NodeMapping)
 def mapping_section(mapping: NodeMapping, title: str = "Node mapping") -> Section:
@@ -65,6 +67,7 @@ def intermediates_section(result: IntermediateComparison, title: str = "Intermed
     body.append(KeyValues((
         ("case", result.case),
         ("runs", f"{result.chunks} onnxruntime, {result.fx_runs} FX interpreter"),
+        *((("eager outputs", _EAGER_FROM.get(result.eager_from, result.eager_from)),) if result.eager_from else ()),
         ("values held at most", f"{number(result.peak_bytes / 2**20)} MiB"),
         ("seconds", number(result.seconds)),
     )))
