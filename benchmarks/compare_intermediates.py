@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import exporter
-    from exporter.graphs.intermediates import ort_side
+    from exporter.verify.intermediates import ort_side
     from exporter.ort_model import ort_inference_session
     from exporter.verify.core import _run_case  # one case exactly as verify() runs it
 

@@ -66,3 +66,8 @@ def normalize_module_path(path: str) -> str:
     path = _STRICT_ROOT.sub("", path)
     path = _INDEX.sub(r".\1", path)
     return path.strip(".")
+
+
+def onnx_node_name(node: Any, index: int) -> str:
+    """An ONNX node's name, or ``<op_type>_<index>`` (its position in the graph) for a node without one."""
+    return node.name or f"{node.op_type}_{index}"

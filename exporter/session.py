@@ -36,7 +36,7 @@ from .dims import DimSpec
 from .errors import Status
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .graphs import graphs_of
-from .graphs.intermediates import compare_intermediates
+from .verify.intermediates import compare_intermediates
 from .guards import guards_of
 from .inputs import BoundInputs, bind_inputs, onnx_input_names
 from .options import ExportOptions

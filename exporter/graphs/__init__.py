@@ -13,7 +13,7 @@ mapping, and the per-module alignment::
 Nothing heavy is imported until a graph is built.
 """
 
-from .intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
+from ..verify.intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
 from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
 from ..frames import source_of_stack
 from ..node_metadata import fx_name_of, module_path_of, normalize_module_path

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..compat.formats import CLASS_HIERARCHY_KEY, parse_string_list
 from ..frames import source_of_stack
-from ..node_metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of
+from ..node_metadata import NAME_SCOPES_KEY, STACK_TRACE_KEY, module_path_of, onnx_node_name
 from .model import Graph, GraphNode, ValueInfo
 
 __all__ = ["onnx_graph", "onnx_node_name"]
@@ -62,11 +62,6 @@ def _attribute_text(value: Any, limit: int = 80) -> str:
 
 def _attributes(node: Any) -> tuple[tuple[str, str], ...]:
     return tuple((name, _attribute_text(attr.value)) for name, attr in node.attributes.items())
-
-
-def onnx_node_name(node: Any, index: int) -> str:
-    """A node's name, or ``<op_type>_<index>`` for a node without one."""
-    return node.name or f"{node.op_type}_{index}"
 
 
 def onnx_graph(model: Any, kind: str = "onnx") -> Graph:

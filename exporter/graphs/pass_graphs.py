@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..pipeline.optimize import replay
 from ..pipeline.pass_records import OptimizerPasses, PassRecord, Snapshot
 from .model import Graph
-from .onnx import onnx_graph, onnx_node_name
+from .onnx import onnx_graph
+from ..node_metadata import onnx_node_name
 
 if TYPE_CHECKING:
     import onnx_ir as ir

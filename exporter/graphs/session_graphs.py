@@ -13,7 +13,8 @@ from .mapping import NodeMapping, map_nodes
 from ..node_metadata import fx_name_of
 from .model import Graph
 from .modules import module_rows
-from .onnx import onnx_graph, onnx_node_name
+from .onnx import onnx_graph
+from ..node_metadata import onnx_node_name
 from .. import compat
 from ..program_symbols import dim_names
 

@@ -50,6 +50,13 @@ example; when eager PyTorch raised at every other size (or none was tried) the r
 that changes itself when called (Swin at 1x1 rebinds ``window_size``) is reported. An AUTO
 axis torch made static is reported (``auto_static``), not swept and not a failure.
 
+Where it goes wrong. For the first failing case, verify names the first ONNX node whose value
+differs from its FX node's (:func:`first_divergence`), or says the captured program already
+differs from eager PyTorch. That search is :mod:`exporter.verify.intermediates`, the engine of
+``session.compare_intermediates()``: the same pairs, the same rule, values streamed in chunks.
+The result keeps each case's inputs and eager outputs (``case_runs``, within a budget), so a
+closer look at a case verify ran compares on the very inputs it used.
+
 Everything returned is a frozen dataclass with ``to_frame()`` and ``summary()``; nothing here
 raises for a wrong model or a failing run: failures are data.
 """
@@ -59,7 +66,8 @@ from ..progress import Progress
 from .contract import ContractCheck, ContractReport, check_contract
 from .core import verify
 from ..frames import source_of_stack
-from .divergence import Divergence, first_divergence, run_program
+from .divergence import Divergence, first_divergence
+from .program_run import run_program
 from .results import CaseResult, Finding, VerifyResult
 from .values import EdgeValue, edge_values
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for

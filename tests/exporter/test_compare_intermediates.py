@@ -156,7 +156,7 @@ def test_streaming_in_small_chunks_gives_the_same_numbers_as_one_run():
 
 
 def test_weights_written_once_beside_the_chunk_models_give_the_same_numbers(monkeypatch, tmp_path):
-    from exporter.graphs.intermediates import ort_side
+    from exporter.verify.intermediates import ort_side
 
     session = _export(Block())
     inline = session.compare_intermediates(max_bytes=64)

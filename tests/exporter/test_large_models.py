@@ -227,11 +227,15 @@ def test_release_of_a_small_model_frees_its_onnxruntime_session(exported, tmpdir
     assert session.run_onnx(torch.randn(2, 32))[0].shape == (2, 8)
 
 
-def test_divergence_search_past_the_limit_runs_intermediates_from_external_data_and_removes_its_temp_dir(large, tmpdir_root):
-    from exporter.verify.divergence import _ort_intermediates
+def test_intermediates_past_the_limit_run_from_external_data_and_remove_their_temp_dir(large, tmpdir_root):
+    from exporter.verify import first_divergence
 
-    values = _ort_intermediates(large.stage_output("optimize"), {"x": np.ones((2, 32), np.float32)})
-    assert len(values) > 2
+    x = torch.ones(2, 32)
+    result = large.compare_intermediates(args=(x,))
+    assert result.ok and result.compared > 2
+    assert list(tmpdir_root.iterdir()) == []
+    located = first_divergence(large, "ones", (x,), {}, [eager(large, x)])  # verify's search, on the same engine
+    assert located.stage == "onnx" and located.compared > 2 and located.onnx_node is None
     assert list(tmpdir_root.iterdir()) == []
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ...graphs.intermediates import IntermediateComparison
+from ...verify.intermediates import IntermediateComparison
 from ...graphs.mapping import NodeMapping
 from ...presentation import presents
 from ..blocks import Badge, Block, Details, KeyValues, Note, Pre, Section, Table, Verdict

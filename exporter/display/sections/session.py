@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...bench.compare import Comparison
 from ...bench.latency import BenchmarkResult, SweepResult
 from ...errors import Status
-from ...graphs.intermediates import IntermediateComparison
+from ...verify.intermediates import IntermediateComparison
 from ...passes import Bisection
 from ...pipeline.stages import STAGES
 from ...presentation import presents

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ...verify.tolerance import compare
+from ..tolerance import compare
 from .plan import NodePlan
 from .result import IntermediateRow
 

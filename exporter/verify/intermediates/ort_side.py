@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...serialize import initializer_bytes, write_external_data
+from ...serialize import initializer_bytes, needs_external_data, write_external_data
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -28,7 +28,7 @@ class OrtRunner:
     run once per chunk with that chunk's values as extra graph outputs.
 
     The model is serialized once. Its weights stay in that protobuf when they are small
-    (under :data:`_INLINE_WEIGHTS`; a copy of the session's :class:`~exporter.ort_model.OrtModel`
+    (under :data:`_INLINE_WEIGHTS`, and the model fits one protobuf; a copy of the session's :class:`~exporter.ort_model.OrtModel`
     proto, which verify and the benchmark build too, so it is serialized once per export);
     otherwise they are written once to a temporary directory and each chunk's model is a small graph file beside them that refers to them, so a chunk
     never copies the weights in memory. The session of a one-chunk run of a small model
@@ -72,7 +72,7 @@ class OrtRunner:
         import onnx_ir as ir
 
         self._types = {v.name: v.dtype for node in self._model.graph for v in node.outputs if v.name}
-        if self.weight_bytes <= _INLINE_WEIGHTS:
+        if self.weight_bytes <= _INLINE_WEIGHTS and not needs_external_data(self._model):
             if self._ort_model.model is self._model and not self._ort_model.is_large:
                 return self._ort_model.model_proto
             return ir.to_proto(self._model)

@@ -11,9 +11,9 @@ from ...artifacts import ExportArtifacts, ExportGraphs
 from ...cases import dim_groups, make_case_inputs, plan_cases
 from ...errors import Failure, first_line
 from ...events import CancelToken, Cancelled
-from ...verify.divergence import program_inputs
-from ...verify.eager import run_eager
-from ...verify.values import edge_value_inputs
+from ..program_run import program_inputs
+from ..eager import run_eager
+from ..values import edge_value_inputs
 from .fx_side import FxRunner, nbytes, program_vs_eager
 from .judge import node_row
 from .ort_side import OrtRunner
@@ -21,10 +21,10 @@ from .plan import NodePlan, Plan, chunks, pair_names, plan_of
 from .result import IntermediateComparison, IntermediateRow
 
 if TYPE_CHECKING:
-    from ...verify.results import CaseResult, VerifyResult
-    from ...verify.tolerance import Tolerance
+    from ..results import CaseResult, VerifyResult
+    from ..tolerance import Tolerance
 
-__all__ = ["DEFAULT_MAX_BYTES", "IntermediatesSource", "compare_intermediates"]
+__all__ = ["DEFAULT_MAX_BYTES", "IntermediatesSource", "compare_inputs", "compare_intermediates"]
 
 DEFAULT_MAX_BYTES = 256 << 20
 
@@ -78,17 +78,40 @@ def compare_intermediates(
     stage's :class:`~exporter.ExportError` when the export itself failed, and ``ValueError``
     for a case name verify did not run."""
     start = time.perf_counter()
-    program = session.stage_output("decompose")  # a failed stage raises its ExportError here
+    session.stage_output("optimize")  # a failed stage raises its ExportError here
+    return _run(session, _case_inputs(session, case, args, kwargs), tolerances, max_bytes, cancel, start)
+
+
+def compare_inputs(session: ExportArtifacts, name: str, args: tuple, kwargs: dict, expected: tuple[Any, ...] | None = None,
+                   *, tolerances: Mapping[str, Tolerance] | Tolerance | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                   cancel: CancelToken | None = None) -> IntermediateComparison:
+    """:func:`compare_intermediates` on inputs already built (verify's own case, named
+    ``name``), with eager PyTorch's outputs on them when known (else they are computed)."""
+    return _run(session, _Case(name, args, kwargs, expected), tolerances, max_bytes, cancel, time.perf_counter())
+
+
+def _run(session: ExportArtifacts, case: _Case, tolerances: Any, max_bytes: int, cancel: CancelToken | None,
+         start: float) -> IntermediateComparison:
+    program = session.stage_output("decompose")
     model = session.stage_output("optimize")
-    plan = plan_of(session.graphs, program, model)
-    inputs = _case_inputs(session, case, args, kwargs)
+    plan = plan_of(_graphs(session), program, model)
     try:
-        return _compare(session, inputs, program, model, plan, tolerances, max_bytes, cancel or CancelToken(), start)
+        return _compare(session, case, program, model, plan, tolerances, max_bytes, cancel or CancelToken(), start)
     except Cancelled:
-        return IntermediateComparison(inputs.name, "cancelled", seconds=time.perf_counter() - start)
+        return IntermediateComparison(case.name, "cancelled", seconds=time.perf_counter() - start)
 
 
-def _compare(session: IntermediatesSource, case: _Case, program: Any, model: Any, plan: Plan, tolerances: Any,
+def _graphs(session: ExportArtifacts) -> Any:
+    """The session's graphs (their FX <-> ONNX mapping names each row's module and source)."""
+    graphs = getattr(session, "graphs", None)
+    if graphs is None:
+        from ...graphs.session_graphs import graphs_of
+
+        graphs = graphs_of(session)
+    return graphs
+
+
+def _compare(session: ExportArtifacts, case: _Case, program: Any, model: Any, plan: Plan, tolerances: Any,
              max_bytes: int, cancel: CancelToken, start: float) -> IntermediateComparison:
     """compare_intermediates once the inputs are known; raises Cancelled when ``cancel`` is set."""
     cancel.check()

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..onnx import onnx_node_name
+from ...node_metadata import onnx_node_name
 from .fx_side import FxRunner
 from .result import IntermediateRow
 

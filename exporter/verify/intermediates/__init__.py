@@ -17,6 +17,10 @@ whose outputs fit in ``max_bytes`` (with the FX run repeated per chunk, keeping 
 values only, when the first run could not keep them all). Only the metrics stay: at most about
 ``2 * max_bytes`` of intermediate values are held at once (``peak_bytes`` says how much was).
 
+Verify's first-divergence search (:func:`exporter.verify.first_divergence`) is this comparison
+on the failing case: its first bad node is the node verify names. ``exporter.graphs`` re-exports
+:func:`compare_intermediates` and its results (the graph widget paints them).
+
 Modules: :mod:`.result` (the rows and the comparison), :mod:`.plan` (what is compared, worked
 out once per export), :mod:`.fx_side`, :mod:`.ort_side`, :mod:`.judge` (one node's row) and
 :mod:`.run` (the call).

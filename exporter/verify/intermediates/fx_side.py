@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...events import CancelToken
-from ...verify.tolerance import compare
+from ..tolerance import compare
 
 __all__ = ["FxRunner", "nbytes", "program_vs_eager"]
 
