@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..artifacts import ExportArtifacts
+from .intermediates.result import IntermediateComparison
+from .intermediates.run import compare_inputs
 from .tolerance import Tolerance
-
-if TYPE_CHECKING:
-    from .intermediates.result import IntermediateComparison
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,6 @@ def first_divergence(
     whose value differs from its FX node's value beyond tolerance. It is the first bad node of
     :func:`~exporter.graphs.compare_intermediates` on the same inputs (the same pairs, the same
     rule; values streamed, not all held at once)."""
-    from .intermediates.run import compare_inputs  # the engine reads verify's modules: imported on use
-
     result = compare_inputs(session, case, tuple(args), dict(kwargs), tuple(expected), tolerances=tolerances)
     return divergence_of(result, session)
 

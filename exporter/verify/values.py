@@ -21,13 +21,15 @@ that fixes it where there is one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts import ExportArtifacts, ExportInputs
 from ..cases import is_mask
 from ..masked_attention import attention_nodes
 from ..program_symbols import input_placeholders
-from .divergence import Divergence
+
+if TYPE_CHECKING:
+    from .divergence import Divergence
 
 __all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
 
