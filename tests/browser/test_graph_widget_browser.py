@@ -92,15 +92,21 @@ def _kernel_value(page, lab) -> str:
     return cell.locator(".jp-Cell-outputArea").inner_text().strip()
 
 
-def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
-    page = narrow_page
-    failure_screenshot(page)
-    write_notebook(lab.root, "graphs.ipynb", CELLS)
-    open_notebook(page, lab, "graphs.ipynb")
+def _run_widget_notebook(page, lab, name: str, cells: list[str]) -> None:
+    """Write a notebook of ``cells``, open it beside the file browser, run it all without an
+    error, and wait for the graph widget to appear."""
+    write_notebook(lab.root, name, cells)
+    open_notebook(page, lab, name)
     ensure_file_browser_open(page)
     run_all(page, timeout=180_000)
     assert cell_errors(page) == []
     wait_for_widget(page, ".wb-graph-widget")
+
+
+def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
+    page = narrow_page
+    failure_screenshot(page)
+    _run_widget_notebook(page, lab, "graphs.ipynb", CELLS)
     page.locator(f"{WIDGET} svg .wb-op").first.wait_for(state="attached")
     page.locator(WIDGET).scroll_into_view_if_needed()
     page.wait_for_timeout(300)
@@ -213,12 +219,7 @@ def test_error_overlay_after_a_failed_verify_selects_the_first_bad_node_of_the_f
         lab, narrow_page, artifacts, failure_screenshot):
     page = narrow_page
     failure_screenshot(page)
-    write_notebook(lab.root, "graphs-error.ipynb", ERROR_CELLS)
-    open_notebook(page, lab, "graphs-error.ipynb")
-    ensure_file_browser_open(page)
-    run_all(page, timeout=180_000)
-    assert cell_errors(page) == []
-    wait_for_widget(page, ".wb-graph-widget")
+    _run_widget_notebook(page, lab, "graphs-error.ipynb", ERROR_CELLS)
     page.locator(f"{WIDGET} g.wb-overlay").first.wait_for(state="attached", timeout=120_000)
     selected = page.locator(f"{WIDGET} g.wb-op.wb-selected[id^='onnx-op-']").first
     selected.wait_for(state="attached", timeout=120_000)
