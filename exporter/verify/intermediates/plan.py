@@ -13,7 +13,7 @@ from ...node_metadata import onnx_node_name
 from .fx_side import FxRunner
 from .result import IntermediateRow
 
-__all__ = ["NodePlan", "Plan", "chunks", "plan_of"]
+__all__ = ["NodePlan", "Plan", "chunks", "pair_names", "plan_of"]
 
 
 @dataclass(frozen=True)
