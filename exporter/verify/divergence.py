@@ -72,12 +72,11 @@ def divergence_of(result: IntermediateComparison, session: ExportArtifacts) -> D
     """A comparison's answer to "where does this case first go wrong"."""
     case = result.case
     if result.error:
-        if result.error.startswith("the decomposed program cannot run"):
-            return Divergence(case, "capture", result.error.replace("the decomposed program", "the captured program", 1)
-                              + " (a runtime assert the ONNX model does not carry)")
+        if result.error_at == "program":
+            return Divergence(case, "capture", result.error + " (a runtime assert the ONNX model does not carry)")
         return Divergence(case, "onnx", result.error)
     if result.program_differs:
-        return Divergence(case, "capture", result.program_differs.replace("the decomposed program", "the captured program", 1))
+        return Divergence(case, "capture", result.program_differs)
     bad = result.first_bad
     if bad is None:
         return Divergence(

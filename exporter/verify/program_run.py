@@ -7,6 +7,7 @@ from typing import Any
 
 from ..artifacts import ExportInputs
 from ..inputs import bind_inputs
+from .intermediates.fx_side import FxRunner
 
 __all__ = ["program_inputs", "run_program"]
 
@@ -34,22 +35,6 @@ def run_program(program: Any, session: ExportInputs, args: tuple, kwargs: Mappin
     model's forward. Returns its user outputs and the value of every FX node by name."""
     import torch
 
-    inputs = program_inputs(program, session, args, kwargs)
-
-    values: dict[str, Any] = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, node: Any) -> Any:
-            result = super().run_node(node)
-            values[node.name] = result
-            return result
-
-    with torch.no_grad():
-        flat = Recorder(program.graph_module, garbage_collect_values=False).run(*inputs)
-    flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
-    user_outputs = [
-        value
-        for value, spec in zip(flat, program.graph_signature.output_specs)
-        if spec.kind.name == "USER_OUTPUT" and isinstance(value, torch.Tensor)
-    ]
-    return user_outputs, values
+    every = {node.name for node in program.graph.nodes}
+    outputs, _, values = FxRunner(program).run(program_inputs(program, session, args, kwargs), every, None)
+    return [value for value in outputs if isinstance(value, torch.Tensor)], values or {}

@@ -174,6 +174,7 @@ def test_a_case_eager_pytorch_refuses_is_a_failed_result_with_the_reason():
 
     assert result.status == "failed" and result.rows == ()
     assert "eager PyTorch raised" in result.error and "batch of 2" in result.error
+    assert result.error_at == "eager"
     assert "batch of 2" in result.summary()
 
 
@@ -231,3 +232,17 @@ def test_after_verify_the_model_is_not_serialized_again(monkeypatch):
     assert session.verify(edge_values=False).ok  # builds the session's OrtModel proto
     monkeypatch.setattr(onnx_ir, "to_proto", lambda *a, **k: pytest.fail("serialized the model again"))
     assert session.compare_intermediates().ok
+
+
+def test_run_program_returns_the_programs_outputs_and_every_nodes_value():
+    from exporter.verify import run_program
+
+    session = _export(Block())
+    x = torch.randn(3, 4)
+    outputs, values = run_program(session.stage_output("decompose"), session, (x,), {})
+
+    with torch.no_grad():
+        assert torch.allclose(outputs[0], session.model(x))
+    assert {n.name for n in session.stage_output("decompose").graph.nodes} == set(values)
+    assert torch.equal(values["x"], x)  # the input placeholder, then every node after it
+

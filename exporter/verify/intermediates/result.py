@@ -82,7 +82,10 @@ class IntermediateComparison(Presentable):
     the most intermediate-value bytes held at once (both sides). ``eager_from``: where the
     eager outputs the program's were compared with came from: ``"this call"`` (eager PyTorch
     ran on the case's inputs) or ``"verify"`` (the outputs :func:`~exporter.verify.verify`
-    computed on the same inputs, the module unchanged since); None when none were compared."""
+    computed on the same inputs, the module unchanged since); None when none were compared.
+    ``error_at``: what could not run when there is an ``error``: ``"inputs"`` (the ONNX inputs
+    could not be built), ``"eager"`` (eager PyTorch raised), ``"program"`` (the decomposed
+    program cannot run at these inputs) or ``"onnxruntime"``."""
 
     case: str
     status: str
@@ -95,6 +98,7 @@ class IntermediateComparison(Presentable):
     seconds: float = 0.0
     failure: Failure | None = None
     eager_from: str | None = None
+    error_at: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -117,30 +117,30 @@ def _compare(session: ExportArtifacts, case: _Case, program: Any, model: Any, pl
     cancel.check()
     name = case.name
 
-    def failed(message: str, exc: BaseException, *, fx_runs: int = 0, chunks: int = 0,
+    def failed(at: str, message: str, exc: BaseException, *, fx_runs: int = 0, chunks: int = 0,
                program_differs: str | None = None, eager_from: str | None = None) -> IntermediateComparison:
         failure = replace(Failure.from_exception(exc, "compare_intermediates"), message=message)
         return IntermediateComparison(name, "failed", error=message, seconds=time.perf_counter() - start,
                                       fx_runs=fx_runs, chunks=chunks, program_differs=program_differs, failure=failure,
-                                      eager_from=eager_from)
+                                      eager_from=eager_from, error_at=at)
 
     try:
         feeds = session.feeds(*case.args, **case.kwargs)  # before eager: a forward may write into its inputs
     except Exception as exc:  # noqa: BLE001
-        return failed(f"could not build the ONNX inputs: {first_line(exc)}", exc)
+        return failed("inputs", f"could not build the ONNX inputs: {first_line(exc)}", exc)
     expected, eager_from = case.expected, "verify"
     if expected is None:
         eager_from = "this call"
         try:
             expected = tuple(run_eager(session.model, case.args, case.kwargs, what="when called by compare_intermediates"))
         except Exception as exc:  # noqa: BLE001
-            return failed(f"eager PyTorch raised {first_line(exc)}", exc)
+            return failed("eager", f"eager PyTorch raised {first_line(exc)}", exc)
 
     flat_inputs = program_inputs(program, session, case.args, case.kwargs)
     try:
         outputs, sizes, kept = plan.fx.run(flat_inputs, plan.wanted, max_bytes, cancel)
     except Exception as exc:  # noqa: BLE001
-        return failed(f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
+        return failed("program", f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
                       "assumed something that only holds near the example", exc, eager_from=eager_from)
     program_differs = program_vs_eager(name, plan.output_names, outputs, expected, tolerances)
     del outputs, expected
@@ -154,7 +154,7 @@ def _compare(session: ExportArtifacts, case: _Case, program: Any, model: Any, pl
         runner.close()
     if error is not None:
         message, cause = error
-        return failed(message, cause, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs,
+        return failed("onnxruntime", message, cause, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs,
                       eager_from=eager_from)
     all_rows = tuple(rows.get(n.name) or plan.skipped[n.name] for n in plan.nodes)
     bad = any(r.bad for r in all_rows) or program_differs is not None
