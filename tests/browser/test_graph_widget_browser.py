@@ -103,6 +103,19 @@ def _run_widget_notebook(page, lab, name: str, cells: list[str]) -> None:
     wait_for_widget(page, ".wb-graph-widget")
 
 
+def _shot_of_the_drawing(page, path: Path) -> None:
+    """The widget from its search box to the bottom of its drawing, scrolled to the top of the
+    notebook pane: a widget taller than the window, shot whole, shows JupyterLab's toolbars
+    over it."""
+    page.evaluate(f"() => document.querySelector('{WIDGET}').scrollIntoView({{block: 'start'}})")
+    page.wait_for_timeout(300)
+    box = page.evaluate(
+        """(sel) => { const w = document.querySelector(sel).getBoundingClientRect();
+                     const d = document.querySelector(sel + ' .wb-graph-viewport').getBoundingClientRect();
+                     return {x: w.left, y: w.top, width: w.width, height: d.bottom - w.top}; }""", WIDGET)
+    page.screenshot(path=str(path), clip=box)
+
+
 def test_click_search_open_and_zoom_in_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
     page = narrow_page
     failure_screenshot(page)
@@ -233,9 +246,7 @@ def test_error_overlay_after_a_failed_verify_selects_the_first_bad_node_of_the_f
     message = page.locator(f"{WIDGET} .wb-graph-message").inner_text()
     assert message.startswith(f"verify failed at case {failing} (batch=") and first_bad in message, message
     assert "wb-active" in page.locator(f"{WIDGET} .wb-graph-overlay-error").get_attribute("class")
-    page.locator(WIDGET).screenshot(path=str(artifacts / "graph-widget-error.png"))
-    page.evaluate(f"() => document.querySelector('{WIDGET}').scrollIntoView({{block: 'start'}})")
-    page.wait_for_timeout(300)
+    _shot_of_the_drawing(page, artifacts / "graph-widget-error.png")
     page.screenshot(path=str(artifacts / "graph-widget-error-page.png"))
 
 
