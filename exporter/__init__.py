@@ -4,37 +4,55 @@
 >>> session = export(model, x, options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
 >>> session.save("model.onnx")
 
-Importing this package is cheap: torch, onnx and onnxruntime load on first use.
+Importing this package is cheap and imports nothing else: each public name below loads its
+module on first use (:mod:`exporter._lazy`), and torch, onnx and onnxruntime load when an
+export needs them.
 """
 
-from .api import ExportOptions, Serializer, export
-from .axis import Axis
-from .pipeline.capture import STRATEGIES, CaptureAttempt, CaptureStrategy
-from .dims import AUTO, DYNAMIC, STATIC, Dim, DimSpec, Policy
-from .errors import (
-    CaptureError,
-    DecomposeError,
-    ExportError,
-    OptimizeError,
-    SerializeError,
-    SpecError,
-    TranslateError,
-)
-from .serialize import OnnxSerializer, Pt2Serializer
-from .session import STAGES, Session, StageResult
-from .verify import ContractReport, Tolerance, VerifyResult
-from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
-from .guards import Guard, Guards
-from .recording import Recording, RecordingError, record
-from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
-from .display import sections as _sections  # noqa: F401 - registers how every result is shown (summary, repr, HTML)
+from __future__ import annotations
 
-__all__ = [
-    "AUTO", "DYNAMIC", "STATIC", "STAGES", "STRATEGIES", "Axis",
-    "CaptureAttempt", "CaptureError", "CaptureStrategy", "DecomposeError", "Dim", "DimSpec",
-    "ExportError", "ExportOptions", "OnnxSerializer", "OptimizeError", "Policy", "Pt2Serializer",
-    "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "TranslateError", "export",
-    "BenchmarkResult", "ContractReport", "LatencyStats", "ProfileResult", "SweepResult", "Tolerance", "VerifyResult",
-    "DimOutcome", "DimOutcomes", "DimPolicyWarning", "DimWarning", "Guard", "Guards", "SuggestedFixes",
-    "Recording", "RecordingError", "record",
-]
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(("ExportOptions", "Serializer", "export"), ".api"),
+    "Axis": ".axis",
+    **dict.fromkeys(("STRATEGIES", "CaptureAttempt", "CaptureStrategy"), ".pipeline.capture"),
+    **dict.fromkeys(("AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Policy"), ".dims"),
+    **dict.fromkeys(("CaptureError", "DecomposeError", "ExportError", "OptimizeError", "SerializeError", "SpecError",
+                     "TranslateError"), ".errors"),
+    **dict.fromkeys(("OnnxSerializer", "Pt2Serializer"), ".serialize"),
+    **dict.fromkeys(("STAGES", "Session", "StageResult"), ".session"),
+    **dict.fromkeys(("ContractReport", "Tolerance", "VerifyResult"), ".verify"),
+    **dict.fromkeys(("BenchmarkResult", "LatencyStats", "ProfileResult", "SweepResult"), ".bench"),
+    **dict.fromkeys(("Guard", "Guards"), ".guards"),
+    **dict.fromkeys(("Recording", "RecordingError", "record"), ".recording"),
+    **dict.fromkeys(("DimOutcome", "DimOutcomes", "DimPolicyWarning", "DimWarning", "SuggestedFixes"), ".shapes"),
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .api import ExportOptions, Serializer, export
+    from .axis import Axis
+    from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
+    from .dims import AUTO, DYNAMIC, STATIC, Dim, DimSpec, Policy
+    from .errors import (
+        CaptureError,
+        DecomposeError,
+        ExportError,
+        OptimizeError,
+        SerializeError,
+        SpecError,
+        TranslateError,
+    )
+    from .guards import Guard, Guards
+    from .pipeline.capture import STRATEGIES, CaptureAttempt, CaptureStrategy
+    from .recording import Recording, RecordingError, record
+    from .serialize import OnnxSerializer, Pt2Serializer
+    from .session import STAGES, Session, StageResult
+    from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
+    from .verify import ContractReport, Tolerance, VerifyResult
+
+__all__ = sorted(_EXPORTS)

@@ -15,18 +15,37 @@ class::
     class Guards(Presentable): ...
 
 ``summary()``, ``__repr__``, ``_repr_pretty_`` (IPython's text) and ``_repr_html_`` then all
-come from the one section. This module imports nothing from the project.
+come from the one section. This module imports nothing from the project at import time; the
+first lookup that finds no builder loads the builders' modules (:data:`BUILDER_MODULES`) by
+name, as plugins are loaded, so a result shows itself whichever module it was imported from.
 """
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Presentable", "builder_for", "lower", "presents", "registered", "set_html_renderer"]
+__all__ = ["BUILDER_MODULES", "Presentable", "builder_for", "lower", "presents", "registered", "set_html_renderer"]
 
 _BUILDERS: dict[str, Callable[[Any], Any]] = {}
 _HTML: list[Callable[[Any], str]] = []
+
+BUILDER_MODULES = ("exporter.display.sections",)
+"""Where the builders live (and the HTML renderer, which they import): loaded on first need."""
+_loaded = threading.Event()
+_loading = threading.Lock()
+
+
+def _load_builders() -> None:
+    if _loaded.is_set():
+        return
+    with _loading:
+        if not _loaded.is_set():
+            for module in BUILDER_MODULES:
+                importlib.import_module(module)
+            _loaded.set()
 
 Builder = TypeVar("Builder", bound=Callable[..., Any])
 
@@ -49,15 +68,20 @@ def presents(*types: type | str) -> Callable[[Builder], Builder]:
 
 def registered() -> tuple[str, ...]:
     """The qualified names of every type with a registered builder."""
+    _load_builders()
     return tuple(_BUILDERS)
 
 
 def builder_for(obj: Any) -> Callable[[Any], Any] | None:
     """The builder registered for ``obj``'s type or its nearest base; None if there is none."""
-    for cls in type(obj).__mro__:
-        builder = _BUILDERS.get(_name(cls))
-        if builder is not None:
-            return builder
+    for attempt in range(2):
+        for cls in type(obj).__mro__:
+            builder = _BUILDERS.get(_name(cls))
+            if builder is not None:
+                return builder
+        if attempt or _loaded.is_set():
+            break
+        _load_builders()
     return None
 
 
@@ -93,4 +117,5 @@ class Presentable:
         printer.text(repr(self))
 
     def _repr_html_(self) -> str | None:
+        _load_builders()
         return _HTML[0](self) if _HTML else None

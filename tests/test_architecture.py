@@ -3,6 +3,12 @@
 The graph counts every project import, including those made inside functions (a lazy import is
 for start-up time, never to hide an arrow that points up), and leaves out ``if TYPE_CHECKING:``
 blocks, which never run. Third-party packages are not part of it.
+
+Importing ``a.b.c`` first runs the ``__init__`` of ``a`` and of ``a.b``: an import counts as an
+arrow to those packages too (unless the importer is inside them: their ``__init__`` is already
+running), so a cycle through a package ``__init__`` is a cycle here. A lazy ``__init__``
+(``exporter._lazy``) imports nothing when it runs; ``from package import name`` then leads to
+the module its ``_EXPORTS`` names.
 """
 
 from __future__ import annotations
@@ -23,6 +29,47 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
 
 
+def _ancestors(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def _resolve(module: str, relative: str) -> str:
+    if not relative.startswith("."):
+        return relative
+    level = len(relative) - len(relative.lstrip("."))
+    base = module.split(".")[: len(module.split(".")) - level + 1]
+    rest = relative[level:]
+    return ".".join(base + ([rest] if rest else []))
+
+
+def lazy_exports_of(name: str, tree: ast.Module) -> dict[str, str]:
+    """A lazy package ``__init__``'s ``_EXPORTS``: public name → the module it is imported from."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets):
+            exports = ast.literal_eval(_expand_fromkeys(node.value))
+            return {key: _resolve(name, where) for key, where in exports.items()}
+    return {}
+
+
+def _expand_fromkeys(node: ast.expr) -> ast.expr:
+    """``{**dict.fromkeys(("a", "b"), ".m"), "c": ".n"}`` as a plain dict literal."""
+    assert isinstance(node, ast.Dict), "_EXPORTS must be a dict literal"
+    keys: list[ast.expr | None] = []
+    values: list[ast.expr] = []
+    for key, value in zip(node.keys, node.values):
+        if key is None:
+            assert isinstance(value, ast.Call) and ast.unparse(value.func) == "dict.fromkeys"
+            names, where = value.args
+            assert isinstance(names, ast.Tuple)
+            keys.extend(names.elts)
+            values.extend([where] * len(names.elts))
+        else:
+            keys.append(key)
+            values.append(value)
+    return ast.Dict(keys=keys, values=values)
+
+
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
     skipped: set[int] = set()
     for node in ast.walk(tree):
@@ -41,9 +88,12 @@ def import_graph() -> dict[str, set[str]]:
             name = name.rpartition(".")[0]
         return name or None
 
+    trees = {name: ast.parse(path.read_text(), filename=str(path)) for name, path in modules.items()}
+    lazy = {name: lazy_exports_of(name, tree) for name, tree in trees.items() if modules[name].name == "__init__.py"}
+
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = trees[name]
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         skipped = _type_checking_nodes(tree)
         targets: set[str] = set()
@@ -56,11 +106,11 @@ def import_graph() -> dict[str, set[str]]:
                 base_parts = package[: len(package) - node.level + 1] if node.level else []
                 base = ".".join(base_parts + ([node.module] if node.module else []))
                 for alias in node.names:
-                    target = owner(f"{base}.{alias.name}") or owner(base)
+                    target = lazy.get(base, {}).get(alias.name) or owner(f"{base}.{alias.name}") or owner(base)
                     if target:
                         targets.add(target)
-        targets.discard(name)
-        graph[name] = targets
+        inits_run = {a for t in targets for a in _ancestors(t) if a in modules and a not in _ancestors(name)}
+        graph[name] = (targets | inits_run) - {name}
     return graph
 
 
@@ -125,6 +175,22 @@ def test_compat_imports_nothing_from_the_project_outside_compat():
     leaks = sorted((a, b) for a, targets in import_graph().items() if a.startswith("exporter.compat")
                    for b in targets if not b.startswith("exporter.compat"))
     assert not leaks
+
+
+def test_an_import_of_a_submodule_counts_as_running_its_packages_init():
+    graph = import_graph()
+    # workbench.magics imports exporter.recording.*: exporter's and exporter.recording's
+    # __init__ run first.
+    assert {"exporter", "exporter.recording"} <= graph["workbench.magics"]
+    # A module's own packages are already running; they add no arrow.
+    assert "exporter" not in graph["exporter.session"]
+
+
+def test_a_lazy_init_leads_from_a_public_name_to_its_module_and_runs_no_import():
+    graph = import_graph()
+    assert graph["exporter"] == {"exporter._lazy"}
+    assert graph["exporter.graphs"] == {"exporter._lazy"}
+    assert "exporter.graphs.session_graphs" in graph["exporter.session"]  # from .graphs import graphs_of
 
 
 def test_the_cycle_finder_finds_a_cycle_hidden_in_a_function(tmp_path):

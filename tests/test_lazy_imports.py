@@ -31,6 +31,30 @@ def test_importing_exporter_loads_no_heavy_library():
     assert not loaded & set(HEAVY)
 
 
+def test_importing_exporter_runs_no_import_of_its_own_modules_until_a_name_is_used():
+    loaded = {m for m in _modules_after("import exporter") if m.startswith("exporter")}
+    assert loaded == {"exporter", "exporter._lazy"}
+    after_use = _modules_after("import exporter\nexporter.Dim")
+    assert "exporter.dims" in after_use and "exporter.session" not in after_use
+
+
+def test_every_public_name_of_a_lazy_package_resolves_and_is_listed():
+    import importlib
+
+    for package in ("exporter", "exporter.graphs", "exporter.verify.intermediates"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, (package, name)
+            assert name in dir(module)
+
+
+def test_a_result_imported_from_its_own_module_still_shows_itself():
+    # Builders register in exporter.display.sections; a script that never imports it (nor the
+    # package's public names) still gets the summary, not "could not be shown".
+    out = _run("from exporter.guards import Guards\nprint(repr(Guards(())))", "0")
+    assert "could not be shown" not in out and out.strip()
+
+
 def test_importing_workbench_and_loading_the_extension_loads_no_heavy_library_nor_the_core():
     loaded = _modules_after(LOAD_EXT)
     assert "workbench" in loaded

@@ -2,7 +2,9 @@
 magic (:mod:`workbench.magics`, which imports the exporter core: ≈0.25 s of small modules) on
 its first call, so loading the extension costs a few milliseconds.
 
-The first call registers :class:`~workbench.magics.ExportMagics` in its place and runs it;
+The first call waits for the warm-up thread to finish importing the core, if it is at it
+(:func:`workbench.warmup.wait_for_core_import`), then registers
+:class:`~workbench.magics.ExportMagics` in its place and runs it;
 later calls go straight to it. ``%onnx_export?`` shows the real magic's help at any time.
 """
 
@@ -39,6 +41,9 @@ class DeferredExportMagic:
         return ExportMagics.onnx_export.__doc__
 
     def _load(self) -> Callable[..., None]:
+        from .warmup import wait_for_core_import
+
+        wait_for_core_import()  # the warm-up thread may be importing the core right now
         from .magics import ExportMagics
 
         magics = ExportMagics(shell=self._shell)

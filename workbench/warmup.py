@@ -6,6 +6,11 @@ types the next cell. Starting it imports nothing from the core on the kernel's t
 ``import exporter`` (≈0.25 s of small modules) happens on the warm-up thread.
 
 Set ``ONNX_WORKBENCH_WARMUP=0`` to skip it.
+
+The magic's first call imports the core too. It first waits for the warm-up thread to finish
+importing it (:func:`wait_for_core_import`, bounded), so the two threads never import the
+same package at once: the core's package ``__init__``s are lazy and its imports acyclic
+(``tests/test_architecture.py``), which already makes that safe, and this keeps it so.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import logging
 import os
 import threading
 
-__all__ = ["WARMUP_ENV_VAR", "WARMUP_THREAD_NAME", "start_warmup", "warmup_enabled", "warmup_thread"]
+__all__ = ["WARMUP_ENV_VAR", "WARMUP_THREAD_NAME", "start_warmup", "wait_for_core_import", "warmup_enabled",
+           "warmup_thread"]
 
 WARMUP_ENV_VAR = "ONNX_WORKBENCH_WARMUP"
 WARMUP_THREAD_NAME = "onnx-export-warmup"
@@ -24,6 +30,7 @@ _logger = logging.getLogger("exporter.warmup")
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _stopping = threading.Event()
+_core_imported = threading.Event()
 
 
 def warmup_enabled() -> bool:
@@ -49,12 +56,23 @@ def warmup_thread() -> threading.Thread | None:
     return _thread
 
 
+def wait_for_core_import(timeout: float = 60.0) -> bool:
+    """Wait until the warm-up thread has imported the exporter core (at once when no warm-up
+    runs, or when called from that thread); False if ``timeout`` seconds passed first."""
+    thread = _thread
+    if thread is None or threading.current_thread() is thread:
+        return True
+    return _core_imported.wait(timeout)
+
+
 def _warm_up() -> None:
     try:
         from exporter.warmup import warm_up_quietly
     except Exception:  # a broken install shows itself on the first export, not here
         _logger.debug("warm-up: the exporter did not import", exc_info=True)
         return
+    finally:
+        _core_imported.set()
     warm_up_quietly(_stopping.is_set)
 
 

@@ -13,12 +13,28 @@ mapping, and the per-module alignment::
 Nothing heavy is imported until a graph is built.
 """
 
-from ..verify.intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
-from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
-from ..frames import source_of_stack
-from ..node_metadata import fx_name_of, module_path_of, normalize_module_path
-from .model import Graph, GraphNode, ValueInfo, module_ancestors
-from .session_graphs import KINDS, SessionGraphs, graphs_of
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+# Lazy (exporter._lazy): verify's intermediates engine, re-exported here, reads graphs_of.
+_EXPORTS = {
+    **dict.fromkeys(("IntermediateComparison", "IntermediateRow", "compare_intermediates"), "..verify.intermediates"),
+    **dict.fromkeys(("MappingEntry", "NodeMapping", "RemovedNode", "map_nodes"), ".mapping"),
+    "source_of_stack": "..frames",
+    **dict.fromkeys(("fx_name_of", "module_path_of", "normalize_module_path"), "..node_metadata"),
+    **dict.fromkeys(("Graph", "GraphNode", "ValueInfo", "module_ancestors"), ".model"),
+    **dict.fromkeys(("KINDS", "SessionGraphs", "graphs_of"), ".session_graphs"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from ..frames import source_of_stack
+    from ..node_metadata import fx_name_of, module_path_of, normalize_module_path
+    from ..verify.intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
+    from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
+    from .model import Graph, GraphNode, ValueInfo, module_ancestors
+    from .session_graphs import KINDS, SessionGraphs, graphs_of
 
 __all__ = [
     "KINDS",

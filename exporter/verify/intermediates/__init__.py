@@ -26,8 +26,20 @@ out once per export), :mod:`.fx_side`, :mod:`.ort_side`, :mod:`.judge` (one node
 :mod:`.run` (the call).
 """
 
-from .result import METRICS, IntermediateComparison, IntermediateRow
-from .run import DEFAULT_MAX_BYTES, IntermediatesSource, compare_intermediates
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+# Lazy (exporter._lazy): verify.program_run uses .fx_side, and .run uses program_run.
+_EXPORTS = {
+    **dict.fromkeys(("METRICS", "IntermediateComparison", "IntermediateRow"), ".result"),
+    **dict.fromkeys(("DEFAULT_MAX_BYTES", "IntermediatesSource", "compare_intermediates"), ".run"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .result import METRICS, IntermediateComparison, IntermediateRow
+    from .run import DEFAULT_MAX_BYTES, IntermediatesSource, compare_intermediates
 
 __all__ = ["DEFAULT_MAX_BYTES", "METRICS", "IntermediateComparison", "IntermediateRow", "IntermediatesSource",
            "compare_intermediates"]
