@@ -152,6 +152,22 @@ def _signature(model: Any) -> inspect.Signature:
         ) from exc
 
 
+def _check_keyword_names(signature: inspect.Signature, kwargs: Mapping[str, Any]) -> None:
+    """A keyword forward does not take is named as such (``inspect``'s bind reports the
+    missing parameter first, which reads as if the value were lost)."""
+    parameters = signature.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    taken = {name for name, p in parameters.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+    unknown = [name for name in kwargs if name not in taken]
+    if unknown:
+        listed = ", ".join(parameters)
+        raise SpecError(
+            f"forward has no parameter {unknown[0]!r} (forward({listed}))",
+            hint=f"pass the example as one of forward's parameters: {listed}",
+        )
+
+
 def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> BoundInputs:
     """Bind ``args``/``kwargs`` to ``model.forward`` and list its tensor leaves.
 
@@ -162,6 +178,7 @@ def bind_inputs(model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
 
     caches = prepare_kv_cache_pytree(model, args, kwargs)  # a transformers DynamicCache flattens by layer
     signature = _signature(model)
+    _check_keyword_names(signature, kwargs)
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:

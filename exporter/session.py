@@ -155,6 +155,19 @@ class _StageCache:
 _TORCH_LOCK = threading.RLock()
 
 
+def _check_options_type(options: Any) -> None:
+    """``options=`` takes an :class:`ExportOptions`; a dict (or anything else) is a TypeError
+    naming the fix, before anything runs."""
+    if options is None or isinstance(options, ExportOptions):
+        return
+    if isinstance(options, dict):
+        fix = f"options=ExportOptions(**{{{', '.join(f'{k!r}: ...' for k in list(options)[:3])}}})"
+    else:
+        fix = "options=ExportOptions(...)"
+    raise TypeError(f"options= takes an ExportOptions, not a {type(options).__name__}: write {fix} "
+                    "(from exporter import ExportOptions)")
+
+
 class Session(Presentable):
     """A lazily-run export of one model with one set of example inputs and options.
 
@@ -177,6 +190,7 @@ class Session(Presentable):
     ) -> None:
         from .program_model import as_model  # imports torch
 
+        _check_options_type(options)
         model, args, kwargs, options = as_model(model, tuple(args), dict(kwargs or {}), options)
         self._model = model
         self._options = options if options is not None else ExportOptions()

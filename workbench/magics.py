@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import functools
+import keyword
 import re
+import sys
+from pathlib import PurePath
 from textwrap import dedent
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from IPython.core.error import UsageError
@@ -31,7 +35,7 @@ from exporter.option_fields import arguments_of
 from exporter.options import ExportOptions, options_from_arguments
 from exporter.ports import ports_section
 from exporter.recording import CallGroup, RecordingError, record
-from exporter.serialize import check_destination
+from exporter.serialize import SAVE_FORMATS, check_destination
 from exporter.session import Session
 
 if TYPE_CHECKING:
@@ -62,11 +66,48 @@ def _unquoted(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 def _identifier(text: str) -> str:
     if not text.isidentifier():
         raise argparse.ArgumentTypeError(f"{text!r} is not a Python name to store the session in")
+    if keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a Python keyword, not a variable name: choose another, "
+                                         f"e.g. {text}_session")
     return text
 
 
 def _path(text: str) -> str:
     return _unquote(text)
+
+
+def _save_path(text: str) -> str:
+    """``--save``: a path ending in ``.onnx`` (the ONNX model) or ``.pt2`` (the ExportedProgram),
+    as the command line's ``-o`` takes."""
+    path = _unquote(text)
+    suffix = PurePath(path).suffix
+    if suffix not in SAVE_FORMATS:
+        known = " or ".join(f"{ending} ({what})" for ending, what in SAVE_FORMATS.items())
+        raise argparse.ArgumentTypeError(f"{path!r}: unknown extension {suffix or '(none)'!r}; the file written must "
+                                         f"end in {known}")
+    return path
+
+
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A problem with the call or the spec (``SpecError``, a bad destination) as IPython's
+    one-line ``UsageError``, with its fix: never a traceback."""
+    try:
+        yield
+    except SpecError as exc:
+        raise UsageError(one_line(exc)) from None
+    except ExportError as exc:
+        hint = (exc.hint or "").splitlines()
+        raise UsageError(exc.reason + (f" ({hint[0]})" if hint else "")) from None
+
+
+def names_read_by(call: str) -> set[str]:
+    """The variables a call expression reads: ``model(x, mask=m)`` → ``{"model", "x", "m"}``."""
+    try:
+        tree = ast.parse(call.strip(), mode="eval")
+    except SyntaxError:
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 # -- the call -----------------------------------------------------------------------------------
@@ -226,7 +267,7 @@ class ExportMagics(Magics):
 
     @magic_arguments()
     @_export_option_arguments
-    @argument("--save", type=_path, metavar="PATH", help="write the model (.onnx, or .pt2 for the ExportedProgram)")
+    @argument("--save", type=_save_path, metavar="PATH", help="write the model (.onnx, or .pt2 for the ExportedProgram)")
     @argument("--no-verify", action="store_true", help="do not compare onnxruntime with PyTorch after exporting")
     @argument("--bench", action="store_true", help="time onnxruntime against PyTorch after exporting")
     @argument("--no-widget", action="store_true", help="print text instead of showing the workbench widget")
@@ -266,10 +307,16 @@ class ExportMagics(Magics):
         recording = None  # with --record: the group of recorded calls, for the Dims tab
         if options.record or options.group:
             session, recording = self._recorded_session(call, cell, options)
+            read = {options.record}
         else:
             model, args, kwargs = self._call(call, cell)
             session = self._session(model, args, kwargs, options)
+            read = names_read_by(self._call_source(call, cell))
         if options.name:
+            if options.name in read:
+                print(f"note: -o {options.name} replaces the variable {options.name!r} that the call reads: it now "
+                      f"holds the session (use another name, e.g. -o {options.name}_session, to keep both)",
+                      file=sys.stderr)
             self._shell.user_ns[options.name] = session
         if options.no_widget or not shows_widgets(self._shell):
             report_as_text(session, verify=not options.no_verify, benchmark=options.bench, save=options.save)
@@ -281,6 +328,16 @@ class ExportMagics(Magics):
         bind = _rebinder(self._shell.user_ns, options.name, session) if options.name else None
         display(Workbench(session, verify=not options.no_verify, benchmark=options.bench, save=options.save,
                           bind=bind, recording=recording))
+
+    def _call_source(self, line_call: str, cell: str | None) -> str:
+        """The text of the call to export: the line's, or the cell's last statement."""
+        if cell is None:
+            return line_call
+        try:
+            body = ast.parse(self._shell.transform_cell(dedent(cell))).body
+        except SyntaxError:
+            return ""
+        return ast.unparse(body[-1]) if body else ""
 
     def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple, dict]:
         namespace = self._shell.user_ns
@@ -339,8 +396,11 @@ class ExportMagics(Magics):
         fields = {f.name: getattr(export_options, f.name) for f in dataclasses.fields(ExportOptions) if f.init}
         try:
             recorded = recorder.export(options.group, sweep=False, **fields)
+        except SpecError as exc:
+            raise UsageError(one_line(exc)) from None
         except ExportError:  # the widget shows the failed stage, with its source line and fix
-            return Session(model, args, kwargs, export_options), group
+            with _usage_errors():
+                return Session(model, args, kwargs, export_options), group
         self._display(recorded.recorded)
         return recorded.session, group
 
@@ -354,17 +414,14 @@ class ExportMagics(Magics):
 
     @staticmethod
     def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Session:
-        return Session(model, args, kwargs, ExportMagics._options(model, args, kwargs, options))
+        export_options = ExportMagics._options(model, args, kwargs, options)
+        with _usage_errors():  # the call's inputs against forward's signature, the spec against them
+            return Session(model, args, kwargs, export_options)
 
     @staticmethod
     def _options(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace, *,
                  dynamic_shapes: Any = None) -> ExportOptions:
-        try:
+        with _usage_errors():
             if options.save is not None:
                 check_destination(options.save)
             return options_from_arguments(options, model, args, kwargs, dynamic_shapes=dynamic_shapes)
-        except SpecError as exc:
-            raise UsageError(one_line(exc)) from None
-        except ExportError as exc:
-            hint = (exc.hint or "").splitlines()
-            raise UsageError(exc.reason + (f" ({hint[0]})" if hint else "")) from None

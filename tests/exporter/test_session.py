@@ -205,3 +205,9 @@ def test_opsets_below_torchlibs_share_one_decomposition():
     assert [(r.name, r.cached) for r in lower.stages] == [
         ("capture", True), ("decompose", True), ("translate", False), ("optimize", False)
     ]
+
+
+def test_options_that_are_not_export_options_are_a_type_error_naming_the_fix():
+    with pytest.raises(TypeError, match=r"options= takes an ExportOptions, not a dict: write "
+                                        r"options=ExportOptions\(\*\*\{'opset_version': \.\.\.\}\)"):
+        export(torch.nn.Linear(3, 2), torch.randn(2, 3), options={"opset_version": 18})

@@ -236,6 +236,14 @@ def test_cell_magic_through_run_cell_like_a_notebook(ip):
         ("--dynamic x.5=batch model(x)", "'x.5=batch': axis 5 is out of range for 'x', a tensor of shape [4, 8] (rank 2); "
                                          "fix: valid axes are 0..1 (or -2..-1)"),
         ("--save /nonexistent/dir/m.onnx model(x)", "/nonexistent/dir"),
+        # the call against forward(x, scale=None), and the spec against the example
+        ("model(x, x, x)", "the example inputs do not match forward(x, scale): too many positional arguments"),
+        ("model()", "missing a required argument: 'x'"),
+        ("model(y=x)", "forward has no parameter 'y'"),
+        ("--dynamic x.0=b:5:10 model(x)", "the example size 4 is outside Dim 'b'"),
+        ("--dynamic x.0=n --dynamic x.1=n model(x)", "share the dim name 'n', but their example sizes differ"),
+        ("--save m.txt model(x)", "'m.txt': unknown extension '.txt'; the file written must end in .onnx"),
+        ("-o class model(x)", "'class' is a Python keyword"),
     ],
 )
 def test_a_usage_mistake_is_a_one_line_usage_error(ip, line, message):
@@ -250,6 +258,20 @@ def test_cell_magic_usage_mistakes_are_usage_errors(ip):
         ip.run_cell_magic("onnx_export", "", "y = 1\n")
     with pytest.raises(UsageError, match="the cell's last line"):
         ip.run_cell_magic("onnx_export", "model(x)", "model(x)\n")
+    with pytest.raises(UsageError, match="forward has no parameter 'y'") as raised:
+        ip.run_cell_magic("onnx_export", "--no-widget", "z = x\nmodel(y=z)\n")
+    assert "\n" not in str(raised.value)
+
+
+def test_o_warns_in_one_line_when_it_replaces_a_variable_the_call_reads(ip, capsys):
+    ip.run_cell("replaced_model = Tiny()")
+    ip.run_line_magic("onnx_export", "--no-widget --no-verify -o replaced_model replaced_model(x)")
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if "replaces" in line]
+    assert len(notes) == 1 and "-o replaced_model replaces the variable 'replaced_model'" in notes[0]
+    assert type(ip.user_ns["replaced_model"]).__name__ == "Session"
+    ip.run_line_magic("onnx_export", "--no-widget --no-verify -o other_name model(x)")
+    assert "replaces" not in capsys.readouterr().err
 
 
 def test_a_failing_export_is_shown_as_a_message_and_the_shell_stays_alive(ip, capsys):
