@@ -16,6 +16,7 @@ from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
 from ..frames import source_of_stack
 from ..program_symbols import dim_names, user_input_names
+from .runnable import check_types, refuse_no_tensor_output
 from .translations import onnx_registry
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     (torch.onnx.export's options). ``translations``: ``((target, function), ...)`` used
     instead of torchlib's for those targets (``masked_attention.translations``)."""
     _refuse_lstm_projection(program)
+    refuse_no_tensor_output(program)
     opset = registry_opset(opset_version)
     registry = onnx_registry(opset, translations)
     model = compat.translate_to_onnx_ir(program, registry)
@@ -54,6 +56,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     mapping = dim_names(program, bound, spec)
     if mapping:
         compat.rename_onnx_axes(model, mapping)
+    check_types(model, program, bound)
     return model
 
 

@@ -1,0 +1,91 @@
+"""No export reports ``ok`` for ONNX that onnxruntime cannot load: an input dtype eager PyTorch
+refuses, or a forward with no tensor output, fails translate in one line naming the input or
+output and the fix; models that run stay ``ok``."""
+
+from __future__ import annotations
+
+import onnxruntime
+import pytest
+import torch
+
+from exporter import ExportOptions, Session, TranslateError, export
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.linear(x) * 2
+
+
+class ReturnsNone(torch.nn.Module):
+    def forward(self, x):
+        x.mul(2)
+        return None
+
+
+class ReturnsAConstant(torch.nn.Module):
+    def forward(self, x):
+        return None, 3
+
+
+class ReturnsATensorAndNone(torch.nn.Module):
+    def forward(self, x):
+        return x + 1, None
+
+
+class CastsItself(torch.nn.Module):
+    """float64 in, float32 weights: the model casts, so eager and ONNX both run."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.linear(x.float())
+
+
+def test_a_float64_input_to_float32_weights_fails_translate_naming_the_input_the_line_and_the_fix():
+    model, x = Scaled().eval(), torch.randn(2, 4, dtype=torch.float64)
+    with pytest.raises(RuntimeError):
+        model(x)  # eager PyTorch refuses it too
+    with pytest.raises(TranslateError) as raised:
+        export(model, x)
+    error = raised.value
+    assert error.stage == "translate"
+    assert error.reason.startswith("onnxruntime cannot load the translated model:") and "Gemm" in error.reason
+    assert error.hint == ("the input 'x' is float64 while the model's weights are float32 (eager PyTorch refuses "
+                          "this call too): pass x.float() as the example")
+    assert error.session.stages[0].status == "ok" and error.session.failed_stage.name == "translate"
+
+
+def test_a_forward_that_returns_none_fails_translate_saying_there_is_no_output():
+    with pytest.raises(TranslateError, match=r"forward returned no tensor \(it returned None\)") as raised:
+        export(ReturnsNone(), torch.randn(2, 3))
+    assert "return the tensor(s) to export from forward" in raised.value.hint
+
+
+def test_a_forward_that_returns_only_constants_fails_translate_listing_them():
+    with pytest.raises(TranslateError, match=r"forward returned no tensor \(it returned None, 3\)"):
+        export(ReturnsAConstant(), torch.randn(2, 3))
+
+
+@pytest.mark.parametrize("model, dtype", [(ReturnsATensorAndNone(), torch.float32), (CastsItself(), torch.float64)])
+def test_models_that_run_in_onnxruntime_stay_ok(model, dtype):
+    x = torch.randn(2, 4, dtype=dtype)
+    session = export(model.eval(), x, options=ExportOptions(dynamic_shapes={"x": {0: "batch"}}))
+    assert [s.status for s in session.stages] == ["ok"] * 4
+    onnxruntime.InferenceSession(session.model_bytes)  # loads
+    (expected,) = [t for t in (model(x) if isinstance(model(x), tuple) else (model(x),)) if t is not None]
+    (actual,) = session.run_onnx(x)
+    torch.testing.assert_close(torch.as_tensor(actual), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_failed_translate_leaves_capture_usable_and_says_so_in_the_session():
+    session = Session(ReturnsNone(), (torch.randn(2, 3),))
+    result = session.run()
+    assert result.status == "failed"
+    assert session.stages[0].status == "ok"
+    assert session.failed_stage.failure.message.startswith("forward returned no tensor")
