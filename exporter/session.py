@@ -85,13 +85,18 @@ class _AnalysisResult(Protocol):
 _Result = TypeVar("_Result", bound=_AnalysisResult)
 
 
+STAGE_CACHE_ENTRIES = 8
+"""How many results per stage a session's cache keeps (derived sessions share it): the
+specs, opsets... seen last. Front ends holding derived sessions keep as many."""
+
+
 class _StageCache:
     """Stage results keyed by (stage, dependency key), bounded so old specs are dropped.
 
     Thread-safe: when two threads ask for one key, the first computes and the other waits for
     its result. A cancelled result is handed to the thread that computed it and not stored."""
 
-    def __init__(self, max_entries_per_stage: int = 8) -> None:
+    def __init__(self, max_entries_per_stage: int = STAGE_CACHE_ENTRIES) -> None:
         self._max = max_entries_per_stage
         self._data: dict[str, OrderedDict[Any, StageResult]] = {s: OrderedDict() for s in STAGES}
         self._lock = threading.Lock()

@@ -38,6 +38,7 @@ from exporter.events import CancelToken, Observer
 from exporter.ports import Port, onnx_ports
 from exporter.recording import CallGroup, RecordedExport
 from exporter.verify import VerifyResult
+from exporter.session import STAGE_CACHE_ENTRIES
 from exporter.worker import submit_work
 
 from ._live import Job, JobRunner, Step, WidgetObserver
@@ -260,7 +261,7 @@ class Workbench(widgets.VBox):
             self.dims_view.show_error(str(exc))
             return
         self.dims_view.show_error("")
-        derived = self._sessions.setdefault(derived.spec, derived)
+        derived = self._remember(derived)
         if derived is base:
             return  # nothing changed (the controls were set to what they already said)
         self._start(derived, steps_until(self._follow), f"capturing {row.path}.{row.axis}={policy!r}")
@@ -315,8 +316,8 @@ class Workbench(widgets.VBox):
             if step.task in STAGES:
                 return self._stage_done(job, result)
             if step.task == "fixes":
-                self._sessions[result.spec] = result
-                job.session = result
+                self._sessions.pop(result.spec, None)
+                job.session = self._remember(result)
                 self.dims_view.show_spec(result.spec)
                 return True
             if step.task in ANALYSES:
@@ -345,9 +346,27 @@ class Workbench(widgets.VBox):
         self._render(session)
         return result.ok
 
+    def _remember(self, session: Session) -> Session:
+        """The session kept for ``session``'s spec (one seen before is reused, so its stages
+        are), now the most recently used. Beyond the stage cache's bound the least recently
+        used are forgotten (their stage results are gone from the shared cache by then), never
+        the one on screen, the last good or last exported one, nor ``session``."""
+        kept = self._sessions.pop(session.spec, session)
+        self._sessions[session.spec] = kept
+        keep = {id(s) for s in (kept, self._shown, self._last_good, self._last_exported) if s is not None}
+        for spec, old in list(self._sessions.items()):
+            if len(self._sessions) <= STAGE_CACHE_ENTRIES:
+                break
+            if id(old) not in keep:
+                del self._sessions[spec]
+                self._ports.pop(id(old), None)
+        return kept
+
     def _show_session(self, session: Session) -> None:
         """``session`` is now on screen; ``bind`` hears of a new one (the ``-o`` variable)."""
         changed = session is not self._shown
+        if session.spec in self._sessions:
+            self._remember(session)
         self._shown = session
         if changed and self._bind is not None:
             try:

@@ -523,3 +523,24 @@ def test_the_record_magic_gives_the_widget_its_recorded_calls(ipython_shell, mon
     assert isinstance(wb, Workbench)
     assert wb.dims_view.recording is not None and len(wb.dims_view.recording.calls) == 3
     assert "Recorded calls (forward: 3 calls)" in text(wb.dims_view.recorded.value)
+
+
+def test_the_widget_keeps_no_more_derived_sessions_than_the_stage_cache_and_never_the_shown_one():
+    from exporter.session import STAGE_CACHE_ENTRIES
+
+    wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: Dim("batch")})
+    exported = wb.session  # the last exported one stays: the Stages tab shows its ONNX inputs
+    row = wb.axis_row("x", 0)
+    derived = []
+    for maximum in range(16, 16 + 3 * STAGE_CACHE_ENTRIES):
+        row.max.value = str(maximum)
+        wb.wait()
+        derived.append(wb.session)
+    assert f"dynamic batch [1, {maximum}]" in shown(wb, "x", 0)
+    kept = list(wb._sessions.values())
+    assert len(kept) <= STAGE_CACHE_ENTRIES
+    assert wb.session in kept and exported in kept
+    assert derived[0] not in kept and derived[-2] in kept  # the least recently used went first
+    row.max.value = str(maximum - 1)  # going back to a range still kept is served from the cache
+    wb.wait()
+    assert wb.session is derived[-2]
