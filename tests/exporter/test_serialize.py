@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 
 import onnx
 import pytest
 import torch
 
 from exporter import ExportOptions, OnnxSerializer, SerializeError, Serializer, export
+from exporter.serialize import check_destination, os_reason
 
 
 class Tiny(torch.nn.Module):
@@ -111,3 +114,111 @@ def test_pt2_into_a_missing_directory_names_that_directory(session, tmp_path):
     with pytest.raises(SerializeError, match="does not exist") as info:
         session.save(tmp_path / "nope" / "program.pt2")
     assert str(tmp_path / "nope") in str(info.value)
+
+
+# -- what a save replaces: stale data files, symlinks ----------------------------------------
+
+
+def test_a_plain_save_over_an_external_data_save_removes_the_data_file_the_old_model_read(session, tmp_path):
+    target = tmp_path / "model.onnx"
+    session.save(target, serializer=OnnxSerializer(external_data=True))
+    session.save(target, serializer=OnnxSerializer(external_data=False))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+    assert onnx.load(target).SerializeToString() == session.model_bytes
+
+
+def test_a_save_never_removes_a_data_file_it_did_not_name(session, tmp_path):
+    target = tmp_path / "model.onnx"
+    onnx.save_model(session.model_proto, target, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    (tmp_path / "model.onnx.data").write_bytes(b"not read by the model at model.onnx")
+    session.save(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model.onnx.data", "weights.bin"]
+
+
+@pytest.mark.parametrize("external_data", [False, True])
+def test_save_through_a_symlink_writes_the_file_it_points_to_and_keeps_the_link(session, tmp_path, external_data):
+    import numpy as np
+    import onnxruntime as ort
+
+    real, link = tmp_path / "v1.onnx", tmp_path / "latest.onnx"
+    real.write_bytes(b"an older model")
+    link.symlink_to(real.name)
+    assert session.save(link, serializer=OnnxSerializer(external_data=external_data)) == link
+    assert link.is_symlink() and os.readlink(link) == real.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.onnx", "v1.onnx"] + (["v1.onnx.data"] if external_data else [])
+    x = np.ones((2, 3), np.float32)
+    (out,) = ort.InferenceSession(str(link), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(out, session.model(torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_pt2_save_through_a_symlink_keeps_the_link(session, tmp_path):
+    real, link = tmp_path / "v1.pt2", tmp_path / "latest.pt2"
+    real.write_bytes(b"an older program")
+    link.symlink_to(real)
+    session.save(link)
+    assert link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["latest.pt2", "v1.pt2"]
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(torch.export.load(real).module()(x), session.model(x))
+
+
+# -- what the OS said, in words ----------------------------------------------------------------
+
+
+def test_a_directory_that_refuses_new_files_is_named_and_said_to_refuse_not_to_be_missing(session):
+    with pytest.raises(SerializeError) as info:
+        session.save("/proc/model.onnx")
+    message = str(info.value)
+    assert "cannot create a file in '/proc': the file system refuses new files there" in message
+    assert "ENOENT" in message and "although '/proc' exists" in message
+    assert "a directory you can write to" in info.value.hint
+
+
+def test_a_file_where_a_directory_should_be_is_named_as_the_obstacle(session, tmp_path):
+    blocker = tmp_path / "weights"
+    blocker.write_text("a file")
+    with pytest.raises(SerializeError) as info:
+        session.save(blocker / "model.onnx")
+    assert f"{str(blocker)!r} is a file, not a directory (ENOTDIR)" in str(info.value)
+    assert f"move the file {str(blocker)!r} away" in info.value.hint
+    with pytest.raises(SerializeError, match="is a file, not a directory") as created:
+        check_destination(blocker / "sub" / "model.onnx", create_parents=True)
+    assert f"cannot create the directory {str(blocker / 'sub')!r}" in str(created.value)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes in read-only directories")
+def test_a_read_only_directory_is_refused_with_permission_denied_in_words(session, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(SerializeError) as info:
+            session.save(locked / "model.onnx")
+    finally:
+        locked.chmod(0o700)
+    assert f"you have no permission to create files in {str(locked)!r} (EACCES" in str(info.value)
+    assert "ls -ld" in info.value.hint
+
+
+@pytest.mark.parametrize(("code", "words", "fix"), [
+    (errno.EACCES, "you have no permission to create files in", "change its permissions"),
+    (errno.EROFS, "is on a read-only file system (EROFS", "mounted read-only"),
+    (errno.ENOSPC, "the disk is full (ENOSPC: No space left on device)", "free disk space"),
+    (errno.ENAMETOOLONG, "the file name is too long", "shorter file name"),
+])
+def test_each_os_refusal_is_said_in_words_with_its_code_and_a_fix(tmp_path, code, words, fix):
+    reason = os_reason(OSError(code, os.strerror(code)), tmp_path)
+    assert words in reason.words and errno.errorcode[code] in reason.words
+    assert fix in reason.fix
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("external_data", [False, True])
+def test_a_save_keeps_the_permission_bits_of_the_files_it_replaces(session, tmp_path, external_data):
+    target = tmp_path / "model.onnx"
+    serializer = OnnxSerializer(external_data=external_data)
+    session.save(target, serializer=serializer)
+    written = [target] + ([tmp_path / "model.onnx.data"] if external_data else [])
+    for path in written:
+        path.chmod(0o640)
+    session.save(target, serializer=serializer)
+    assert [oct(path.stat().st_mode & 0o777) for path in written] == [oct(0o640)] * len(written)
