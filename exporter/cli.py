@@ -7,7 +7,8 @@
                           [--opset N] [--strategy S] [--no-optimize] [--skip-pass NAME ...]
                           [--runtime-asserts] -o out.onnx
 
-``-o`` ends in ``.onnx`` (the ONNX model) or ``.pt2`` (the ``torch.export`` ExportedProgram:
+Options may come before ``MODULE:FACTORY`` too (``export --dynamic x.0=batch models.py:make
+-o m.onnx``). ``-o`` ends in ``.onnx`` (the ONNX model) or ``.pt2`` (the ``torch.export`` ExportedProgram:
 the export stops after capture). Progress (one line per stage, with timings) goes to stderr;
 results go to stdout. Exit status: 0 on success, 1 when the export fails (the message names
 the stage, the input, the source line and a fix), 2 for a malformed command line (checked
@@ -95,6 +96,41 @@ def parse_output(text: str) -> Path:
     return path
 
 
+def _is_factory_reference(text: str) -> bool:
+    if text.startswith("-") or "=" in text:  # an option, or a KEY=VALUE / INPUT.AXIS=NAME value
+        return False
+    try:
+        parse_factory_reference(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
+class FactoryAnywhereParser(argparse.ArgumentParser):
+    """``export``'s parser: ``MODULE:FACTORY`` may also come after options that take several
+    values (``export --dynamic x.0=batch models.py:make -o m.onnx``), where argparse would
+    hand it to ``--dynamic``. The first word that reads as ``MODULE:FACTORY`` (no ``=``, so
+    no ``--args`` or ``--dynamic`` value; not the value of a one-value option such as
+    ``-o``) is moved to the front before parsing."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self.factory_first(args), namespace)
+
+    def factory_first(self, args: list[str]) -> list[str]:
+        if not any(action.type is parse_factory_reference for action in self._actions):
+            return args  # demo: no MODULE:FACTORY to look for
+        one_value = {name for action in self._actions if action.nargs is None for name in action.option_strings}
+        for i, word in enumerate(args):
+            if word == "--":
+                break
+            if i and args[i - 1] in one_value:
+                continue
+            if _is_factory_reference(word):
+                return [word, *args[:i], *args[i + 1:]]
+        return args
+
+
 def package_version() -> str:
     try:
         return importlib.metadata.version(DISTRIBUTION)
@@ -105,7 +141,7 @@ def package_version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     verbose_help = "show torch's and onnxscript's warnings and what they print during each stage"
     # -v after the command too: each command's own -v leaves the namespace alone unless given.
-    verbose = argparse.ArgumentParser(add_help=False)
+    verbose = FactoryAnywhereParser(add_help=False)  # a parent of the commands: their class
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help)
     parser = argparse.ArgumentParser(
         prog="onnx-workbench",
@@ -113,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=FactoryAnywhereParser)
 
     demo = commands.add_parser(
         "demo", parents=[verbose],
@@ -369,7 +406,12 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
     latency = session.benchmark(budget=DEMO_BENCHMARK_SECONDS)
     logger.info("benchmark done")
     summary = demo_summary(session, model_path, verification, latency)
-    (options.outdir / "summary.md").write_text(summary, encoding="utf-8")
+    summary_path = options.outdir / "summary.md"
+    try:
+        summary_path.write_text(summary, encoding="utf-8")
+    except OSError:
+        check_destination(summary_path)  # says why in words (a SerializeError), as before the export
+        raise
     print(summary)
     if not verification.ok:
         raise ExportError(
@@ -414,11 +456,19 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
 COMMANDS = {"demo": run_demo, "export": run_export}
 
 
+def output_paths(options: argparse.Namespace) -> tuple[Path, ...]:
+    """The files the command writes."""
+    if options.command == "export":
+        return (options.output,)
+    return (options.outdir / "model.onnx", options.outdir / "summary.md")
+
+
 def check_output(options: argparse.Namespace) -> None:
-    """Fail in a fraction of a second, before torch is imported, if the output cannot be
-    written: a directory given as the file, a directory that cannot be created or written."""
-    target = options.output if options.command == "export" else options.outdir / "summary.md"
-    check_destination(target, create_parents=True)
+    """Fail in a fraction of a second, before torch is imported, if an output cannot be
+    written: a directory given as the file, a directory that cannot be created or written.
+    Every message about an output path is :func:`~exporter.serialize.check_destination`'s."""
+    for target in output_paths(options):
+        check_destination(target, create_parents=True)
 
 
 def main(argv: list[str] | None = None) -> int:

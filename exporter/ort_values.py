@@ -4,6 +4,9 @@ numpy has no bfloat16 or float8 and onnxruntime takes a complex tensor as torch.
 it (a real tensor with a trailing dim of 2), so ``tensor.numpy()`` alone fails or feeds the
 wrong thing. :func:`to_feed` converts through torch: bfloat16 and float8 go in as their bits
 in an ``OrtValue`` of the ONNX element type, complex as ``torch.view_as_real``.
+:func:`from_outputs` goes the other way: complex outputs as complex numpy arrays, bfloat16 and
+float8 as torch tensors of their dtype, from whatever onnxruntime hands over (a float32 cast,
+the raw bits, an ``OrtValue``).
 """
 
 from __future__ import annotations
@@ -80,21 +83,98 @@ def output_dtypes(session: ExportArtifacts) -> list[Any]:
     return out
 
 
-def from_outputs(raw: list[Any], dtypes: list[Any]) -> list[Any]:
-    """onnxruntime outputs as the user's dtypes: complex back from torch.onnx's trailing
-    real/imaginary dim (a complex numpy array); bfloat16 and float8, which numpy cannot hold,
-    as torch tensors of that dtype (read from their exact float32 cast)."""
+# onnxruntime's name of an element type numpy cannot hold -> torch dtype name
+_ORT_BITS_TYPES = {
+    "tensor(bfloat16)": "bfloat16",
+    "tensor(float8e4m3fn)": "float8_e4m3fn",
+    "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
+    "tensor(float8e5m2)": "float8_e5m2",
+    "tensor(float8e5m2fnuz)": "float8_e5m2fnuz",
+}
+
+
+def _is_ort_value(value: Any) -> bool:
+    import onnxruntime as ort  # loaded already: the outputs came from it
+
+    return isinstance(value, ort.OrtValue)
+
+
+def ort_value_to_torch(value: Any) -> Any:
+    """A CPU ``onnxruntime.OrtValue`` tensor as a torch tensor (a copy): bfloat16 and float8,
+    which ``OrtValue.numpy()`` refuses or hands over as bits, reinterpreted from their bytes
+    (``torch.frombuffer(...).view(dtype)``); every other type through numpy."""
+    import ctypes
+
+    import torch
+
+    name = _ORT_BITS_TYPES.get(value.data_type())
+    if name is None:
+        return torch.from_numpy(value.numpy().copy())
+    dtype = getattr(torch, name)
+    shape = tuple(int(d) for d in value.shape())
+    size = value.tensor_size_in_bytes()
+    if size == 0:
+        return torch.empty(shape, dtype=dtype)
+    raw = bytearray(ctypes.string_at(value.data_ptr(), size))
+    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def _numpy_float(array: Any) -> bool:
+    import numpy as np
+
+    return array.dtype in (np.float16, np.float32, np.float64)
+
+
+def _as_bits_dtype(value: Any, dtype: Any) -> Any:
+    """An output whose dtype numpy lacks (bfloat16, float8), as a torch tensor of ``dtype``,
+    from what onnxruntime hands over: a torch tensor (an ``OrtValue`` read), a numpy float
+    array (its exact float32 cast, as :attr:`exporter.ort_model.OrtModel.output_session`
+    reads them), or the raw bits (uint8 for float8 e4m3fn, or an ``ml_dtypes`` array)."""
     import numpy as np
     import torch
 
+    if isinstance(value, torch.Tensor):
+        return value if value.dtype == dtype else value.to(dtype)
+    array = np.asarray(value)
+    if _numpy_float(array):
+        return torch.from_numpy(array).to(dtype)
+    width = torch.empty((), dtype=dtype).element_size()
+    if array.dtype.itemsize == width:  # the bits: reinterpreted, not converted
+        bits = np.ascontiguousarray(array).view(np.uint8 if width == 1 else np.int16)
+        return torch.from_numpy(bits.copy()).view(dtype)
+    return value
+
+
+def _as_complex(value: Any, dtype: Any) -> Any:
+    """A complex output as a numpy complex array of ``dtype``'s width: from torch.onnx's real
+    tensor with a trailing real/imaginary dim of 2, or already complex."""
+    import numpy as np
+    import torch
+
+    array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    if array.dtype.kind == "c":
+        return array.astype(torch.empty((), dtype=dtype).numpy().dtype, copy=False)
+    if array.dtype.kind == "f" and array.shape[-1:] == (2,):
+        return torch.view_as_complex(torch.from_numpy(np.ascontiguousarray(array))).to(dtype).numpy()
+    return value
+
+
+def from_outputs(raw: list[Any], dtypes: list[Any]) -> list[Any]:
+    """onnxruntime outputs as the user's dtypes: complex back from torch.onnx's trailing
+    real/imaginary dim (a complex numpy array); bfloat16 and float8, which numpy cannot hold,
+    as torch tensors of that dtype (read from their exact float32 cast, their raw bits, or an
+    ``OrtValue``). An ``OrtValue`` of another type comes back as a numpy array."""
     out: list[Any] = []
     for index, value in enumerate(raw):
         dtype = dtypes[index] if index < len(dtypes) else None
-        array = np.asarray(value)
-        if dtype is not None and dtype.is_complex and array.dtype.kind == "f" and array.shape[-1:] == (2,):
-            out.append(torch.view_as_complex(torch.from_numpy(np.ascontiguousarray(array))).to(dtype).numpy())
+        if _is_ort_value(value):
+            value = ort_value_to_torch(value)
+            if str(value.dtype).removeprefix("torch.") not in _BITS:
+                value = value.numpy()
+        if dtype is not None and dtype.is_complex:
+            out.append(_as_complex(value, dtype))
         elif dtype is not None and str(dtype).removeprefix("torch.") in _BITS:
-            out.append(torch.from_numpy(array).to(dtype))
+            out.append(_as_bits_dtype(value, dtype))
         else:
             out.append(value)
     return out

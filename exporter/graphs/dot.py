@@ -12,6 +12,11 @@ that a page styles and clicks: ``wb-op`` (a node), ``wb-module`` (a collapsed mo
 ``wb-more`` (folded modules), ``wb-io`` (graph input/output), ``wb-cluster`` (an expanded
 module), plus ``wb-selected`` on highlighted nodes and ``wb-overlay`` on coloured ones.
 The ``graphviz`` package is imported when a graph is built.
+
+Every label, id and tooltip is user text (module paths, node and value names, source lines)
+and goes in through :func:`dot_text` or :func:`dot_tooltip`, so a backslash, a quote, an
+escape sequence (``\\N``), an entity (``&lt;``) or something that looks like an HTML-like
+label (``<b>``) is drawn as written.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .model import Graph, GraphNode, module_ancestors
 from .modules import module_tree, short_op
 from .overlay import ramp_colour, reduce_values
 
-__all__ = ["SideStyle", "side_digraph"]
+__all__ = ["SideStyle", "dot_text", "dot_tooltip", "side_digraph"]
 
 SELECTED_COLOUR = "#d62728"
 
@@ -47,8 +52,38 @@ class SideStyle:
     fills: Mapping[str, str] = field(default_factory=dict)  # node name → fill colour (a pass's changes)
 
 
+def _quoted(text: str) -> str:
+    # the graphviz package passes "<...>" through as an HTML-like label unless it is marked nohtml
+    import graphviz
+
+    return graphviz.nohtml(text)
+
+
+def dot_text(text: str) -> str:
+    """``text`` as a DOT label or id that Graphviz draws (or writes into the SVG) exactly as
+    written: backslashes doubled (no ``\\N``/``\\l`` escape sequences, no dangling ``\\``
+    before the closing quote), ``&`` written ``&amp;`` (Graphviz decodes entities in labels
+    and ids), and never an HTML-like label. Quotes are escaped by the ``graphviz`` package."""
+    return _quoted(text.replace("&", "&amp;").replace("\\", "\\\\"))
+
+
+def dot_tooltip(text: str) -> str:
+    """``text`` as a DOT tooltip that the SVG shows as written. Graphviz reads a tooltip's
+    backslashes twice (once as an escString, once for ``\\N``-style names), so each one is
+    written four times."""
+    return _quoted(text.replace("&", "&amp;").replace("\\", "\\" * 4))
+
+
 def _attrs(element_id: str, css: str, **more: str) -> dict[str, str]:
     return {"id": element_id, "class": css, **more}
+
+
+def _node(container: Any, gid: str, label: str, attrs: dict[str, str]) -> None:
+    """One Graphviz node; its label, id and tooltip are plain text, escaped here."""
+    escaped = {**attrs, "id": dot_text(attrs["id"])}
+    if "tooltip" in attrs:
+        escaped["tooltip"] = dot_tooltip(attrs["tooltip"])
+    container.node(gid, dot_text(label), **escaped)
 
 
 # What an expanded module (or the root) holds, as planned before it is drawn.
@@ -151,14 +186,14 @@ class _Builder:
         if path in self.highlighted_modules:
             attrs["class"] += " wb-contains-selected"
         self._paint(attrs, names)
-        container.node(gid, label, **attrs)
+        _node(container, gid, label, attrs)
 
     def emit_more_box(self, container: Any, gid: str, run: list[str], names: list[str]) -> None:
         label = f"… {len(run)} modules\n{run[0]} … {run[-1]}\n{len(names)} nodes"
         attrs = _attrs(f"{self.side}-more-{run[0]}", "wb-more", shape="box", style="dashed",
                        tooltip=f"{run[0]} … {run[-1]}: pass one of them to expand= to open it")
         self._paint(attrs, names)
-        container.node(gid, label, **attrs)
+        _node(container, gid, label, attrs)
 
     def emit_op(self, container: Any, node: GraphNode) -> None:
         gid = self.op_ids[node.name]
@@ -174,7 +209,7 @@ class _Builder:
         if node.name in self.style.fills:
             attrs.update(style="rounded,filled", fillcolor=self.style.fills[node.name])
         self._paint(attrs, [node.name])
-        container.node(gid, label, **attrs)
+        _node(container, gid, label, attrs)
 
     # -- structure -----------------------------------------------------------------------
     def _runs(self, children: list[str]) -> list[str | list[str]]:
@@ -241,13 +276,14 @@ class _Builder:
                 path = item.path
                 with container.subgraph(name=f"cluster_{self.new_id('c')}") as cluster:
                     cls = self.graph.module_classes.get(path)
-                    cluster.attr(label=f"{path} ({cls})" if cls else path, style="rounded", color="#7f7f7f",
-                                 id=f"{self.side}-cluster-{path}", **{"class": "wb-cluster"})
+                    cluster.attr(label=dot_text(f"{path} ({cls})" if cls else path), style="rounded",
+                                 color="#7f7f7f", id=dot_text(f"{self.side}-cluster-{path}"),
+                                 **{"class": "wb-cluster"})
                     self.emit(cluster, item.items)
 
     def build(self) -> Any:
         dot = self.graphviz.Digraph(name=self.side, graph_attr={
-            "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35", "label": self.style.title, "labelloc": "t",
+            "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35", "label": dot_text(self.style.title), "labelloc": "t",
             "fontname": "Helvetica", "fontsize": "16", "id": f"{self.side}-graph", "class": "wb-side",
         }, node_attr={"fontname": "Helvetica", "fontsize": "10", "margin": "0.08,0.03", "height": "0.3"},
             edge_attr={"arrowsize": "0.6", "color": "#555555"})
@@ -265,8 +301,7 @@ class _Builder:
         edges: dict[tuple[str, str], int] = {}
         inputs = {v.name: i for i, v in enumerate(self.graph.inputs)}
         for i, value in enumerate(self.graph.inputs):
-            dot.node(f"i{i}", value.describe(), shape="ellipse",
-                     **_attrs(f"{self.side}-input-{value.name}", "wb-io"))
+            _node(dot, f"i{i}", value.describe(), _attrs(f"{self.side}-input-{value.name}", "wb-io", shape="ellipse"))
         for node in self.graph.nodes:
             head = unit[node.name]
             for name in node.inputs:
@@ -279,7 +314,7 @@ class _Builder:
                 if tail != head:
                     edges[(tail, head)] = edges.get((tail, head), 0) + 1
         for i, value in enumerate(self.graph.outputs):
-            dot.node(f"o{i}", value.describe(), shape="ellipse", **_attrs(f"{self.side}-output-{value.name}", "wb-io"))
+            _node(dot, f"o{i}", value.describe(), _attrs(f"{self.side}-output-{value.name}", "wb-io", shape="ellipse"))
             if value.name in producers:
                 edges[(unit[producers[value.name]], f"o{i}")] = 1
             elif value.name in inputs:

@@ -90,17 +90,36 @@ def _state_changes(report: StateReport | None) -> tuple[str, ...]:
     return tuple(str(change) for change in report.changes)
 
 
-def _training_modules(model: Any) -> list[str]:
-    """Dropout / batch-norm submodules left in training mode (names, at most three)."""
+def _training_modules(model: Any) -> list[tuple[str, Any]]:
+    """Dropout / batch-norm submodules left in training mode: (module path, module). A
+    dropout with ``p=0`` drops nothing: its output does not depend on the mode."""
     kinds = train_mode_dependent_modules()
     modules = getattr(model, "named_modules", None)
     if modules is None:
         return []
-    found = []
-    for name, module in modules():
-        if isinstance(module, kinds) and getattr(module, "training", False):
-            found.append(f"{name} ({type(module).__name__})" if name else type(module).__name__)
-    return found[:3] + (["..."] if len(found) > 3 else [])
+    return [(name, module) for name, module in modules()
+            if isinstance(module, kinds) and getattr(module, "training", False)
+            and not (isinstance(module, kinds[0]) and getattr(module, "p", None) == 0)]
+
+
+def _training_finding(training: list[tuple[str, Any]]) -> Finding:
+    """The model was left in training mode: which modules (by path, at most three), why their
+    outputs differ, and the fix."""
+    named = [f"{name} ({type(module).__name__})" if name else type(module).__name__ for name, module in training]
+    named = named[:3] + ([f"{len(named) - 3} more"] if len(named) > 3 else [])
+    dropout, _ = train_mode_dependent_modules()  # (dropout base class, batch norm base class)
+    causes = []
+    if any(isinstance(module, dropout) for _, module in training):
+        causes.append("dropout draws a new random mask on every call")
+    if any(not isinstance(module, dropout) for _, module in training):
+        causes.append("batch norm normalizes with the batch's own statistics and updates its running ones")
+    return Finding(
+        "training_mode",
+        f"the model is in training mode: {', '.join(named)} make eager outputs differ from run to run "
+        "and from the exported inference graph",
+        cause=" and ".join(causes) + " while the module is in training mode",
+        fix="call model.eval() before exporting, then export again (verify does not switch your module)",
+    )
 
 
 def _ort_error_text(exc: BaseException, session: ExportArtifacts) -> str:
@@ -498,7 +517,8 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         inputs[edge.name] = (args, kwargs, expected)
 
     divergence = None
-    if locate:
+    training = _training_modules(session.model)
+    if locate and not training:  # in training mode the cause is known: no node to blame
         wrong = next((c for c in cases if c.status == "fail"), None)
         if wrong is not None:
             reporter.progress("verify", total, total, f"locating the first divergent node of {wrong.name}")
@@ -508,14 +528,9 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
             except Exception as exc:  # noqa: BLE001
                 divergence = Divergence(wrong.name, "unknown", f"could not locate: {first_line(exc)}")
     findings = _findings(cases, groups, contract, session, divergence, named)
-    training = _training_modules(session.model)
     if training:
-        findings.insert(0, Finding(
-            "training_mode",
-            f"the module is in training mode and has {', '.join(training)}: their eager results change "
-            "from call to call; call model.eval() before exporting",
-        ))
-    failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok
+        findings.insert(0, _training_finding(training))
+    failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok or bool(training)
     unverified = any(f.kind == "not_verified" for f in findings)
     reporter.progress("verify", total, total, "done")
     overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})

@@ -16,7 +16,7 @@ from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance
 from .values import EdgeValue
 
 
-_FAILING = ("wrong_at_example", "wrong_at_size", "wrong_at_value", "contract", "static_in_onnx", "example_only")
+_FAILING = ("training_mode", "wrong_at_example", "wrong_at_size", "wrong_at_value", "contract", "static_in_onnx", "example_only")
 
 
 def _cut(text: str, limit: int = 140) -> str:
@@ -88,7 +88,8 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class Finding:
-    """One plain-language conclusion: ``kind`` is ``wrong_at_example``, ``example_only``,
+    """One plain-language conclusion: ``kind`` is ``training_mode`` (dropout or batch norm
+    left in training mode: the verdict names it first and the result fails), ``wrong_at_example``, ``example_only``,
     ``wrong_at_size``, ``wrong_at_value`` (an edge-value case), ``static_in_onnx``,
     ``contract``, ``eager_error``, ``not_swept``, ``not_varied`` (``sizes=`` left a group out: said, not a failure), ``not_verified`` (a dim group never compared
     at another size: eager PyTorch raised at every other size, or none was tried; the result is
@@ -231,8 +232,10 @@ class VerifyResult:
             failing = [f for f in self.findings if f.kind in _FAILING]
             first = min(failing, key=lambda f: _FAILING.index(f.kind), default=None)
             compared = sum(1 for c in self.cases if c.compared)
-            head = (f"Verification FAILED: {len(wrong)} of {compared} compared case(s) wrong or failing"
-                    if wrong else "Verification FAILED")
+            counted = f"{len(wrong)} of {compared} compared case(s) wrong or failing" if wrong else ""
+            if first is not None and first.kind == "training_mode":  # the cause first, then what it broke
+                return f"Verification FAILED: {first.message}; fix: {first.fix}" + (f" ({counted})" if counted else "")
+            head = f"Verification FAILED: {counted}" if wrong else "Verification FAILED"
             return head + (f"; {_cut(first.message)}" if first is not None else "")
         if self.status == "not_verified":
             missing = [f for f in self.findings if f.kind == "not_verified"]

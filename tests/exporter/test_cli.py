@@ -412,3 +412,51 @@ def test_fully_masked_rows_flag_chooses_what_a_fully_masked_query_returns(tmp_pa
     (out,) = ort.InferenceSession(str(output)).run(None, {"q": q, "mask": mask})
     expected = np.zeros(8) if fully_masked_row == "zero" else q[0, 0].mean(0)
     np.testing.assert_allclose(out[0, 0, 1], expected, atol=1e-5)
+
+
+# -- options before the factory; output paths ----------------------------------------------
+
+
+def test_options_before_the_factory_export_like_options_after_it(factory_file, tmp_path):
+    output = tmp_path / "model.onnx"
+    code, stdout, stderr = run_cli(
+        "export", "--args", "hidden=32", "--dynamic", "x.0=batch", "x.1=seq", "cache.0.key.0=batch",
+        f"{factory_file}:make", "--opset", "18", "-o", str(output),
+    )
+    assert code == 0, stderr
+    assert onnx_shapes(output) == {"x": ["batch", "seq", 8], "cache.0.key": ["batch", 4], "output": ["batch", "seq", 32]}
+    assert f"wrote {output}" in stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--dynamic", "x.0=batch", "models.py:make_model", "-o", "out.onnx"],
+        ["export", "--dynamic", "x.0=batch", "x.1=seq", "models.py:make_model", "-o", "out.onnx"],
+        ["export", "--args", "hidden=64", "models.py:make_model", "--dynamic", "x.0=batch", "-o", "out.onnx"],
+        ["export", "-o", "out.onnx", "--skip-pass", "RewritePass", "models.py:make_model", "--dynamic", "x.0=batch"],
+        ["export", "models.py:make_model", "--dynamic", "x.0=batch", "-o", "out.onnx"],
+        ["-v", "export", "--dynamic", "x.0=batch", "pkg.models:make_model", "-o", "out.onnx", "-v"],
+    ],
+    ids=["dynamic-first", "two-axes-first", "args-first", "one-value-options-first", "factory-first", "module-name"],
+)
+def test_the_factory_parses_wherever_it_comes_among_the_options(argv):
+    options = build_parser().parse_args(argv)
+    assert options.factory in (("models.py", "make_model"), ("pkg.models", "make_model"))
+    assert [request.text for request in options.dynamic] == [w for w in argv if w.startswith("x.")]
+    assert options.output.name == "out.onnx"
+
+
+def test_a_one_value_options_value_is_never_taken_for_the_factory():
+    # "a:b" after --strategy is its (wrong) value, not MODULE:FACTORY: argparse says so
+    code, _, stderr = run_cli("export", "--strategy", "a:b", "-o", "out.onnx")
+    assert code == 2
+    assert "argument --strategy: unknown strategy 'a:b'" in stderr
+
+
+def test_demo_refuses_a_directory_where_its_model_goes_before_exporting(tmp_path):
+    (tmp_path / "model.onnx").mkdir()
+    code, stdout, stderr = run_cli("demo", "-o", str(tmp_path))
+    assert code == 1
+    assert f"[save] '{tmp_path / 'model.onnx'}' is a directory, not a file name" in stderr
+    assert "capture" not in stderr and not stdout
