@@ -3,9 +3,11 @@ onnxruntime would refuse to load:
 
 * :func:`refuse_no_tensor_output`: a ``forward`` that returns no tensor (``None``, or only
   Python constants) would give an ONNX model with no output;
-* :func:`check_types`: ONNX's strict type inference over the translated model; a node whose
-  inputs disagree (a float64 input meeting float32 weights: eager PyTorch refuses that call
-  too) fails translate with the node, the user's source line and the fix.
+* :func:`check_types`: ONNX's strict type inference over the translated model, confirmed by
+  onnxruntime. A node whose inputs disagree because an input's dtype differs from the weights'
+  (eager PyTorch refuses that call too) fails translate with the node, the user's source line
+  and the fix; any other model onnxruntime refuses is kept, as ``torch.onnx.export`` would
+  write it, and translate's status is ``warning`` with onnxruntime's reason.
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ def refuse_no_tensor_output(program: Any) -> None:
 _NODE = re.compile(r"node name: ([^)]*)\)")
 
 
-def check_types(model: ir.Model, program: Any, bound: BoundInputs) -> None:
-    """ONNX's strict type and shape inference over ``model``; when it objects and onnxruntime
-    confirms by refusing to load the model, raises a :class:`TranslateError` naming the node,
-    its source line and the fix. onnxruntime decides: a model it loads passes (inference can
-    be stricter than the runtime), and it is asked only when inference objects."""
+def check_types(model: ir.Model, program: Any, bound: BoundInputs) -> str | None:
+    """ONNX's strict type and shape inference over ``model``, and when it objects, onnxruntime
+    (which decides: inference can be stricter than the runtime). Raises a
+    :class:`TranslateError` naming the node, its source line and the fix when an input's dtype
+    is the cause; returns a warning when onnxruntime refuses the model for another reason
+    (an operator or type it lacks); None when the model loads."""
     import onnx
     import onnx_ir as ir
 
@@ -57,28 +60,28 @@ def check_types(model: ir.Model, program: Any, bound: BoundInputs) -> None:
     from ..serialize import initializer_bytes
 
     if initializer_bytes(model) > MAX_CHECKED_BYTES:
-        return
+        return None
     proto = ir.to_proto(model)
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
-        return
+        return None
     except onnx.shape_inference.InferenceError as exc:
         inferred = str(exc).strip().splitlines()[0]
     try:
         ort_inference_session(proto.SerializeToString())
-        return
+        return None
     except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal, whatever its class, is the finding
         refused = " ".join(str(exc).split())
     found = _NODE.search(inferred)
     node = _node_named(model, found.group(1)) if found else None
+    fix = _dtype_hint(program, bound)
+    if fix is None:
+        return (f"onnxruntime cannot load this model ({refused[:240]}); it is kept as torch.onnx.export would "
+                "write it, but verify and benchmark need onnxruntime")
     source = source_of_stack(node.metadata_props.get(STACK_TRACE_KEY)) if node is not None else None
     fx_name = fx_name_of(node) if node is not None else None
     where = f" (from the FX node {fx_name!r})" if fx_name else ""
-    raise TranslateError(
-        f"onnxruntime cannot load the translated model: {inferred}{where}",
-        source=source, hint=_dtype_hint(program, bound) or f"onnxruntime said: {refused[:300]}; this is a "
-        "translation bug: try another opset_version, or report it with the model",
-    )
+    raise TranslateError(f"onnxruntime cannot load the translated model: {inferred}{where}", source=source, hint=fix)
 
 
 def _node_named(model: ir.Model, name: str) -> ir.Node | None:

@@ -9,17 +9,19 @@ names re-run translate onward, new ``skip_passes`` only optimize.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..compat import module_state
-from ..errors import DecomposeError, TranslateError
+from ..errors import DecomposeError, Status, TranslateError
 from ..hints import decompose_hint, translate_hint
 from ..masked_attention import translations
 from ..shapes.policy_warnings import DimPolicyWarning, dim_warnings
 from .capture import capture
 from .decompose import decompose
 from .optimize import optimize_stage
+from .runnable import check_types
 from .stage import Stage, StageContext, StageResult, run_guarded
 from .translate import constant_outputs, registry_opset, resolve_opset, translate
 
@@ -87,12 +89,24 @@ class TranslateStage(Stage):
         options = context.options
         opset = resolve_opset(options.opset_version)
         constants = constant_outputs(previous)
-        return run_guarded(
+        result = run_guarded(
             "translate", TranslateError, lambda exc: translate_hint(exc, constants),
             lambda: translate(previous, opset_version=opset, bound=context.inputs, spec=context.spec,
                               input_names=options.input_names, output_names=options.output_names,
                               translations=translations(options.fully_masked_rows, registry_opset(opset))),
         )
+        if not result.ok:
+            return result
+        # onnxruntime must load what is reported ok: an input dtype eager PyTorch refuses fails
+        # here; a model onnxruntime cannot run for another reason is kept, with a warning.
+        checked = run_guarded("translate", TranslateError, "",
+                              lambda: check_types(result.output, previous, context.inputs))
+        if not checked.ok:
+            return dataclasses.replace(checked, seconds=result.seconds + checked.seconds)
+        if checked.output is None:
+            return dataclasses.replace(result, seconds=result.seconds + checked.seconds)
+        return dataclasses.replace(result, status=Status.WARNING, seconds=result.seconds + checked.seconds,
+                                   detail=checked.output, warnings=(checked.output,))
 
 
 class OptimizeStage(Stage):

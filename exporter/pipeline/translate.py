@@ -16,7 +16,7 @@ from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
 from ..frames import source_of_stack
 from ..program_symbols import dim_names, user_input_names
-from .runnable import check_types, refuse_no_tensor_output
+from .runnable import refuse_no_tensor_output
 from .translations import onnx_registry
 
 if TYPE_CHECKING:
@@ -56,7 +56,6 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     mapping = dim_names(program, bound, spec)
     if mapping:
         compat.rename_onnx_axes(model, mapping)
-    check_types(model, program, bound)
     return model
 
 
