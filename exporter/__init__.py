@@ -55,4 +55,11 @@ if TYPE_CHECKING:
     from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
     from .verify import ContractReport, Tolerance, VerifyResult
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AUTO", "Axis", "BenchmarkResult", "CaptureAttempt", "CaptureError", "CaptureStrategy", "ContractReport",
+    "DYNAMIC", "DecomposeError", "Dim", "DimOutcome", "DimOutcomes", "DimPolicyWarning", "DimSpec", "DimWarning",
+    "ExportError", "ExportOptions", "Guard", "Guards", "LatencyStats", "OnnxSerializer", "OptimizeError",
+    "Policy", "ProfileResult", "Pt2Serializer", "Recording", "RecordingError", "STAGES", "STATIC", "STRATEGIES",
+    "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "SuggestedFixes", "SweepResult",
+    "Tolerance", "TranslateError", "VerifyResult", "export", "record",
+]

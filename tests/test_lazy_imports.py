@@ -43,6 +43,7 @@ def test_every_public_name_of_a_lazy_package_resolves_and_is_listed():
 
     for package in ("exporter", "exporter.graphs", "exporter.verify.intermediates"):
         module = importlib.import_module(package)
+        assert set(module.__all__) == set(module._EXPORTS), package
         for name in module.__all__:
             assert getattr(module, name) is not None, (package, name)
             assert name in dir(module)
