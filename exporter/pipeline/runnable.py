@@ -1,32 +1,32 @@
-"""Checks that a translated model can run, so that no export reports ``ok`` for ONNX that
-onnxruntime would refuse to load:
+"""Checks that an export can run, so that no export reports ``ok`` for ONNX that onnxruntime
+would refuse to load:
 
-* :func:`refuse_no_tensor_output`: a ``forward`` that returns no tensor (``None``, or only
-  Python constants) would give an ONNX model with no output;
-* :func:`check_types`: ONNX's strict type inference over the translated model, confirmed by
-  onnxruntime. A node whose inputs disagree because an input's dtype differs from the weights'
-  (eager PyTorch refuses that call too) fails translate with the node, the user's source line
-  and the fix; any other model onnxruntime refuses is kept, as ``torch.onnx.export`` would
-  write it, and translate's status is ``warning`` with onnxruntime's reason.
+* :func:`refuse_no_tensor_output` (translate): a ``forward`` that returns no tensor (``None``,
+  or only Python constants) would give an ONNX model with no output;
+* :func:`refuse_mixed_dtypes` (translate): a matrix product whose operands have two floating
+  dtypes (a float64 input meeting float32 weights) is refused by eager PyTorch, but
+  ``aten.linear``'s meta kernel lets it through capture; it fails with the FX node, the user's
+  source line and the fix;
+* :func:`onnxruntime_refusal` (optimize, on the final model): ONNX's strict type inference,
+  confirmed by onnxruntime; a model onnxruntime refuses (an operator or type it lacks) is
+  kept, as ``torch.onnx.export`` would write it, with a warning saying why.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TranslateError
 from ..frames import source_of_stack
 from ..inputs import BoundInputs
-from ..node_metadata import STACK_TRACE_KEY, fx_name_of
 
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["MAX_CHECKED_BYTES", "check_types", "refuse_no_tensor_output"]
+__all__ = ["MAX_CHECKED_BYTES", "onnxruntime_refusal", "refuse_mixed_dtypes", "refuse_no_tensor_output"]
 
 MAX_CHECKED_BYTES = 512 * 1024**2
-"""Above these weights, :func:`check_types` is left to onnxruntime (it would copy them all)."""
+"""Above these weights, :func:`onnxruntime_refusal` is left to verify (it would copy them all)."""
 
 
 def refuse_no_tensor_output(program: Any) -> None:
@@ -44,15 +44,32 @@ def refuse_no_tensor_output(program: Any) -> None:
     )
 
 
-_NODE = re.compile(r"node name: ([^)]*)\)")
+_SAME_DTYPE_OPS = ("aten.linear.default", "aten.addmm.default", "aten.mm.default", "aten.bmm.default",
+                   "aten.baddbmm.default", "aten.matmul.default")
 
 
-def check_types(model: ir.Model, program: Any, bound: BoundInputs) -> str | None:
-    """ONNX's strict type and shape inference over ``model``, and when it objects, onnxruntime
-    (which decides: inference can be stricter than the runtime). Raises a
-    :class:`TranslateError` naming the node, its source line and the fix when an input's dtype
-    is the cause; returns a warning when onnxruntime refuses the model for another reason
-    (an operator or type it lacks); None when the model loads."""
+def refuse_mixed_dtypes(program: Any, bound: BoundInputs) -> None:
+    """Raise when a matrix product gets operands of two floating dtypes: eager PyTorch refuses
+    it ("mat1 and mat2 must have the same dtype"), onnxruntime refuses the model."""
+    for node in program.graph.nodes:
+        if node.op != "call_function" or str(node.target) not in _SAME_DTYPE_OPS:
+            continue
+        dtypes = [str(value.dtype).removeprefix("torch.") for value in (getattr(a, "meta", {}).get("val") for a in node.args)
+                  if getattr(value, "is_floating_point", lambda: False)()]
+        if len(set(dtypes)) > 1:
+            op = str(node.target).removeprefix("aten.").removesuffix(".default")
+            raise TranslateError(
+                f"{op} (FX node {node.name!r}) multiplies {' and '.join(dict.fromkeys(dtypes))} operands: eager "
+                "PyTorch refuses this call, and onnxruntime would refuse the model",
+                source=source_of_stack(node.meta.get("stack_trace")),
+                hint=_dtype_hint(program, bound) or "cast the operands to one dtype in forward",
+            )
+
+
+def onnxruntime_refusal(model: ir.Model) -> str | None:
+    """Why onnxruntime refuses to load ``model`` (None when it loads it). ONNX's strict type
+    and shape inference runs first; onnxruntime is asked only when it objects, and decides
+    (inference can be stricter than the runtime)."""
     import onnx
     import onnx_ir as ir
 
@@ -65,30 +82,15 @@ def check_types(model: ir.Model, program: Any, bound: BoundInputs) -> str | None
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
         return None
-    except onnx.shape_inference.InferenceError as exc:
-        inferred = str(exc).strip().splitlines()[0]
+    except onnx.shape_inference.InferenceError:
+        pass
     try:
         ort_inference_session(proto.SerializeToString())
         return None
     except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal, whatever its class, is the finding
         refused = " ".join(str(exc).split())
-    found = _NODE.search(inferred)
-    node = _node_named(model, found.group(1)) if found else None
-    fix = _dtype_hint(program, bound)
-    if fix is None:
-        return (f"onnxruntime cannot load this model ({refused[:240]}); it is kept as torch.onnx.export would "
-                "write it, but verify and benchmark need onnxruntime")
-    source = source_of_stack(node.metadata_props.get(STACK_TRACE_KEY)) if node is not None else None
-    fx_name = fx_name_of(node) if node is not None else None
-    where = f" (from the FX node {fx_name!r})" if fx_name else ""
-    raise TranslateError(f"onnxruntime cannot load the translated model: {inferred}{where}", source=source, hint=fix)
-
-
-def _node_named(model: ir.Model, name: str) -> ir.Node | None:
-    for node in model.graph.all_nodes():
-        if node.name == name:
-            return node
-    return None
+    return (f"onnxruntime cannot load this model ({refused[:240]}); it is kept as torch.onnx.export would "
+            "write it, but verify and benchmark need onnxruntime")
 
 
 def _dtype_hint(program: Any, bound: BoundInputs) -> str | None:

@@ -10,6 +10,7 @@ names re-run translate onward, new ``skip_passes`` only optimize.
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from ..shapes.policy_warnings import DimPolicyWarning, dim_warnings
 from .capture import capture
 from .decompose import decompose
 from .optimize import optimize_stage
-from .runnable import check_types
+from .runnable import onnxruntime_refusal
 from .stage import Stage, StageContext, StageResult, run_guarded
 from .translate import constant_outputs, registry_opset, resolve_opset, translate
 
@@ -89,24 +90,12 @@ class TranslateStage(Stage):
         options = context.options
         opset = resolve_opset(options.opset_version)
         constants = constant_outputs(previous)
-        result = run_guarded(
+        return run_guarded(
             "translate", TranslateError, lambda exc: translate_hint(exc, constants),
             lambda: translate(previous, opset_version=opset, bound=context.inputs, spec=context.spec,
                               input_names=options.input_names, output_names=options.output_names,
                               translations=translations(options.fully_masked_rows, registry_opset(opset))),
         )
-        if not result.ok:
-            return result
-        # onnxruntime must load what is reported ok: an input dtype eager PyTorch refuses fails
-        # here; a model onnxruntime cannot run for another reason is kept, with a warning.
-        checked = run_guarded("translate", TranslateError, "",
-                              lambda: check_types(result.output, previous, context.inputs))
-        if not checked.ok:
-            return dataclasses.replace(checked, seconds=result.seconds + checked.seconds)
-        if checked.output is None:
-            return dataclasses.replace(result, seconds=result.seconds + checked.seconds)
-        return dataclasses.replace(result, status=Status.WARNING, seconds=result.seconds + checked.seconds,
-                                   detail=checked.output, warnings=(checked.output,))
 
 
 class OptimizeStage(Stage):
@@ -123,8 +112,24 @@ class OptimizeStage(Stage):
     def run(self, context: StageContext, previous: Any, observer: Observer,
             cancel: CancelToken | None) -> StageResult:
         options = context.options
-        return optimize_stage(previous, enabled=options.optimize, skip_passes=options.skip_passes,
-                              extra_rewrite_rules=options.extra_rewrite_rules)
+        result = optimize_stage(previous, enabled=options.optimize, skip_passes=options.skip_passes,
+                                extra_rewrite_rules=options.extra_rewrite_rules)
+        return _loadable(result)
+
+
+def _loadable(result: StageResult) -> StageResult:
+    """The final model as onnxruntime sees it: one it refuses is kept (as torch.onnx.export
+    writes it), but the stage says why with a warning instead of ``ok``."""
+    if not result.ok or result.output is None:
+        return result
+    start = time.perf_counter()
+    refusal = onnxruntime_refusal(result.output)
+    seconds = result.seconds + time.perf_counter() - start
+    if refusal is None:
+        return dataclasses.replace(result, seconds=seconds)
+    detail = "; ".join(filter(None, (result.detail, refusal)))
+    return dataclasses.replace(result, status=Status.WARNING, seconds=seconds, detail=detail,
+                               warnings=(*result.warnings, refusal))
 
 
 PIPELINE: tuple[Stage, ...] = (CaptureStage(), DecomposeStage(), TranslateStage(), OptimizeStage())

@@ -16,7 +16,7 @@ from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
 from ..frames import source_of_stack
 from ..program_symbols import dim_names, user_input_names
-from .runnable import refuse_no_tensor_output
+from .runnable import refuse_mixed_dtypes, refuse_no_tensor_output
 from .translations import onnx_registry
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     instead of torchlib's for those targets (``masked_attention.translations``)."""
     _refuse_lstm_projection(program)
     refuse_no_tensor_output(program)
+    refuse_mixed_dtypes(program, bound)
     opset = registry_opset(opset_version)
     registry = onnx_registry(opset, translations)
     model = compat.translate_to_onnx_ir(program, registry)

@@ -110,7 +110,8 @@ class PassFloat4(torch.nn.Module):
 def test_a_float4_model_that_onnxruntime_cannot_load_is_reported_as_an_onnxruntime_limit():
     packed = torch.randint(0, 255, (3, 4), dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
     session = Session(PassFloat4(), (packed, torch.randn(2)), None, ExportOptions())
-    assert session.run().status == "ok"  # as torch.onnx.export: a FLOAT4E2M1 input and output
+    # kept as torch.onnx.export writes it (a FLOAT4E2M1 input and output), but not "ok": onnxruntime refuses it
+    assert session.run().status == "warning" and session.failed_stage is None
     assert session.onnx_model.graph.inputs[0].dtype.name == "FLOAT4E2M1"
     result = session.verify()
     assert result.status == "error"  # not "failed": onnxruntime cannot run it, nothing was found wrong

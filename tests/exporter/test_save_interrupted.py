@@ -1,7 +1,7 @@
 """A save killed at any step leaves the old model or the new one, whole: never a mix.
 
 A helper process imports the serializer once and forks one child per save; the child SIGKILLs
-itself at the N-th step of the save (``exporter.serialize._step_hook``), for every N. The parent
+itself at the N-th step of the save (``exporter.atomic_save._step_hook``), for every N. The parent
 then loads what is at the target in onnxruntime and checks it computes exactly the old model's
 outputs or the new one's, and that the next save leaves no leftover beside the target.
 """
@@ -40,6 +40,7 @@ HELPER = textwrap.dedent(
     from typing import Any
 
     import onnx_ir as ir
+    import exporter.atomic_save as atomic_save
     import exporter.serialize as serialize
     from exporter.ort_model import OrtModel
 
@@ -56,7 +57,7 @@ HELPER = textwrap.dedent(
             if len(steps) == job["kill_at"]:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        serialize._step_hook = hook
+        atomic_save._step_hook = hook
         tempfile.tempdir = job["tmp"]
         if job["kind"] == "pt2":
             serialize.Pt2Serializer().serialize(Saved(exported_program=programs[job["source"]]), job["target"])
