@@ -60,6 +60,8 @@ __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
 ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
+AUTO_VERIFY_SECONDS = 2.0
+"""A change of spec re-verifies in the background when the last verify took less than this."""
 
 
 def stage_row(result: VerifyResult | BenchmarkResult) -> tuple[str, float | None, str]:
@@ -103,12 +105,16 @@ class Workbench(widgets.VBox):
             :func:`exporter.record`'s recording, or ``rec.export(...)``'s result): the Dims tab
             then shows per axis the observed sizes next to the range each session accepts, and
             the recorded calls outside it (``%%onnx_export --record`` passes it).
+        reverify_below: after a change of spec, verify again in the background when the last
+            verify took less than this many seconds (0: never; the Verify tab then says "not
+            verified for this spec" until you run it).
     """
 
     def __init__(self, session: Session, *, run: bool = True, verify: bool = False, benchmark: bool = False,
                  save: str | os.PathLike[str] | None = None, follow: str = "optimize",
                  bind: Callable[[Session], Any] | None = None,
-                 recording: CallGroup | RecordedExport | None = None) -> None:
+                 recording: CallGroup | RecordedExport | None = None,
+                 reverify_below: float = AUTO_VERIFY_SECONDS) -> None:
         steps_until(follow)  # a typo fails here, not on the first click
         self._shown = session          # the session whose results are on screen
         self._last_good: Session | None = None  # the last session whose capture succeeded (for the rows)
@@ -117,6 +123,7 @@ class Workbench(widgets.VBox):
         self._ports: dict[int, list[Port]] = {}
         self._analyses: dict[str, tuple[Session, Any]] = {}  # by name: the session it ran on, its result
         self._follow = follow
+        self._reverify_below = reverify_below
         self._bind = bind
         self._render_lock = threading.RLock()  # one renderer at a time (worker thread vs kernel thread)
         self._runner = JobRunner(self._submit_step, self._on_step, self._on_finish, self._observer_for)
@@ -205,8 +212,22 @@ class Workbench(widgets.VBox):
 
     def apply_suggested_fixes(self) -> None:
         """Re-export with torch's suggested fixes (the "Apply suggested fixes" button)."""
-        self._start(self.requested_session, (Step("fixes"), Step("capture")) + steps_until(self._follow)[1:],
+        self._start(self.requested_session,
+                    (Step("fixes"), Step("capture")) + steps_until(self._follow)[1:] + self._reverify(None),
                     "applying the suggested fixes")
+
+    def _reverify(self, session: Session | None) -> tuple[Step, ...]:
+        """Verify again after a change of spec, in the same (cancelable) job, when the widget
+        exports to ONNX on a change, the last verify took under ``reverify_below`` seconds
+        and ``session`` (None: not known yet) has no verify of its own: the Verify tab then
+        follows the spec on screen."""
+        last = self._analyses.get("verify")
+        if self._follow != "optimize" or last is None:  # "verify" and "benchmark" verify anyway
+            return ()
+        if session is not None and "verify" in session.analyses:
+            return ()
+        seconds = getattr(last[1], "seconds", None)
+        return (Step("verify"),) if seconds is not None and seconds < self._reverify_below else ()
 
     def draw_graphs(self) -> None:
         """Lay out the FX and ONNX graphs side by side in the Graphs tab (exports first if needed).
@@ -246,7 +267,10 @@ class Workbench(widgets.VBox):
                 return
             following = next((s for s in STAGES if s not in done), None)
             if following is None:
-                self.run_analysis("verify" if "verify" not in self._analyses_of(session) else "benchmark")
+                if "verify" in self._analyses_of(session):
+                    self._status("every step has run: the Benchmark tab times the model")
+                    return
+                self.run_analysis("verify")
                 return
             self._start(session, (Step(following),), f"running {following}")
             return
@@ -264,7 +288,8 @@ class Workbench(widgets.VBox):
         derived = self._remember(derived)
         if derived is base:
             return  # nothing changed (the controls were set to what they already said)
-        self._start(derived, steps_until(self._follow), f"capturing {row.path}.{row.axis}={policy!r}")
+        self._start(derived, steps_until(self._follow) + self._reverify(derived),
+                    f"capturing {row.path}.{row.axis}={policy!r}")
 
     def _tab_selected(self, change: Any) -> None:
         if self.views[change["new"] or 0] is self.guards_view:

@@ -408,18 +408,43 @@ def test_bind_hears_every_session_the_widget_shows():
 
 
 def test_a_verify_run_in_the_widget_is_kept_on_the_session_it_ran_on():
-    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    session = Session(Tiny(), (torch.randn(4, 8),), options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
+    wb = Workbench(session, reverify_below=0).wait()  # no re-verify after a change of spec
     wb.verify_view.button.click()
     wb.wait()
     first = wb.session
     assert first.last_verify is not None and first.last_verify.ok
     wb.axis_control("x", 0).value = "STATIC"
     wb.wait()
-    assert "not run" in text(wb.verify_view.status.value) or "earlier dim spec" in text(wb.verify_view.status.value)
+    assert text(wb.verify_view.status.value).strip() == "not run not verified for this spec: Run verify checks it"
+    assert "tone-ok" not in wb.verify_view.status.value and "#dcfce7" not in wb.verify_view.status.value  # never green
+    assert "the last verify, for an earlier spec: Verification PASSED" in text(wb.verify_view.summary.value)
+    assert stage_row(wb, "verify")[:2] == ["not", "run"]
     wb.axis_control("x", 0).value = "Dim"  # back to the spec verified before: its verify is found again
     wb.wait()
     assert wb.session.last_verify is first.last_verify
-    assert "earlier dim spec" not in wb.verify_view.status.value and "PASSED" in wb.verify_view.status.value
+    assert "not verified" not in wb.verify_view.status.value and "PASSED" in wb.verify_view.status.value
+
+
+def test_a_change_of_spec_re_verifies_in_the_background_when_verify_was_quick():
+    session = Session(Tiny(), (torch.randn(4, 8),), options=ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}}))
+    wb = Workbench(session, verify=True, reverify_below=600).wait()
+    first = wb.session.last_verify
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+    assert wb.session.last_verify is not None and wb.session.last_verify is not first
+    assert "PASSED" in wb.verify_view.status.value and "not verified" not in wb.verify_view.status.value
+    assert stage_row(wb, "verify")[0] == "pass"
+
+
+def test_run_next_step_after_every_step_says_so_instead_of_starting_a_benchmark():
+    wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
+    wb.run_analysis("verify")
+    wb.wait()
+    wb.stages_view.next_button.click()
+    wb.wait()
+    assert "every step has run" in wb.job_status.value
+    assert "benchmark" not in wb.session.analyses
 
 
 def test_cancel_puts_the_previous_result_back_at_once_while_the_worker_is_still_busy():

@@ -1,7 +1,8 @@
 """The Verify tab: run the ONNX model in onnxruntime against PyTorch at the example and over a
 sweep of sizes (``session.verify()``): the verdict on one line, the chart of differences, and
-the core's verification section (findings, cases) folded below. The last result stays on
-screen (marked as from an earlier spec when the dims changed)."""
+the core's verification section (findings, cases) folded below. After a change of spec the
+tab says "not verified for this spec" (grey, never green) and keeps the earlier result folded
+below, with its spec's verdict, until verify runs on the new spec."""
 
 from __future__ import annotations
 
@@ -37,14 +38,23 @@ class VerifyView:
         self.summary.value = self.table.value = self.chart.value = ""
 
     def show(self, result: VerifyResult, current: bool = True) -> None:
-        stale = "" if current else " (for an earlier dim spec)"
+        if not current:
+            self.show_stale(result)
+            return
         if result.status == "error":
-            self.status.value = verdict(result.status, f"verify could not run{stale}")
+            self.status.value = verdict(result.status, "verify could not run")
             self.summary.value = failure_html(result.failure or result.error)
             self.table.value = self.chart.value = ""
             return
-        self.status.value = verdict(result.status, result.verdict + stale)
+        self.status.value = verdict(result.status, result.verdict)
         self.summary.value = ""
         self.table.value = pane(folded(f"details: {len(result.cases)} case(s), findings, contract",
                                        render(result), open=not result.ok))
         self.chart.value = figure_html(verify_chart(result))
+
+    def show_stale(self, result: VerifyResult) -> None:
+        """``result`` ran on an earlier spec: nothing is verified for the one on screen."""
+        self.status.value = verdict("not run", "not verified for this spec: Run verify checks it", tone="muted")
+        earlier = "verify could not run" if result.status == "error" else result.verdict
+        self.summary.value = pane(folded(f"the last verify, for an earlier spec: {earlier}", render(result)))
+        self.table.value = self.chart.value = ""
