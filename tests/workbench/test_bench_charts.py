@@ -93,10 +93,14 @@ def test_latency_vs_size_shows_each_sizes_ratio_interval_and_a_busy_note():
     (band,) = ratio_ax.collections[:1]
     corners = {(round(x), round(y, 3)) for x, y in band.get_paths()[0].vertices}
     assert {(1, 2.0), (1, 3.0), (8, 0.4), (8, 9.8)} <= corners  # each size's interval, not a point
-    assert [t.get_text() for t in ax.texts] == ["machine busy: rerun when idle"]
+    assert figure.get_suptitle() == "machine busy: rerun when idle" and not ax.texts  # above the chart, not under a legend
+    # plain tick labels: the swept sizes on x, numbers (not 2^3 or 3 × 10^-2) on y, × on the speedup
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "8"]
+    assert all("^" not in t.get_text() and "×10" not in t.get_text() for t in ax.get_yticklabels())
+    assert all(t.get_text().endswith("×") for t in ratio_ax.get_yticklabels() if t.get_text())
     histogram = renders(bench_charts.latency_histogram(points[1]))
-    assert "(95% 0.40–9.80x)" in histogram.axes[0].get_title()
-    assert [t.get_text() for t in histogram.axes[0].texts] == ["machine busy: rerun when idle"]
+    assert "(95% 0.40–9.80×)" in histogram.axes[0].get_title()
+    assert histogram.get_suptitle() == "machine busy: rerun when idle"
 
 
 def test_profile_bars_have_one_bar_per_op_type(session):
@@ -117,6 +121,8 @@ def test_verify_chart_colours_failing_cases_red():
     colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
     assert colours[0] == bench_charts.PASS_COLOR and set(colours[1:]) == {bench_charts.FAIL_COLOR}
     assert ax.get_title() == "verification: failed"
+    (ticks,) = [line for line in ax.lines if line.get_label() == "allowed difference (tolerance)"]
+    assert len(ticks.get_xdata()) == len(result.cases)  # one tolerance mark per compared case
 
 
 class Scale(torch.nn.Module):
@@ -133,9 +139,9 @@ def test_an_exact_zero_difference_is_labelled_0_at_the_floor_not_drawn_as_a_bar(
     nonzero = [c.max_abs for c in result.cases if c.max_abs]
     labels = [t for t in ax.texts if t.get_text() == "0"]
     assert len(labels) == len(zeros)
-    assert all(ax.patches[i].get_height() == 0 for i in zeros)
+    assert all(ax.patches[i].get_width() == 0 for i in zeros)
     if nonzero:  # the axis starts a decade under the smallest real difference, not at 1e-12
-        assert ax.get_ylim()[0] == pytest.approx(min(nonzero) / 10)
+        assert ax.get_xlim()[0] == pytest.approx(min(nonzero) / 10)
 
 
 def test_failed_results_render_a_message_instead_of_raising():
@@ -149,13 +155,15 @@ def test_failed_results_render_a_message_instead_of_raising():
         assert figure.axes[0].texts and not figure.axes[0].axison
 
 
-def test_verify_chart_labels_edge_value_cases_by_input_and_kind_and_widens_with_the_cases():
+def test_verify_chart_labels_edge_value_cases_by_input_and_kind_one_row_per_case_at_the_panes_width():
     from exporter.examples import demo_block
 
     model, args, kwargs, shapes = demo_block()
     result = Session(model, args, kwargs, ExportOptions(dynamic_shapes=shapes)).verify()
     figure = renders(bench_charts.verify_chart(result))
-    labels = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
     edges = [c for c in result.cases if c.edge is not None]
-    assert edges and all(f"{c.edge.input}\n{c.edge.kind.replace('_', ' ')}" in labels for c in edges)
-    assert figure.get_figwidth() >= 0.85 * len(result.cases)
+    assert edges and all(f"{c.edge.input} {c.edge.kind.replace('_', ' ')}" in labels for c in edges)
+    assert labels[0].startswith(result.cases[0].name) and figure.axes[0].get_yticks()[0] == len(labels) - 1  # on top
+    # the figure keeps the pane's width (its fonts are not shrunk) and grows a row per case
+    assert figure.get_figwidth() == bench_charts.PANE_WIDTH and figure.get_figheight() >= 0.32 * len(result.cases)

@@ -28,11 +28,32 @@ FAIL_COLOR = "#d62728"
 RATIO_COLOR = "#2f4f4f"
 
 
+BUSY_NOTE = "machine busy: rerun when idle"
+
+
 def _busy_note(ax: Any, warning: str | None) -> None:
-    """A red note in the axes' top-left corner when the result says the machine was busy."""
+    """A red note above the chart (the figure's top line, never under a legend) when the
+    result says the machine was busy."""
     if warning:
-        ax.text(0.01, 0.98, "machine busy: rerun when idle", transform=ax.transAxes, ha="left", va="top",
-                color=FAIL_COLOR, fontsize="small", gid="busy-note")
+        ax.figure.suptitle(BUSY_NOTE, x=0.01, ha="left", color=FAIL_COLOR, fontsize="small", gid="busy-note")
+
+
+def _plain(value: float, _position: Any = None) -> str:
+    """A tick as a plain number: ``1``, ``16``, ``0.03``, ``6`` (not ``2^4`` or ``3 × 10^-2``)."""
+    return f"{value:g}"
+
+
+def _times(value: float, _position: Any = None) -> str:
+    return f"{value:g}×"
+
+
+def _plain_log_axis(axis: Any, formatter: Any = _plain, ticks: Any = None) -> None:
+    """Log-scale ticks at 1, 2, 5 per decade (or at ``ticks``), labelled as plain numbers."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(FixedLocator(list(ticks)) if ticks is not None else LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(formatter))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def latency_histogram(result: BenchmarkResult, *, bins: int = 40) -> Figure:
@@ -56,10 +77,10 @@ def latency_histogram(result: BenchmarkResult, *, bins: int = 40) -> Figure:
     ax.set_ylabel("calls")
     title = "latency distribution"
     if result.speedup is not None:
-        title += f": onnxruntime {result.speedup:.2f}x eager"
+        title += f": onnxruntime {result.speedup:.2f}× eager"
         interval = result.speedup_ci
         if interval is not None:
-            title += f" (95% {interval[0]:.2f}–{interval[1]:.2f}x)"
+            title += f" (95% {interval[0]:.2f}–{interval[1]:.2f}×)"
     ax.set_title(title, fontsize="medium")
     ax.legend(loc="upper right", fontsize="small")
     _busy_note(ax, result.warning)
@@ -95,6 +116,8 @@ def latency_vs_size(sweep: SweepResult, *, log: bool = True) -> Figure:
     if log:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        _plain_log_axis(ax.xaxis, ticks=sweep.sizes)
+        _plain_log_axis(ax.yaxis)
     ax.set_xlabel(sweep.dim)
     ax.set_ylabel("latency (ms)")
     ax.set_title(f"latency vs {sweep.dim}")
@@ -116,6 +139,8 @@ def _speedup_axes(ax: Any, dim: str, ratios: list[tuple[int, float, tuple[float,
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
     if log:
         ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis, _times)
+        _plain_log_axis(ax.xaxis, ticks=sizes)
     ax.set_xlabel(dim)
     ax.set_ylabel("eager time / onnxruntime time")
     ax.legend(fontsize="small")
@@ -141,39 +166,51 @@ def profile_bars(profile: ProfileResult, *, by: str = "op_type", top: int = 12) 
 
 
 def verify_chart(result: VerifyResult) -> Figure:
-    """Max abs difference (ONNX vs eager) per case, green = pass, red = fail; cases where
-    onnxruntime or eager raised are marked on the axis."""
+    """Max abs difference (ONNX vs eager) per case as horizontal bars, one case a row (so a
+    dozen cases stay readable in a narrow pane), green = pass, red = fail, with a black tick
+    at the difference each case allows (its tolerance, scaled to the output); cases where
+    onnxruntime or eager raised are marked."""
     if result.status == "error":
         return message_figure(f"verification could not run: {result.error}")
-    figure = new_figure(max(PANE_WIDTH, 0.85 * len(result.cases)), 3.2)
+    cases = list(result.cases)
+    figure = new_figure(PANE_WIDTH, max(2.2, 0.32 * len(cases) + 1.2))
     ax = figure.add_subplot()
-    names, values, colors, notes = [], [], [], []
+    names, values, colors, notes, allowed = [], [], [], [], []
     # Exact zeros cannot sit on a log axis: they get no bar and a "0" label at the axis floor, a
     # decade under the smallest difference (a 1e-12 bar made a 1.5e-8 difference look like a spike).
-    nonzero = [c.max_abs for c in result.cases if c.max_abs and c.max_abs != float("inf")]
+    nonzero = [c.max_abs for c in cases if c.max_abs and c.max_abs != float("inf")]
     floor = min(nonzero) / 10 if nonzero else 1e-12
     zeros = []
-    for case in result.cases:
+    for case in cases:
         edge = case.edge  # an edge-value case: its input and value kind, short
-        names.append(f"{edge.input}\n{edge.kind.replace('_', ' ')}" if edge is not None else f"{case.name}\n{case.sizes_text}")
+        names.append(f"{edge.input} {edge.kind.replace('_', ' ')}" if edge is not None else f"{case.name} ({case.sizes_text})")
         value = case.max_abs if case.max_abs is not None else 0.0
         zeros.append(case.max_abs == 0.0 and case.status not in ("ort_error", "eager_error", "error"))
         values.append(max(value, floor) if value != float("inf") else 1e6)
         colors.append(PASS_COLOR if case.ok else FAIL_COLOR)
         notes.append({"ort_error": "ORT error", "eager_error": "eager error", "error": "error"}.get(case.status, ""))
-    bars = ax.bar(range(len(names)), values, color=colors)
+        limits = [o.atol_applied for o in case.outputs if o.atol_applied]
+        allowed.append(min(limits) if limits else None)
+    rows = list(range(len(cases)))[::-1]  # the first case on top
+    bars = ax.barh(rows, values, color=colors)
     for bar, note in zip(bars, notes):
         if note:
             bar.set_hatch("//")
-            ax.annotate(note, (bar.get_x() + bar.get_width() / 2, floor), ha="center", va="bottom", fontsize="x-small", rotation=90)
+            ax.annotate(note, (floor, bar.get_y() + bar.get_height() / 2), xytext=(3, 0), textcoords="offset points",
+                        ha="left", va="center", fontsize="x-small")
     for bar, zero in zip(bars, zeros):
         if zero:
-            bar.set_height(0)
-            ax.annotate("0", (bar.get_x() + bar.get_width() / 2, floor), ha="center", va="bottom", fontsize="small",
-                        color=PASS_COLOR)
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=floor)
-    ax.set_xticks(range(len(names)), names, fontsize="x-small")
-    ax.set_ylabel("max |onnx - eager|")
+            bar.set_width(0)
+            ax.annotate("0", (floor, bar.get_y() + bar.get_height() / 2), xytext=(3, 0), textcoords="offset points",
+                        ha="left", va="center", fontsize="small", color=PASS_COLOR)
+    marks = [(limit, row) for limit, row in zip(allowed, rows) if limit is not None]
+    if marks:
+        ax.plot([m for m, _ in marks], [r for _, r in marks], linestyle="none", marker="|", markersize=14,
+                markeredgewidth=2, color="black", label="allowed difference (tolerance)")
+    ax.set_xscale("log")
+    top = max([v for v in values] + [m for m, _ in marks])
+    ax.set_xlim(floor, top * 4)  # room right of the last tick
+    ax.set_yticks(rows, names, fontsize="small")
+    ax.set_xlabel("max |onnx − eager| per case; black tick: allowed")
     ax.set_title(f"verification: {result.status}")
     return figure
