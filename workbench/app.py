@@ -60,6 +60,9 @@ __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
 ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
+ANALYSIS_LABELS = {"verify": "verify", "benchmark": "benchmark", "benchmark_sweep": "latency vs size",
+                   "profile": "profile", "compare": "compare variants"}
+"""How the job bar names each analysis (its button's words)."""
 AUTO_VERIFY_SECONDS = 2.0
 """A change of spec re-verifies in the background when the last verify took less than this."""
 
@@ -208,7 +211,7 @@ class Workbench(widgets.VBox):
         (exporting first if needed)."""
         if name not in ANALYSES:
             raise ValueError(f"unknown analysis {name!r}; choose one of {', '.join(ANALYSES)}")
-        self._start(self.requested_session, steps_until("optimize") + (Step(name, options),), name)
+        self._start(self.requested_session, steps_until("optimize") + (Step(name, options),), ANALYSIS_LABELS[name])
 
     def apply_suggested_fixes(self) -> None:
         """Re-export with torch's suggested fixes (the "Apply suggested fixes" button)."""

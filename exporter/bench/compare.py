@@ -211,13 +211,15 @@ class Comparison(Presentable):
         if not timed:
             return f"nothing timed against {self.baseline}"
         best = min(timed, key=lambda r: r.ratio)  # type: ignore[arg-type,return-value]
-        interval = f" (95% interval {best.ratio_ci[0]:.3g}–{best.ratio_ci[1]:.3g}x the time)" if best.ratio_ci else ""
-        if best.ratio < 1:  # type: ignore[operator]
-            verdict = f"fastest: {best.name}, {1 / best.ratio:.3g}x faster than {self.baseline}"  # type: ignore[operator]
-            if best.ratio_ci and best.ratio_ci[1] >= 1:
-                verdict += ", not clearly"
-            return verdict + interval
-        return f"{self.baseline} is the fastest; next: {best.name} at {best.ratio:.3g}x its time{interval}"
+        ratio, interval = best.ratio, best.ratio_ci
+        assert ratio is not None
+        within = f" (95% interval {interval[0]:.2g}–{interval[1]:.2g}x the time)" if interval else ""
+        if ratio < 1 and interval and interval[1] >= 1:  # faster on the median, but within the noise
+            return (f"no variant is clearly faster than {self.baseline}: {best.name} takes "
+                    f"{interval[0]:.2g}–{interval[1]:.2g}x its time (95% interval)")
+        if ratio < 1:
+            return f"fastest: {best.name}, {1 / ratio:.2g}x faster than {self.baseline}{within}"
+        return f"{self.baseline} is the fastest; next: {best.name} at {ratio:.2g}x its time{within}"
 
     def row(self, name: str) -> VariantTiming:
         for row in self.rows:

@@ -160,17 +160,19 @@ _LONG = 48  # characters a table cell shows before it is cut (the full text: too
 class Table:
     """Columns and rows of cells (strings or badges). ``align`` holds ``"r"`` for the
     columns of numbers (right-aligned), ``"l"`` otherwise; ``code`` names the columns that
-    hold code (monospace in HTML, backquoted in Markdown)."""
+    hold code (monospace in HTML, backquoted in Markdown); ``wrap`` names the columns whose
+    text wraps in HTML instead of being cut (a verdict sentence: never cut)."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     caption: str = ""
     align: tuple[str, ...] = ()
     code: tuple[str, ...] = ()
+    wrap: tuple[str, ...] = ()
 
     @classmethod
     def from_rows(cls, columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str = "",
-                  badges: Sequence[str] = (), code: Sequence[str] = ()) -> Table:
+                  badges: Sequence[str] = (), code: Sequence[str] = (), wrap: Sequence[str] = ()) -> Table:
         """Cells are formatted with :func:`cell`; columns named in ``badges`` show status
         badges; a column whose every value is a number is right-aligned."""
         columns = tuple(columns)
@@ -188,7 +190,8 @@ class Table:
             numeric = bool(values) and i not in as_badge and all(
                 is_number(v) or (isinstance(v, str) and numeric_text(v)) for v in values)
             align.append("r" if numeric else "l")
-        return cls(columns, tuple(out), caption, tuple(align), tuple(c for c in code if c in columns))
+        return cls(columns, tuple(out), caption, tuple(align), tuple(c for c in code if c in columns),
+                   tuple(c for c in wrap if c in columns))
 
     @classmethod
     def from_frame(cls, frame: Any, columns: Sequence[str] | None = None, caption: str = "",
@@ -233,12 +236,15 @@ class Table:
         head = "".join(f'<th style="{TH_CSS}{";text-align:right" if self._right(i) else ""}">{escape(c)}</th>'
                        for i, c in enumerate(self.columns))
         long_texts: list[tuple[str, str, str]] = []
+        wrapped = {self.columns.index(c) for c in self.wrap}
         body = []
         for row in self.rows:
             cells = []
             for i, value in enumerate(row):
                 style = TD_CSS + (";text-align:right;font-variant-numeric:tabular-nums" if self._right(i) else "")
-                if isinstance(value, Badge) or len(value) <= _LONG:
+                if i in wrapped:
+                    style += ";white-space:normal;overflow-wrap:anywhere;min-width:12em"
+                if isinstance(value, Badge) or len(value) <= _LONG or i in wrapped:
                     inner = cell_html(value)
                     inner = f"<code>{inner}</code>" if i in code and inner else inner
                     cells.append(f'<td style="{style}">{inner}</td>')

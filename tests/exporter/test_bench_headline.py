@@ -156,3 +156,6 @@ def test_a_comparison_headline_names_the_fastest_variant_on_the_rows_statistic()
     assert comparison.headline in render(comparison).to_text()
     slower = Comparison("onnxruntime", (row("onnxruntime", 1.0, None), row("unoptimized", 1.4, (1.3, 1.5))), rounds=8)
     assert slower.headline.startswith("onnxruntime is the fastest; next: unoptimized at 1.4x its time")
+    noisy = Comparison("onnxruntime", (row("onnxruntime", 1.0, None), row("unoptimized", 0.97, (0.686, 1.02))), rounds=8)
+    assert noisy.headline == ("no variant is clearly faster than onnxruntime: unoptimized takes 0.69–1x its time "
+                              "(95% interval)")

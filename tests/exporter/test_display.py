@@ -341,3 +341,16 @@ def test_failed_session_dims_and_guards_render(failed):
     assert "failed" not in text.split("\n", 2)[2]  # no axis is named by the failure: none reads "failed"
     assert f"{EVIL}.0" in text
     assert "script" not in Page(failed.dims._repr_html_()).tags
+
+
+def test_a_wrapped_column_shows_its_whole_text_and_wraps_instead_of_being_cut():
+    from html import escape
+
+    from exporter.display import Table
+
+    sentence = "Verification PASSED: ONNX matches eager PyTorch at the example and 9 other size(s) " * 2
+    table = Table.from_rows(("stage", "result"), [("verify", sentence)], wrap=("result",))
+    html = table.to_html()
+    assert escape(sentence) in html and "…" not in html and "white-space:normal" in html
+    cut = Table.from_rows(("stage", "result"), [("verify", sentence)]).to_html()
+    assert "…</td>" in cut  # without wrap: cut in the cell, the full text folded below

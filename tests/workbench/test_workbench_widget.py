@@ -263,10 +263,15 @@ def test_benchmark_tab_shows_latency_the_sweep_and_the_profile():
     assert "ok" in wb.benchmark_view.status.value and "<svg" in wb.benchmark_view.chart.value
     wb.run_analysis("benchmark_sweep", sizes=(1, 4), budget=0.05, min_runs=5)
     wb.wait()
-    assert "latency vs batch" in wb.benchmark_view.sweep.value and "<svg" in wb.benchmark_view.sweep.value
+    assert "latency vs batch, 2 size(s), a separate run" in wb.benchmark_view.sweep.value
+    assert "<svg" in wb.benchmark_view.sweep.value
     wb.benchmark_view.profile_button.click()
     wb.wait()
     assert "Gemm" in wb.benchmark_view.profile.value and "<svg" in wb.benchmark_view.profile.value
+    assert "onnxruntime kernel time" in text(wb.benchmark_view.profile.value) and "Profile [ok]" not in wb.benchmark_view.profile.value
+    wb.run_analysis("benchmark_sweep", sizes=(1, 4), budget=0.05, min_runs=5)
+    assert "latency vs size" in wb.job_status.value  # the button's words, not benchmark_sweep
+    wb.wait()
 
 
 def test_guards_tab_draws_the_table_and_both_charts_when_shown():

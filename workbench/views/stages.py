@@ -174,7 +174,7 @@ class StagesView:
         rows = [(stage, status, seconds, cached, detail)
                 for stage, (status, seconds, cached, detail) in self._rows.items()]
         self.table.value = pane(Table.from_rows(("stage", "status", "s", "cached", "result"), rows,
-                                                badges=("status",)))
+                                                badges=("status",), wrap=("result",)))
 
     def _draw_passes(self, passes: OptimizerPasses | None) -> None:
         """The optimizer pass by pass (``session.passes``), folded under its verdict line."""
