@@ -74,10 +74,10 @@ def onnxruntime_refusal(model: ir.Model) -> str | None:
     import onnx_ir as ir
 
     from ..ort_model import ort_inference_session
-    from ..serialize import initializer_bytes
+    from ..serialize import initializer_bytes, needs_external_data
 
-    if initializer_bytes(model) > MAX_CHECKED_BYTES:
-        return None
+    if needs_external_data(model) or initializer_bytes(model) > MAX_CHECKED_BYTES:
+        return None  # one protobuf cannot hold it (or a copy costs too much): verify loads it
     proto = ir.to_proto(model)
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
