@@ -394,6 +394,24 @@ def demo_summary(session: Session, model_path: Path, verification: VerifyResult,
     return "\n\n".join(parts) + "\n"
 
 
+def demo_digest(session: Session, model_path: Path, verification: VerifyResult, latency: BenchmarkResult,
+                summary_path: Path) -> str:
+    """What ``onnx-workbench demo`` prints: each result once, in a few lines; the full
+    Markdown is in ``summary_path``."""
+    proto = session.stage_output("optimize")
+    ports = ", ".join(f"{value.name} [{', '.join(str(d) for d in value.shape)}]"
+                      for value in (*proto.graph.inputs, *proto.graph.outputs))
+    compared = sum(1 for case in verification.cases if case.compared)
+    return "\n".join((
+        f"exported {type(session.model).__name__} to {model_path} "
+        f"({model_path.stat().st_size / 1024:.1f} KB, opset {default_opset(proto)}, {session.strategy} capture)",
+        f"ONNX inputs and output: {ports}",
+        f"verify ({compared} cases compared): {verification.verdict}",
+        f"benchmark: {latency.headline}",
+        f"full summary (stages, dims, guards, cases, latency): {summary_path}",
+    ))
+
+
 def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
     from .examples import demo_block  # imports torch
 
@@ -401,10 +419,8 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
     session = export(model, *args, options=ExportOptions(dynamic_shapes=dims, logger=logger), **kwargs)
     model_path = session.save(options.outdir / "model.onnx")
     logger.info("saved %s", model_path)
-    verification = session.verify()
-    logger.info("verify %s in %.2f s", verification.status, verification.seconds)
+    verification = session.verify()  # its progress line says "verify passed in …" on stderr
     latency = session.benchmark(budget=DEMO_BENCHMARK_SECONDS)
-    logger.info("benchmark done")
     summary = demo_summary(session, model_path, verification, latency)
     summary_path = options.outdir / "summary.md"
     try:
@@ -412,7 +428,7 @@ def run_demo(options: argparse.Namespace, logger: logging.Logger) -> int:
     except OSError:
         check_destination(summary_path)  # says why in words (a SerializeError), as before the export
         raise
-    print(summary)
+    print(demo_digest(session, model_path, verification, latency, summary_path))
     if not verification.ok:
         raise ExportError(
             "onnxruntime and eager PyTorch disagree: " + "; ".join(f.message for f in verification.findings),
