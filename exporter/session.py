@@ -519,11 +519,11 @@ class Session(Presentable):
 
     # -- display -----------------------------------------------------------------------------
     def to_frame(self) -> pandas.DataFrame:
-        """The stages as a pandas DataFrame."""
+        """The stages as a pandas DataFrame (``strategy`` is capture's; blank on the others)."""
         import pandas as pd
 
-        return pd.DataFrame([r.to_dict() for r in self.stages],
-                            columns=["stage", "status", "seconds", "cached", "strategy", "detail"])
+        rows = [{**r.to_dict(), "strategy": r.to_dict().get("strategy") or ""} for r in self.stages]
+        return pd.DataFrame(rows, columns=["stage", "status", "seconds", "cached", "strategy", "detail"])
 
     # summary(), repr and _repr_html_: exporter.display.sections.session_section, through Presentable.
 

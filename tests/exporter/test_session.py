@@ -211,3 +211,9 @@ def test_options_that_are_not_export_options_are_a_type_error_naming_the_fix():
     with pytest.raises(TypeError, match=r"options= takes an ExportOptions, not a dict: write "
                                         r"options=ExportOptions\(\*\*\{'opset_version': \.\.\.\}\)"):
         export(torch.nn.Linear(3, 2), torch.randn(2, 3), options={"opset_version": 18})
+
+
+def test_the_stages_frame_has_no_nan_where_a_stage_has_no_strategy():
+    frame = export(torch.nn.Linear(3, 2), torch.randn(2, 3)).to_frame()
+    assert list(frame["strategy"]) == [frame["strategy"][0], "", "", ""] and frame["strategy"][0]
+    assert not frame.isna().any().any()
