@@ -65,7 +65,7 @@ class CaseResult:
 
     @property
     def sizes_text(self) -> str:
-        return ", ".join(f"{label}={size}" for label, size in self.sizes) or "(all static)"
+        return ", ".join(f"{label}={size}" for label, size in self.sizes) or "all static"
 
     @property
     def max_abs(self) -> float | None:
