@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TranslateError
+from ..errors import TranslateError, first_line
 from ..frames import source_of_stack
 from ..inputs import BoundInputs
 
@@ -78,7 +78,10 @@ def onnxruntime_refusal(model: ir.Model) -> str | None:
 
     if needs_external_data(model) or initializer_bytes(model) > MAX_CHECKED_BYTES:
         return None  # one protobuf cannot hold it (or a copy costs too much): verify loads it
-    proto = ir.to_proto(model)
+    try:
+        proto = ir.to_proto(model)
+    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
+        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
         return None
