@@ -54,8 +54,8 @@ def refuse_mixed_dtypes(program: Any, bound: BoundInputs) -> None:
     for node in program.graph.nodes:
         if node.op != "call_function" or str(node.target) not in _SAME_DTYPE_OPS:
             continue
-        dtypes = [str(value.dtype).removeprefix("torch.") for value in (getattr(a, "meta", {}).get("val") for a in node.args)
-                  if getattr(value, "is_floating_point", lambda: False)()]
+        values: list[Any] = [getattr(a, "meta", {}).get("val") for a in node.args]
+        dtypes = [str(v.dtype).removeprefix("torch.") for v in values if getattr(v, "is_floating_point", lambda: False)()]
         if len(set(dtypes)) > 1:
             op = str(node.target).removeprefix("aten.").removesuffix(".default")
             raise TranslateError(
