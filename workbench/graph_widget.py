@@ -9,6 +9,15 @@
     view.search("encoder.layer.1")       # what Enter in the search box does
     view.overlay = "time"                # "none", "error" (session.compare_intermediates()), "time" (profile)
     view.wait_overlay()                  # the overlay is computed on the export worker; view.cancel_overlay() stops it
+    view.legend                          # what its colours mean: scale, units, tolerance, case
+    view.message["text"]                 # what is shown, on which case ("error: all 65 compared nodes within …")
+
+The first drawing shows the model's modules, and the top-level nodes that only derive masks,
+positions and shapes from the inputs folded into one "mask & position plumbing" box per side
+(:mod:`exporter.graphs.plumbing`; it opens like a module, path ``(plumbing)``). The error
+overlay paints each node's error relative to the error verify allows it: green within the
+tolerance, orange → red over it, the first node over it selected; the time overlay paints ms
+per run against a scale the legend gives.
 
 A thin skin: the layout is :func:`exporter.graphs.draw.side_by_side` (Graphviz ``dot``),
 the node details come from :mod:`exporter.graphs` (sent to the page as a compact JSON keyed by
@@ -38,9 +47,10 @@ import traitlets
 from exporter.events import CancelToken
 from exporter.graphs.draw import GraphView, fx_alone, side_by_side
 from exporter.graphs.mapping import MappingEntry, NodeMapping
-from exporter.graphs.model import Graph, GraphNode, module_ancestors
+from exporter.graphs.model import Graph, GraphNode, module_ancestors, short_source
 from exporter.graphs.modules import module_sort_key, module_tree, short_op
-from exporter.graphs.overlay import overlay_values
+from exporter.graphs.plumbing import fold_plumbing
+from exporter.graphs.overlay import error_legend, error_overlay, overlay_values, time_legend
 from exporter.graphs.session_graphs import SessionGraphs
 
 from .worker_jobs import JobSlot, WorkerJob
@@ -92,9 +102,9 @@ def prepare_graphs(session: Session, *, fx: str = "fx_decomposed", expand: Itera
     side cannot be built (translate failed) gives the FX side alone and a note saying why;
     ``layout`` also lays out the first drawing (collapsed, or ``expand`` open)."""
     graphs: SessionGraphs = session.graphs
-    fx_graph = graphs[fx]
+    fx_graph = fold_plumbing(graphs[fx])  # as drawn: the mask & position plumbing in one pseudo-module
     try:
-        onnx_graph, mapping, note = graphs.onnx_optimized, graphs.mapping, ""
+        onnx_graph, mapping, note = fold_plumbing(graphs.onnx_optimized), graphs.mapping, ""
     except Exception as exc:  # noqa: BLE001 - the FX side is still worth showing
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         onnx_graph, mapping = None, None
@@ -143,6 +153,8 @@ class _OverlayOutcome:
     view: GraphView | None = None
     expand: tuple[str, ...] = ()
     cancelled: bool = False
+    legend: dict[str, Any] | None = None  # OverlayLegend.to_dict() (time: completed from the layout's scale)
+    raw: dict[str, float] | None = None  # what the panel shows per node when it is not the painted value
 
 
 class GraphWidget(anywidget.AnyWidget):
@@ -168,6 +180,7 @@ class GraphWidget(anywidget.AnyWidget):
     highlight = traitlets.List(traitlets.Unicode()).tag(sync=True)  # element ids drawn selected
     overlay = traitlets.Unicode("none").tag(sync=True)
     message = traitlets.Dict().tag(sync=True)
+    legend = traitlets.Dict().tag(sync=True)  # the drawn overlay's OverlayLegend.to_dict() ({} without overlay)
     note = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
     computing = traitlets.Unicode("").tag(sync=True)  # the overlay being computed ("" when none): the page shows Cancel
@@ -181,7 +194,8 @@ class GraphWidget(anywidget.AnyWidget):
         self._index_of: PreparedGraphs | None = None
         self._index_cache: _Index | None = None
         self._types_cache: dict[tuple[int, str], dict[str, str]] = {}
-        self._values: dict[str, float] = {}
+        self._values: dict[str, float] = {}  # painted per node (error: ÷ the allowed error; time: µs)
+        self._raw: dict[str, float] = {}  # shown per node in the panel (error: max abs error)
         self._max_children = max_children
         self._fx_kind = fx
         self._quiet = False  # set while Python itself writes a trait the observers would redo
@@ -207,7 +221,8 @@ class GraphWidget(anywidget.AnyWidget):
         be done). Selection and open modules are kept where they still exist."""
         self._jobs.cancel()
         self._prepared = prepared
-        self._values = {}
+        self._values, self._raw = {}, {}
+        self.legend = {}
         self._drawn_overlay = "none"
         self.computing = ""
         modules = self._module_paths()
@@ -347,7 +362,8 @@ class GraphWidget(anywidget.AnyWidget):
             self._jobs.cancel()
             self.message = {}
             if change["new"] == "none":
-                self._values, self._drawn_overlay, self.computing, self.status = {}, "none", "", ""
+                self._values, self._raw, self._drawn_overlay, self.computing, self.status = {}, {}, "none", "", ""
+                self.legend = {}
                 self._relayout(self.expanded)
                 return
             job = _OverlayJob(change["new"], self._drawn_overlay)
@@ -399,22 +415,25 @@ class GraphWidget(anywidget.AnyWidget):
 
     def _compute_overlay(self, job: _OverlayJob) -> _OverlayOutcome:
         if job.kind == "time":
-            values = self._time_values(job.token)
-            first_bad, message = None, None
+            values, message, legend = self._time_values(job.token)
+            first_bad, raw = None, values
         else:
-            values, first_bad, message = self._error_values(job.token)
+            values, raw, first_bad, message, legend = self._error_values(job.token)
         if job.token.cancelled:
             return _OverlayOutcome({}, cancelled=True)
         expand = tuple(sorted(set(self.expanded) | self._modules_to_open(first_bad or "")))
-        return _OverlayOutcome(values, first_bad, message, self._layout(expand, values, job.kind), expand)
+        view = self._layout(expand, values, job.kind)
+        return _OverlayOutcome(values, first_bad, message, view, expand, legend=legend, raw=raw)
 
     def _apply(self, job: _OverlayJob, outcome: _OverlayOutcome) -> None:
         """Draw a finished overlay job (under the lock, the job still current)."""
         if outcome.cancelled:
             return
         self._values, self._drawn_overlay = outcome.values, job.kind
+        self._raw = outcome.raw if outcome.raw is not None else outcome.values
         self.status = ""
         self.message = outcome.message or {}
+        self.legend = outcome.legend or {}
         with self.hold_sync():
             wanted = set(self.expanded) | self._modules_to_open(outcome.first_bad or "")
             if outcome.view is not None and set(outcome.expand) == wanted:
@@ -424,48 +443,61 @@ class GraphWidget(anywidget.AnyWidget):
             if outcome.first_bad:
                 self.selected = outcome.first_bad
 
-    def _time_values(self, cancel: CancelToken) -> dict[str, float]:
+    def _time_values(self, cancel: CancelToken) -> tuple[dict[str, float], dict[str, Any] | None, dict[str, Any] | None]:
+        """µs per run of each node in onnxruntime's profile, what the message line says, and
+        the legend (its scale is completed from the layout, :meth:`_draw`)."""
         session = self._current().session
         profile = session.analyses.get("profile") or session.profile(cancel=cancel)
         if profile.cancelled:
-            return {}
+            return {}, None, None
         if profile.error:
             raise RuntimeError(profile.error)
         values = overlay_values(profile, self._node_names())
         if not values:
             raise RuntimeError("the profile names no node of the drawing")
-        return values
+        case = "the example inputs"
+        slowest = max(values, key=values.__getitem__)
+        message = {"kind": "info", "names": [slowest],
+                   "text": f"time: onnxruntime profile, {int(profile.runs)} runs on {case}; {len(values)} nodes timed, "
+                           f"{sum(values.values()) / 1000:.3g} ms per run in all; the slowest node "
+                           f"({values[slowest] / 1000:.3g} ms):"}
+        return values, message, time_legend(0.0, case=case).to_dict()
 
-    def _error_values(self, cancel: CancelToken) -> tuple[dict[str, float], str | None, dict[str, Any] | None]:
-        """Max abs error per ONNX node (a shape or dtype mismatch, ``inf``, painted as the
-        worst), the node to select (the first bad one when the last verify failed), and what
-        the panel says. After a failed verify the values are those of the case that failed
-        (verify's inputs and eager outputs there), else of the example inputs."""
+    def _error_values(self, cancel: CancelToken) -> tuple[dict[str, float], dict[str, float], str | None,
+                                                          dict[str, Any] | None, dict[str, Any] | None]:
+        """Per ONNX node: its max abs error ÷ the error verify allows it (painted: green up to 1,
+        red above; a shape or dtype mismatch, or an infinite error, painted as 1000×) and its max
+        abs error (the panel); the node to select (the first one over the tolerance); what the
+        message line says; the legend. After a failed verify the values are those of the case
+        that failed (verify's inputs and eager outputs there), else of the example inputs."""
         session = self._current().session
         last = session.last_verify
         failed = last is not None and str(last.status) == "failed"
         case = _failing_case(last) if failed else None
         result = session.compare_intermediates(case, cancel=cancel)
         if result.status == "cancelled":
-            return {}, None, None
+            return {}, {}, None, None, None
         if result.error and not result.rows:
             raise RuntimeError(result.error)
-        raw = {k: float(v) for k, v in result.values(metric="max_abs").items() if v is not None and v == v}
-        finite = [v for v in raw.values() if v != float("inf")]
-        worst = max(finite, default=0.0) * 2 or 1.0
-        values = {k: (worst if v == float("inf") else v) for k, v in raw.items()}
+        overlay = error_overlay(result)
+        where = (_case_text(last, result.case) if failed and last is not None
+                 else "example (the example inputs)" if result.case == "example" else result.case)
         bad = result.first_bad
         bad_name = bad.onnx_node if bad is not None else None
-        message: dict[str, Any] | None = None
-        if bad is not None and bad_name and failed:
-            message = {"kind": "error", "text": f"verify failed at case {_case_text(last, result.case)}; selected the "
-                       "first node whose error exceeds the tolerance there:", "names": [bad_name]}
-        elif bad is not None and bad_name:
-            message = {"kind": "warning", "text": f"first node over the tolerance: {bad.describe()}; select it:",
-                       "names": [bad_name]}
-        elif result.program_differs:
-            message = {"kind": "warning", "text": str(result.program_differs), "names": []}
-        return values, (bad_name if failed else None), message
+        message: dict[str, Any]
+        if bad_name and failed:
+            message = {"kind": "error", "text": f"verify failed at case {where}; selected the "
+                       f"first node whose error exceeds the tolerance there ({len(overlay.over)} of {overlay.compared} "
+                       "compared nodes are over it):", "names": [bad_name]}
+        elif bad_name:
+            message = {"kind": "warning", "names": [bad_name],
+                       "text": f"{overlay.summary(where)}; selected the first, {bad.describe() if bad else bad_name}:"}
+        else:
+            message = {"kind": "info", "names": [], "text": overlay.summary(where)}
+            if result.program_differs:
+                message = {"kind": "warning", "names": [], "text": message["text"] + f"; but {result.program_differs}"}
+        legend = error_legend(overlay.allowed, case=where, rule=_tolerance_rule()).to_dict()
+        return dict(overlay.ratios), dict(overlay.errors), bad_name, message, legend
 
     def _modules_to_open(self, name: str) -> set[str]:
         """Module paths to draw open so that ``name`` (and its counterparts) can be seen."""
@@ -540,11 +572,12 @@ class GraphWidget(anywidget.AnyWidget):
         an error is as bad as its worst node)."""
         p = self._current()
         reduce = "max" if overlay == "error" else "sum"
+        scale = "tolerance" if overlay == "error" else "relative"
         if p.onnx is not None:
             return side_by_side(p.graphs, expand=expand, overlay=values or None, fx=p.fx_kind,
-                                max_children=self._max_children, overlay_reduce=reduce)
+                                max_children=self._max_children, overlay_reduce=reduce, overlay_scale=scale)
         return fx_alone(p.graphs, expand=expand, overlay=values or None, fx=p.fx_kind,
-                        max_children=self._max_children, note=p.note, overlay_reduce=reduce)
+                        max_children=self._max_children, note=p.note, overlay_reduce=reduce, overlay_scale=scale)
 
     def _draw(self, view: GraphView) -> None:
         with self._lock, self.hold_sync():
@@ -563,6 +596,9 @@ class GraphWidget(anywidget.AnyWidget):
                 self.svg = view.svg
             self.layout_seconds = float(view.seconds)
             self.highlight = self._highlight_ids()
+            if self.legend.get("kind") == "time" and self._drawn_overlay == "time":
+                # the top colour stands for the largest box drawn: it changes as modules open
+                self.legend = time_legend(view.overlay_max, case=self.legend.get("case", "")).to_dict()
 
     def _visible_ids(self) -> set[str]:
         return set(self.details)
@@ -639,13 +675,15 @@ class GraphWidget(anywidget.AnyWidget):
 
     def _node_details(self, side: str, node: GraphNode, drawn: set[str]) -> dict[str, Any]:
         types = self._value_types(side)
-        value = self._values.get(node.name)
+        value, ratio = self._raw.get(node.name), self._values.get(node.name) if self._drawn_overlay == "error" else None
         counterparts = self._counterparts(node.name)
         other = "onnx" if side == "fx" else "fx"
         mapped = sorted(counterparts[other])
         if value is None and side == "fx" and mapped:
-            found = [self._values[m] for m in mapped if m in self._values]
+            found = [self._raw[m] for m in mapped if m in self._raw]
             value = (max(found) if self._drawn_overlay == "error" else sum(found)) if found else None
+            ratios = [self._values[m] for m in mapped if m in self._values]
+            ratio = max(ratios) if ratios and self._drawn_overlay == "error" else ratio
         entry = None
         p = self._current()
         if side == "onnx" and p.mapping is not None:
@@ -655,10 +693,10 @@ class GraphWidget(anywidget.AnyWidget):
             "attributes": [list(a) for a in node.attributes],
             "inputs": [[name, types.get(name, "")] for name in node.inputs if name],
             "outputs": [[v.name, v.type_text()] for v in node.outputs],
-            "module": node.module, "class": node.module_class, "source": node.source or (entry.source if entry else None),
+            "module": node.module, "class": node.module_class, "source": short_source(node.source or (entry.source if entry else None)),
             "mapped": [[other, m, f"{other}-op-{m}" if f"{other}-op-{m}" in drawn else None] for m in mapped],
             "origin": entry.origin if entry is not None else None,
-            "value": value, "overlay": self._drawn_overlay,
+            "value": value, "overlay": self._drawn_overlay, "value_text": _value_text(self._drawn_overlay, value, ratio),
         }
 
     def _value_types(self, side: str) -> dict[str, str]:
@@ -675,6 +713,25 @@ class GraphWidget(anywidget.AnyWidget):
             return "GraphWidget(nothing drawn)"
         return (f"GraphWidget(selected={self.selected!r}, expanded={list(self.expanded)}, overlay={self.overlay!r}, "
                 f"{len(self.details)} elements drawn)")
+
+
+def _value_text(overlay: str, value: float | None, ratio: float | None) -> str | None:
+    """What the panel says about a node's overlay value: ``0.012 ms per run``, ``3e-08 (0.01×
+    tolerance)``."""
+    if value is None:
+        return None
+    if overlay == "time":
+        return f"{value / 1000:.3g} ms per run"
+    if ratio is None:
+        return f"{value:.3g}"
+    return f"{value:.3g} ({ratio:.2g}× the allowed error: {'within' if ratio <= 1 else 'over'} tolerance)"
+
+
+def _tolerance_rule() -> str:
+    """The rule the comparison applies (verify's default tolerances), for float32 values."""
+    from exporter.verify.tolerance import tolerance_for
+
+    return f"float32: {tolerance_for('float32')}"
 
 
 def _short(op: str) -> str:
@@ -696,4 +753,4 @@ def _case_text(verified: Any, name: str) -> str:
         sizes = verified.case(name).sizes_text
     except KeyError:
         return name
-    return name if sizes in (name, "(all static)") else f"{name} ({sizes})"
+    return name if sizes in (name, "all static") else f"{name} ({sizes})"

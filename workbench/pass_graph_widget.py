@@ -36,8 +36,9 @@ import traitlets
 
 from exporter.events import Cancelled
 from exporter.graphs.draw import GraphView, before_after
-from exporter.graphs.model import Graph, GraphNode, module_ancestors
+from exporter.graphs.model import Graph, GraphNode, module_ancestors, short_source
 from exporter.graphs.pass_graphs import PassGraphs, pass_graphs
+from exporter.graphs.plumbing import fold_plumbing
 
 from .graph_widget import STATIC
 from .worker_jobs import JobSlot, WorkerJob
@@ -211,7 +212,7 @@ class PassGraphWidget(anywidget.AnyWidget):
     # -- drawing ----------------------------------------------------------------------------------
     def _graphs(self) -> dict[str, Graph]:
         step = self._current()
-        return {"before": step.before, "after": step.after}
+        return {"before": fold_plumbing(step.before), "after": fold_plumbing(step.after)}  # as drawn (plumbing folded)
 
     def _current(self) -> PassGraphs:
         if self.step is None:
@@ -290,7 +291,7 @@ class PassGraphWidget(anywidget.AnyWidget):
             "attributes": [list(a) for a in node.attributes],
             "inputs": [[name, types.get(name, "")] for name in node.inputs if name],
             "outputs": [[v.name, v.type_text()] for v in node.outputs],
-            "module": node.module, "class": node.module_class, "source": node.source,
+            "module": node.module, "class": node.module_class, "source": short_source(node.source),
             "mapped": mapped, "mapped_label": f"{other} the pass",
             "change": self._change_of(side, node.name), "origin": None, "value": None, "overlay": "none",
         }

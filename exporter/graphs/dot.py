@@ -10,7 +10,9 @@ first and last few and folds each run in between into one "… N modules" box.
 SVG elements carry ids (``<side>-op-<node>``, ``<side>-module-<path>``...) and CSS classes
 that a page styles and clicks: ``wb-op`` (a node), ``wb-module`` (a collapsed module),
 ``wb-more`` (folded modules), ``wb-io`` (graph input/output), ``wb-cluster`` (an expanded
-module), plus ``wb-selected`` on highlighted nodes and ``wb-overlay`` on coloured ones.
+module), plus ``wb-selected`` on highlighted nodes and ``wb-overlay`` on coloured ones; the
+folded mask & position plumbing (:mod:`~exporter.graphs.plumbing`) is a ``wb-module wb-plumbing``
+box labelled "mask & position plumbing (N nodes)".
 The ``graphviz`` package is imported when a graph is built.
 
 Every label, id and tooltip is user text (module paths, node and value names, source lines)
@@ -25,11 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .model import Graph, GraphNode, module_ancestors
+from .model import Graph, GraphNode, module_ancestors, short_source
 from .modules import module_tree, short_op
-from .overlay import ramp_colour, reduce_values
+from .overlay import ramp_colour, reduce_values, tolerance_colour
+from .plumbing import PLUMBING, plumbing_label
 
-__all__ = ["SideStyle", "dot_text", "dot_tooltip", "side_digraph"]
+__all__ = ["SideStyle", "dot_text", "dot_tooltip", "side_digraph", "side_digraphs"]
 
 SELECTED_COLOUR = "#d62728"
 
@@ -50,6 +53,11 @@ class SideStyle:
     reduce: str = "sum"
     max_children: int = 24
     fills: Mapping[str, str] = field(default_factory=dict)  # node name → fill colour (a pass's changes)
+    # how values are coloured: "relative" (light yellow → dark red up to the largest value shown,
+    # or ``scale_max`` when given) or "tolerance" (a value is an error ÷ its allowed error: green
+    # up to 1, orange → red above)
+    scale: str = "relative"
+    scale_max: float | None = None
 
 
 def _quoted(text: str) -> str:
@@ -144,6 +152,8 @@ class _Builder:
         self.counter = 0
         self.op_ids: dict[str, str] = {}  # node name → graphviz node id
         self.value_max = 0.0
+        self.local_max = 0.0
+        self.items: list[_Item] | None = None
 
     def new_id(self, prefix: str) -> str:
         self.counter += 1
@@ -162,12 +172,18 @@ class _Builder:
 
     def _paint(self, attrs: dict[str, str], names: list[str]) -> None:
         value = self._value(names)
-        if value is None or not self.value_max:
+        if value is None:
+            return
+        if self.style.scale == "tolerance":
+            colour, dark = tolerance_colour(value), value > 10
+        elif self.value_max:
+            colour, dark = ramp_colour(value / self.value_max), value / self.value_max > 0.6
+        else:
             return
         if "filled" not in attrs.get("style", ""):
             attrs["style"] = (attrs.get("style", "") + ",filled").lstrip(",")
-        attrs["fillcolor"] = ramp_colour(value / self.value_max)
-        if value / self.value_max > 0.6:  # dark red: black text would be hard to read
+        attrs["fillcolor"] = colour
+        if dark:  # dark red: black text would be hard to read
             attrs["fontcolor"] = "white"
         attrs["class"] += " wb-overlay"
         attrs["tooltip"] = attrs.get("tooltip", "") + f"\nvalue: {value:.4g}"
@@ -180,9 +196,14 @@ class _Builder:
 
     def emit_module_box(self, container: Any, gid: str, path: str, names: list[str]) -> None:
         cls = self.graph.module_classes.get(path)
-        label = "\n".join(x for x in (path, cls, f"{len(names)} node{'s' * (len(names) != 1)}") if x)
-        attrs = _attrs(f"{self.side}-module-{path}", "wb-module", shape="box", style="filled", fillcolor="#eeeeee",
-                       tooltip=f"{path} ({cls or 'module'})")
+        if path == PLUMBING:  # the folded mask & position plumbing: one box, opened like a module
+            label = plumbing_label(len(names)).replace(" (", "\n(")
+            attrs = _attrs(f"{self.side}-module-{path}", "wb-module wb-plumbing", shape="box", style="filled,dashed",
+                           fillcolor="#eef3fb", tooltip=f"{plumbing_label(len(names))}: click to open")
+        else:
+            label = "\n".join(x for x in (path, cls, f"{len(names)} node{'s' * (len(names) != 1)}") if x)
+            attrs = _attrs(f"{self.side}-module-{path}", "wb-module", shape="box", style="filled", fillcolor="#eeeeee",
+                           tooltip=f"{path} ({cls or 'module'})")
         if path in self.highlighted_modules:
             attrs["class"] += " wb-contains-selected"
         self._paint(attrs, names)
@@ -201,7 +222,7 @@ class _Builder:
         op = short_op(node.op, namespace=False)
         label = (op if node.name in (op, op.split(".")[0]) else f"{op}\n{node.name}") + (f"\n{out}" if out and out != "?" else "")
         tooltip = "\n".join(x for x in (f"{node.op} {node.name}", f"module: {node.module}" if node.module else "",
-                                          node.source or "") if x)
+                                          short_source(node.source) or "") if x)
         attrs = _attrs(f"{self.side}-op-{node.name}", "wb-op", shape="box", style="rounded", tooltip=tooltip)
         if node.name in self.style.selected:
             attrs["class"] += " wb-selected"
@@ -276,22 +297,32 @@ class _Builder:
                 path = item.path
                 with container.subgraph(name=f"cluster_{self.new_id('c')}") as cluster:
                     cls = self.graph.module_classes.get(path)
-                    cluster.attr(label=dot_text(f"{path} ({cls})" if cls else path), style="rounded",
+                    title = cls if path == PLUMBING else f"{path} ({cls})" if cls else path
+                    cluster.attr(label=dot_text(title or path), style="rounded",
                                  color="#7f7f7f", id=dot_text(f"{self.side}-cluster-{path}"),
                                  **{"class": "wb-cluster"})
                     self.emit(cluster, item.items)
 
-    def build(self) -> Any:
+    def prepare(self) -> float:
+        """Plan the drawing; the largest value of a unit drawn (0 without values)."""
+        self.op_ids = {node.name: f"n{i}" for i, node in enumerate(self.graph.nodes)}
+        self.items = self.plan("")
+        values = self.unit_values(self.items) if self.style.values else []
+        self.local_max = max(values, default=0.0)
+        return self.local_max
+
+    def build(self, value_max: float | None = None) -> Any:
+        """The digraph; overlay values coloured up to ``value_max`` (default: the style's
+        ``scale_max``, else the largest unit value drawn)."""
+        if self.items is None:
+            self.prepare()
+        self.value_max = value_max if value_max is not None else (self.style.scale_max or self.local_max)
         dot = self.graphviz.Digraph(name=self.side, graph_attr={
             "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35", "label": dot_text(self.style.title), "labelloc": "t",
             "fontname": "Helvetica", "fontsize": "16", "id": f"{self.side}-graph", "class": "wb-side",
         }, node_attr={"fontname": "Helvetica", "fontsize": "10", "margin": "0.08,0.03", "height": "0.3"},
             edge_attr={"arrowsize": "0.6", "color": "#555555"})
-        self.op_ids = {node.name: f"n{i}" for i, node in enumerate(self.graph.nodes)}
-        items = self.plan("")
-        values = self.unit_values(items) if self.style.values else []
-        self.value_max = max(values, default=0.0)
-        self.emit(dot, items)
+        self.emit(dot, self.items or [])
         self.add_edges(dot)
         return dot
 
@@ -301,7 +332,8 @@ class _Builder:
         edges: dict[tuple[str, str], int] = {}
         inputs = {v.name: i for i, v in enumerate(self.graph.inputs)}
         for i, value in enumerate(self.graph.inputs):
-            _node(dot, f"i{i}", value.describe(), _attrs(f"{self.side}-input-{value.name}", "wb-io", shape="ellipse"))
+            _node(dot, f"i{i}", _io_label(value), _attrs(f"{self.side}-input-{value.name}", "wb-io", **_IO,
+                                                         tooltip=value.describe()))
         for node in self.graph.nodes:
             head = unit[node.name]
             for name in node.inputs:
@@ -314,7 +346,8 @@ class _Builder:
                 if tail != head:
                     edges[(tail, head)] = edges.get((tail, head), 0) + 1
         for i, value in enumerate(self.graph.outputs):
-            _node(dot, f"o{i}", value.describe(), _attrs(f"{self.side}-output-{value.name}", "wb-io", shape="ellipse"))
+            _node(dot, f"o{i}", _io_label(value), _attrs(f"{self.side}-output-{value.name}", "wb-io", **_IO,
+                                                         tooltip=value.describe()))
             if value.name in producers:
                 edges[(unit[producers[value.name]], f"o{i}")] = 1
             elif value.name in inputs:
@@ -323,6 +356,25 @@ class _Builder:
             dot.edge(tail, head, **({"penwidth": "2"} if count > 1 else {}))
 
 
+# a graph input or output: a rounded box (an ellipse around the same text is half as wide again)
+_IO = {"shape": "box", "style": "rounded,filled", "fillcolor": "#f7f7f7", "color": "#888888"}
+
+
+def _io_label(value: Any) -> str:
+    """A graph input or output on two lines (name, then type): a narrow drawing reads at a larger scale."""
+    return f"{value.name}\n{value.type_text()}"
+
+
 def side_digraph(graph: Graph, style: SideStyle) -> Any:
     """The graph as a ``graphviz.Digraph`` styled by ``style``."""
     return _Builder(graph, style).build()
+
+
+def side_digraphs(sides: list[tuple[Graph, SideStyle]]) -> tuple[list[Any], float]:
+    """Several sides drawn on one colour scale: (their digraphs, the value the scale's top
+    colour stands for: each style's ``scale_max``, else the largest unit value drawn on any
+    side; 0 without values)."""
+    builders = [_Builder(graph, style) for graph, style in sides]
+    shared = max((b.prepare() for b in builders), default=0.0)
+    tops = [b.style.scale_max or shared for b in builders]
+    return [b.build(top) for b, top in zip(builders, tops)], max(tops, default=0.0)

@@ -26,11 +26,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .dot import SideStyle, side_digraph
+from .dot import SideStyle, side_digraph, side_digraphs
 from .mapping import MappingEntry, NodeMapping
 from .model import Graph, module_ancestors
 from .overlay import OverlaySource, check_reducer, overlay_values, reduce_values
 from .pass_graphs import PassGraphs
+from .plumbing import fold_plumbing
 from .session_graphs import SessionGraphs
 from .svg import DotMissing, layout_svgs, side_by_side_svg
 
@@ -61,6 +62,7 @@ class GraphView:
     seconds: float
     message: str | None = None
     table: Any = None  # a pandas DataFrame
+    overlay_max: float = 0.0  # the overlay value the top colour stands for (relative scale; 0: none)
 
     def _repr_svg_(self) -> str | None:
         return self.svg
@@ -153,6 +155,7 @@ def side_by_side(
     fx: str = "fx_decomposed",
     overlay_reduce: str = "sum",
     max_children: int = 24,
+    overlay_scale: str = "relative",
 ) -> GraphView:
     """Draw the session's FX graph (left) and optimized ONNX model (right), grouped into
     clusters by module path.
@@ -167,13 +170,20 @@ def side_by_side(
       gets them through the mapping.
     - ``fx``: ``fx_decomposed`` (what was translated; the default) or ``fx`` (as captured).
     - ``max_children``: submodule boxes shown per open module before runs are folded.
+    - ``overlay_scale``: ``relative`` (the colours run up to the largest value drawn, on both
+      sides: ``GraphView.overlay_max``) or ``tolerance`` (each value is an error ÷ its allowed
+      error: green up to 1, orange → red above).
+
+    The top-level nodes that only derive masks, positions and shapes from the inputs are drawn
+    as one "mask & position plumbing" box (:mod:`~exporter.graphs.plumbing`), opened like a
+    module (``expand=("(plumbing)",)``).
 
     ``session`` is an :class:`exporter.Session` (or its ``graphs``). A name that matches
     nothing raises ``ValueError`` with the closest names."""
     start = time.perf_counter()
     expand = _checked_arguments(fx, overlay_reduce, expand)
     graphs = _graphs(session)
-    fx_graph, onnx_graph, mapping = graphs[fx], graphs.onnx_optimized, graphs.mapping
+    fx_graph, onnx_graph, mapping = fold_plumbing(graphs[fx]), fold_plumbing(graphs.onnx_optimized), graphs.mapping
 
     paths = _module_paths(fx_graph, onnx_graph)
     _check_expand(expand, paths)
@@ -192,20 +202,20 @@ def side_by_side(
     title = "FX (decomposed)" if fx == "fx_decomposed" else "FX (captured)"
     styles = (
         SideStyle("fx", f"{title}: {len(fx_graph)} nodes", frozenset(expanded), frozenset(fx_selected), fx_values,
-                  overlay_reduce, max_children),
+                  overlay_reduce, max_children, scale=overlay_scale),
         SideStyle("onnx", f"ONNX (optimized): {len(onnx_graph)} nodes", frozenset(expanded), frozenset(onnx_selected),
-                  onnx_values, overlay_reduce, max_children),
+                  onnx_values, overlay_reduce, max_children, scale=overlay_scale),
     )
     selected = tuple([("fx", n) for n in sorted(fx_selected)] + [("onnx", n) for n in sorted(onnx_selected)])
     try:
-        digraphs = [side_digraph(g, s) for g, s in zip((fx_graph, onnx_graph), styles)]
+        digraphs, top = side_digraphs(list(zip((fx_graph, onnx_graph), styles)))
         svgs = layout_svgs(digraphs)
     except DotMissing as exc:
         return GraphView(None, None, None, tuple(sorted(expanded)), selected, time.perf_counter() - start,
                          message=f"{exc}. Showing the per-module alignment instead.",
                          table=graphs.modules_frame(fx=fx))
     return GraphView(side_by_side_svg(svgs), digraphs[0].source, digraphs[1].source, tuple(sorted(expanded)),
-                     selected, time.perf_counter() - start)
+                     selected, time.perf_counter() - start, overlay_max=top)
 
 
 def fx_alone(
@@ -217,28 +227,29 @@ def fx_alone(
     overlay_reduce: str = "sum",
     max_children: int = 24,
     note: str = "",
+    overlay_scale: str = "relative",
 ) -> GraphView:
     """The FX graph alone, drawn as :func:`side_by_side` draws its left side: for an export
     whose ONNX side could not be built (translate failed). ``note`` goes into the title."""
     start = time.perf_counter()
     expand = _checked_arguments(fx, overlay_reduce, expand)
     graphs = _graphs(session)
-    fx_graph = graphs[fx]
+    fx_graph = fold_plumbing(graphs[fx])
     paths = _module_paths(fx_graph)
     _check_expand(expand, paths)
     expanded = {a for path in expand for a in module_ancestors(path)}
     values = overlay_values(overlay, fx_graph.names)
     title = "FX (decomposed)" if fx == "fx_decomposed" else "FX (captured)"
     style = SideStyle("fx", f"{title}: {len(fx_graph)} nodes (no ONNX side)", frozenset(expanded), frozenset(),
-                      values, overlay_reduce, max_children)
+                      values, overlay_reduce, max_children, scale=overlay_scale)
     try:
-        digraph = side_digraph(fx_graph, style)
+        (digraph,), top = side_digraphs([(fx_graph, style)])
         svg = side_by_side_svg(layout_svgs([digraph]))
     except DotMissing as exc:
         return GraphView(None, None, None, tuple(sorted(expanded)), (), time.perf_counter() - start,
                          message=f"{exc}. {note}".strip())
     return GraphView(svg, digraph.source, None, tuple(sorted(expanded)), (), time.perf_counter() - start,
-                     message=note or None)
+                     message=note or None, overlay_max=top)
 
 
 def before_after(step: PassGraphs, expand: Iterable[str] = (), *, max_children: int = 24) -> GraphView:
@@ -249,9 +260,10 @@ def before_after(step: PassGraphs, expand: Iterable[str] = (), *, max_children: 
     ``selected`` holds ``("before", name)`` and ``("after", name)`` pairs."""
     start = time.perf_counter()
     expand = (expand,) if isinstance(expand, str) else tuple(expand)
-    _check_expand(expand, _module_paths(step.before, step.after))
+    before_graph, after_graph = fold_plumbing(step.before), fold_plumbing(step.after)
+    _check_expand(expand, _module_paths(before_graph, after_graph))
     expanded = {a for path in expand for a in module_ancestors(path)}
-    for graph, names in ((step.before, step.highlighted_before), (step.after, step.highlighted_after)):
+    for graph, names in ((before_graph, step.highlighted_before), (after_graph, step.highlighted_after)):
         for name in names:
             expanded.update(module_ancestors(graph[name].module or ""))
     label = f"pass {step.record.index} {step.record.label}"
@@ -260,17 +272,17 @@ def before_after(step: PassGraphs, expand: Iterable[str] = (), *, max_children: 
     fills_after = {**{n: CHANGE_COLOURS["changed"] for n in step.changed_after},
                    **{n: CHANGE_COLOURS["added"] for n in step.added}}
     styles = (
-        SideStyle("before", f"before {label}: {len(step.before)} nodes ({len(step.removed)} removed, "
+        SideStyle("before", f"before {label}: {len(before_graph)} nodes ({len(step.removed)} removed, "
                   f"{len(step.changed_before)} changed)", frozenset(expanded), step.highlighted_before,
                   max_children=max_children, fills=fills_before),
-        SideStyle("after", f"after it: {len(step.after)} nodes ({len(step.added)} added, "
+        SideStyle("after", f"after it: {len(after_graph)} nodes ({len(step.added)} added, "
                   f"{len(step.changed_after)} changed)", frozenset(expanded), step.highlighted_after,
                   max_children=max_children, fills=fills_after),
     )
     selected = tuple([("before", n) for n in sorted(step.highlighted_before)]
                      + [("after", n) for n in sorted(step.highlighted_after)])
     try:
-        digraphs = [side_digraph(g, s) for g, s in zip((step.before, step.after), styles)]
+        digraphs = [side_digraph(g, s) for g, s in zip((before_graph, after_graph), styles)]
         svgs = layout_svgs(digraphs)
     except DotMissing as exc:
         return GraphView(None, None, None, tuple(sorted(expanded)), selected, time.perf_counter() - start,

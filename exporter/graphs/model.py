@@ -7,9 +7,15 @@ import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+import os
+import re
 from typing import Any
 
-__all__ = ["Graph", "GraphNode", "ValueInfo", "module_ancestors"]
+__all__ = ["Graph", "GraphNode", "ValueInfo", "module_ancestors", "short_source"]
+
+# ``/…/site-packages/transformers/models/bert/modeling_bert.py:95`` → ``transformers/models/…``
+_INSTALLED = re.compile(r"^(?:[A-Za-z]:)?[^\s:]*[/\\](?:site|dist)-packages[/\\]")
+_ABSOLUTE = re.compile(r"^(?:[A-Za-z]:)?[/\\][^:]*?([^/\\:]+):(\d+)")
 
 
 @dataclass(frozen=True)
@@ -26,10 +32,11 @@ class ValueInfo:
         return f"{self.name}: {self.type_text()}"
 
     def type_text(self) -> str:
+        """``float32[batch, 3, 16]``; a dim nobody named or sized reads ``?``, never ``None``."""
         dtype = self.dtype or "?"
         if self.shape is None:
             return dtype
-        return f"{dtype}[{', '.join(str(d) for d in self.shape)}]"
+        return f"{dtype}[{', '.join('?' if d is None or d == 'None' else str(d) for d in self.shape)}]"
 
 
 @dataclass(frozen=True)
@@ -153,3 +160,26 @@ def module_ancestors(path: str, *, include_root: bool = False) -> tuple[str, ...
     parts = path.split(".") if path else []
     chain = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
     return (("",) + chain) if include_root else chain
+
+
+def short_source(source: str | None) -> str | None:
+    """A source line as the drawings and the graph widget's panel show it (the graph data keeps
+    the full path): an installed package's file relative to its
+    ``site-packages`` (``transformers/models/bert/modeling_bert.py:95 in forward: …``), a file
+    under the working directory relative to it, any other absolute path by its file name."""
+    if not source:
+        return source
+    text = _INSTALLED.sub("", source, count=1)
+    if text != source:
+        return text
+    match = _ABSOLUTE.match(source)
+    if match is None:
+        return source
+    path = source[: match.end(1)]
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        relative = match.group(1)
+    if relative.startswith(".."):
+        relative = match.group(1)
+    return relative + source[match.end(1):]

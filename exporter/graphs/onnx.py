@@ -31,9 +31,16 @@ def _dtype_name(dtype: Any) -> str:
 
 def _value_info(value: Any) -> ValueInfo:
     shape = value.shape
-    dims = None if shape is None else tuple(d if isinstance(d, int) else str(d.value if hasattr(d, "value") else d)
-                                             for d in shape)
+    dims = None if shape is None else tuple(_dim(d) for d in shape)
     return ValueInfo(value.name or "", _dtype(value), dims)
+
+
+def _dim(dim: Any) -> int | str | None:
+    """A dim as an int, its name (``batch``), or None when the model leaves it unnamed."""
+    if isinstance(dim, int):
+        return dim
+    value = dim.value if hasattr(dim, "value") else dim
+    return None if value is None else (value if isinstance(value, int) else str(value))
 
 
 def _module_class(node: Any) -> str | None:

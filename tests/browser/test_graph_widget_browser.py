@@ -320,3 +320,93 @@ def test_stages_tab_draws_a_picked_optimizer_pass_before_and_after(lab, narrow_p
     assert fits[0] <= fits[1] + 1 and fits[2] <= fits[3] + 1, f"wider than the pane: {fits}"
     page.screenshot(path=str(artifacts / "stages-pass-before-after-page.png"))
     page.locator(graph).screenshot(path=str(artifacts / "stages-pass-before-after.png"))
+
+
+BERT_CELLS = [
+    "import os\n"
+    "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+    "import torch, transformers\n"
+    "from exporter import ExportOptions, export\n"
+    "from workbench.graph_widget import GraphWidget\n"
+    "\n"
+    "config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,\n"
+    "                                 intermediate_size=128, vocab_size=1000)\n"
+    "torch.manual_seed(0)\n"
+    "model = transformers.BertModel(config).eval()\n"
+    "ids = torch.randint(0, 1000, (2, 8))\n"
+    "dynamic = {'input_ids': {0: 'batch', 1: 'seq'}, 'attention_mask': {0: 'batch', 1: 'seq'}}\n"
+    "session = export(model, input_ids=ids, attention_mask=torch.ones(2, 8, dtype=torch.long),\n"
+    "                 options=ExportOptions(dynamic_shapes=dynamic))\n"
+    "view = GraphWidget(session)\n"
+    "view",
+]
+
+# The on-screen size of the smallest node label drawn, in CSS pixels (font size × the scale the
+# page applies), and how many labels are drawn.
+_LABEL_PX = """(sel) => {
+    const texts = [...document.querySelectorAll(sel + ' g.wb-op text, ' + sel + ' g.wb-module text, ' + sel + ' g.wb-io text')];
+    const px = texts.map(t => parseFloat(t.getAttribute('font-size')) * t.getScreenCTM().a);
+    return [Math.min(...px), texts.length];
+}"""
+
+_INSIDE = """([sel, ids]) => {
+    const v = document.querySelector(sel + ' .wb-graph-viewport').getBoundingClientRect();
+    return ids.map(id => { const r = document.querySelector(`${sel} [id="${id}"]`).getBoundingClientRect();
+                           return r.left >= v.left - 1 && r.right <= v.right + 1 && r.top >= v.top - 1 && r.bottom <= v.bottom + 1; });
+}"""
+
+
+def test_bert_first_paint_is_readable_and_a_click_brings_its_counterpart_into_view(
+        lab, narrow_page, artifacts, failure_screenshot):
+    """A 2-layer BERT in a ~570 px pane: the first paint's node labels are at least 9 px (fitted
+    when that allows, else readable and showing the top, with a minimap); the modules and one
+    mask & position plumbing box per side; after a click, the node and its counterpart on the
+    other side are inside the viewport."""
+    page = narrow_page
+    failure_screenshot(page)
+    _run_widget_notebook(page, lab, "graphs-bert.ipynb", BERT_CELLS)
+    plumbing = '[id="fx-module-(plumbing)"]'
+    page.locator(f"{WIDGET} {plumbing}").wait_for(state="attached", timeout=180_000)
+    page.locator(WIDGET).scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+
+    smallest, count = page.evaluate(_LABEL_PX, WIDGET)
+    print(f"\nBERT first paint: smallest node label {smallest:.2f} px over {count} labels, "
+          f"scale {page.locator(WIDGET).get_attribute('data-scale')}")
+    assert smallest >= 9, smallest
+    boxes = page.evaluate(f"() => [...document.querySelectorAll('{WIDGET} g.wb-module')].map(g => g.id)")
+    assert {"fx-module-(plumbing)", "onnx-module-(plumbing)", "fx-module-encoder", "onnx-module-encoder"} <= set(boxes)
+    assert page.locator(f"{WIDGET} g.wb-op").count() == 0  # nothing loose at the top level
+    _shot_of_the_drawing(page, artifacts / "tab-graphs-bert-first.png")
+
+    # Open the plumbing box, click an FX unsqueeze: it and its ONNX counterpart are in view.
+    page.locator(_el("fx-module-(plumbing)")).click()
+    page.locator(_el("fx-cluster-(plumbing)")).wait_for(state="attached")
+    page.wait_for_timeout(300)
+    op = page.evaluate(f"() => [...document.querySelectorAll('{WIDGET} g.wb-op')].map(g => g.id)"
+                       ".find(id => /^fx-op-unsqueeze/.test(id))")
+    page.locator(_el(op)).click()
+    page.locator(f"{WIDGET} g.wb-op.wb-selected[id^='onnx-op-']").first.wait_for(state="attached")
+    page.wait_for_timeout(800)
+    selected = page.evaluate(f"() => [...document.querySelectorAll('{WIDGET} .wb-selected')].map(g => g.id)")
+    inside = page.evaluate(_INSIDE, [WIDGET, selected])
+    print(f"selected {selected}: in view {inside}")
+    assert op in selected and any(s.startswith("onnx-op-") for s in selected)
+    assert all(inside), dict(zip(selected, inside))
+    _shot_of_the_drawing(page, artifacts / "tab-graphs-bert-selected.png")
+
+    # Back to the top level, the error overlay: a legend with the tolerance and the case, the
+    # message says what is painted (no verify ran: the example inputs), every box green.
+    page.locator(f"{WIDGET} .wb-crumb[data-path='']").click()
+    page.locator(_el("fx-module-(plumbing)")).wait_for(state="attached")
+    page.locator(f"{WIDGET} .wb-graph-overlay-error").click()
+    page.locator(f"{WIDGET} .wb-graph-legend-swatch").first.wait_for(state="visible", timeout=180_000)
+    legend = page.locator(f"{WIDGET} .wb-graph-legend").inner_text()
+    message = page.locator(f"{WIDGET} .wb-graph-message").inner_text()
+    assert "tolerance: float32: rtol=" in legend and "case: example" in legend, legend
+    assert message.startswith("error: all ") and "within tolerance" in message, message
+    page.wait_for_timeout(500)
+    shot = artifacts / "tab-graphs-bert.png"
+    _shot_of_the_drawing(page, shot)
+    if os.environ.get("WB_UPDATE_DOCS"):  # a real model's first paint, with the error overlay and its legend
+        shutil.copy(shot, Path(__file__).resolve().parents[2] / "docs" / shot.name)

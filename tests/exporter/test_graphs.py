@@ -225,3 +225,60 @@ def test_session_graphs_are_built_once_and_match_graphs_of(net3d):
     assert net3d.graphs is net3d.graphs
     assert net3d.graphs.onnx_optimized.names == graphs_of(net3d).onnx_optimized.names
     assert "onnx_optimized" in repr(net3d.graphs)
+
+
+def _node(name, op, inputs, dtype="float32", module=""):
+    return GraphNode(name, op, tuple(inputs), (ValueInfo(name, dtype, (2,)),), module)
+
+
+def test_top_level_mask_plumbing_is_folded_into_one_box_and_model_computation_is_not():
+    from exporter.graphs.plumbing import PLUMBING, PLUMBING_CLASS, fold_plumbing, plumbing_nodes
+
+    graph = Graph("fx", (
+        _node("size", "aten.sym_size.int", ["mask"], "SymInt"),
+        _node("range", "aten.arange.default", ["size"], "int64"),
+        _node("as_float", "aten._to_copy.default", ["mask"]),  # a float cast of an int input: plumbing
+        _node("scaled", "aten.mul.Tensor", ["x"]),  # float work on a float input: the model's
+        _node("embed", "aten.linear.default", ["scaled", "weight"], module="embed"),
+        _node("masked", "aten.add.Tensor", ["embed", "as_float"]),  # reads a module's output
+        _node("late_size", "aten.sym_size.int", ["masked"], "SymInt"),
+    ), (ValueInfo("x", "float32", (2,)), ValueInfo("mask", "int64", (2,))), (ValueInfo("masked"),))
+    assert plumbing_nodes(graph) == {"size", "range", "as_float"}
+    folded = fold_plumbing(graph)
+    assert [n.module for n in folded.nodes] == [PLUMBING] * 3 + ["", "embed", "", ""]
+    assert folded.module_classes[PLUMBING] == PLUMBING_CLASS and fold_plumbing(folded) is folded
+    alone = Graph("fx", graph.nodes[:4], graph.inputs)  # no module at all: its top level is the model
+    assert fold_plumbing(alone) is alone and fold_plumbing(graph) is folded  # computed once
+
+
+def test_shapes_say_question_mark_for_unnamed_dims_and_sources_are_short():
+    from exporter.graphs.model import short_source
+
+    assert ValueInfo("v", "int64", (None, "seq", 2)).type_text() == "int64[?, seq, 2]"
+    assert (short_source("/usr/lib/python3/site-packages/transformers/models/bert/modeling_bert.py:95 in f: a(b)")
+            == "transformers/models/bert/modeling_bert.py:95 in f: a(b)")
+    assert short_source("/somewhere/else/model.py:12 in forward: x / y") == "model.py:12 in forward: x / y"
+    assert short_source("Cell In[3], line 4 in forward: x") == "Cell In[3], line 4 in forward: x"
+
+
+def test_error_overlay_paints_errors_relative_to_the_tolerance_and_says_what_it_shows():
+    from exporter.graphs import IntermediateComparison, IntermediateRow
+    from exporter.graphs.overlay import WORST_RATIO, error_legend, error_overlay, tolerance_colour
+
+    def row(name, status, error=None, allowed=None):
+        return IntermediateRow(name, "Add", (), None, None, status, max_abs=error, atol_applied=allowed)
+
+    passing = IntermediateComparison("example", "passed", (row("a", "pass", 1e-6, 1e-5), row("b", "not compared"),
+                                                           row("c", "pass", 0.0, 0.0)))
+    overlay = error_overlay(passing)
+    assert overlay.ratios == {"a": pytest.approx(0.1), "c": 0.0} and overlay.over == ()
+    assert overlay.summary() == "error: all 2 compared nodes within tolerance (max error 1e-06) on case example"
+    failing = IntermediateComparison("min", "failed", (row("a", "fail", 3e-5, 1e-5), row("m", "mismatch")))
+    overlay = error_overlay(failing)
+    assert overlay.ratios == {"a": pytest.approx(3.0), "m": WORST_RATIO} and overlay.over == ("a", "m")
+    assert overlay.summary() == "error: 2 of 2 compared nodes exceed the tolerance on case min"
+    green, red = tolerance_colour(1.0), tolerance_colour(3.0)
+    assert int(green[3:5], 16) > int(green[1:3], 16) and int(red[1:3], 16) > int(red[3:5], 16)
+    legend = error_legend([1e-5, 0.0, 2e-4], case="min", rule="float32: rtol=0.0001 atol=1e-05").to_dict()
+    assert legend["units"] == "× tolerance" and legend["case"] == "min"
+    assert legend["tolerance"] == "float32: rtol=0.0001 atol=1e-05; allowed abs error per node 1e-05 … 0.0002"

@@ -181,12 +181,13 @@ def test_time_overlay_paints_nodes_with_the_profile(session):
     view = GraphWidget(session, expand=["encoder.layer.0"])
     view.overlay = "time"
     assert view.wait_overlay(120)
-    assert view.message == {}
+    assert view.message["kind"] == "info" and view.message["text"].startswith("time: onnxruntime profile")
+    assert view.legend["kind"] == "time" and view.legend["units"] == "ms per run"
     assert "wb-overlay" in drawn(view)
     timed = [d for d in view.details.values() if d["kind"] == "op" and d["side"] == "onnx" and d["value"]]
     assert timed and all(d["overlay"] == "time" for d in timed)
     view.overlay = "none"
-    assert "wb-overlay" not in drawn(view)
+    assert "wb-overlay" not in drawn(view) and view.legend == {}
 
 
 def _hold_the_worker():

@@ -6,9 +6,15 @@
 // highlights a node and its counterparts at once and tells Python ("selected"), a click on a
 // module box opens it and on an open module's frame closes it ("expanded"), and the search box
 // sends what was typed to Python, which selects, opens or lists the closest names.
+//
+// The first paint is readable: fitted when the whole drawing fits with node labels of at least
+// READABLE_PX pixels, else at that scale showing the top (a minimap in the corner shows where
+// the view is, and pans on click). A selection, from a click or from Python, is brought into
+// view with its counterparts. The overlay legend (scale, units, case) is Python's data.
 
 const OVERLAYS = [["none", "none"], ["error", "error"], ["time", "time"]];
 const NS = "http://www.w3.org/2000/svg";
+const READABLE_PX = 9;  // the smallest node label a first paint shows, in CSS pixels
 
 function h(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
@@ -29,7 +35,9 @@ function ancestors(path) {
 
 function render({ model, el }) {
   el.classList.add("wb-graph-widget");
-  const state = { k: 1, x: 0, y: 0, w: 0, h: 0, userMoved: false, drag: null, moved: false, lastOpened: "", reveal: false };
+  const state = { k: 1, x: 0, y: 0, w: 0, h: 0, userMoved: false, drag: null, moved: false, lastOpened: "", reveal: false,
+                  font: 10, focus: "", revealedFor: null };
+  const contentId = `wb-graph-content-${Math.random().toString(36).slice(2)}`;
 
   // -- toolbar --------------------------------------------------------------------------------
   const listId = `wb-graph-names-${Math.random().toString(36).slice(2)}`;
@@ -50,27 +58,114 @@ function render({ model, el }) {
   const crumbs = h("div", { class: "wb-graph-crumbs" });
   const note = h("div", { class: "wb-graph-note" });
   const message = h("div", { class: "wb-graph-message" });
+  const legend = h("div", { class: "wb-graph-legend" });
 
   // -- drawing and panel ------------------------------------------------------------------------
   const viewport = h("div", { class: "wb-graph-viewport", tabindex: "0" });
   const panel = h("div", { class: "wb-graph-panel" });
   const body = h("div", { class: "wb-graph-body" }, viewport, panel);
-  el.append(toolbar, crumbs, note, message, body);
+  el.append(toolbar, crumbs, note, message, legend, body);
+
+  // the minimap: the whole drawing small (an SVG <use> of it) and the part the view shows
+  const mini = h("div", { class: "wb-graph-minimap", title: "where the view is; click to go there" });
+  const miniSvg = document.createElementNS(NS, "svg");
+  const miniUse = document.createElementNS(NS, "use");
+  miniUse.setAttribute("href", `#${contentId}`);
+  const miniRect = document.createElementNS(NS, "rect");
+  miniRect.setAttribute("class", "wb-graph-minimap-view");
+  miniSvg.append(miniUse, miniRect);
+  mini.append(miniSvg);
 
   let root = null;   // the <svg> shown
   let group = null;  // the <g> that pans and zooms
 
   function applyTransform() {
     if (group) group.setAttribute("transform", `translate(${state.x.toFixed(1)},${state.y.toFixed(1)}) scale(${state.k.toFixed(4)})`);
+    el.dataset.scale = state.k.toFixed(4);
+    el.dataset.labelPx = (state.k * state.font).toFixed(2);
+    updateMinimap();
   }
 
+  function updateMinimap() {
+    const cw = viewport.clientWidth, ch = viewport.clientHeight;
+    const fits = state.w * state.k <= cw + 1 && state.h * state.k <= ch + 1;
+    mini.style.display = !root || !cw || fits ? "none" : "";
+    if (mini.style.display === "none") return;
+    const mw = 110, mh = Math.min(Math.max(mw * state.h / state.w, 24), 80);
+    miniSvg.setAttribute("viewBox", `0 0 ${state.w} ${state.h}`);
+    miniSvg.setAttribute("width", mw); miniSvg.setAttribute("height", mh);
+    miniRect.setAttribute("x", (-state.x / state.k).toFixed(1));
+    miniRect.setAttribute("y", (-state.y / state.k).toFixed(1));
+    miniRect.setAttribute("width", (cw / state.k).toFixed(1));
+    miniRect.setAttribute("height", (ch / state.k).toFixed(1));
+  }
+
+  function measureFont() {
+    // the smallest node label in drawing units: its font size times the scale of the nested
+    // side <svg> it sits in (Graphviz's viewBox is not exactly its size)
+    const texts = [...root.querySelectorAll("g.wb-op text, g.wb-module text, g.wb-more text, g.wb-io text")];
+    const base = group.getScreenCTM();
+    const sizes = texts.map((t) => {
+      const size = parseFloat(t.getAttribute("font-size"));
+      const m = t.getScreenCTM();
+      return m && base && base.a ? size * m.a / base.a : size;
+    }).filter((x) => x > 0);
+    state.font = sizes.length ? Math.min(...sizes) : 10;
+  }
+
+  function readableScale() { return READABLE_PX / (state.font || 10); }
+
   function fitView() {
+    // the whole drawing (the Fit button)
     const cw = viewport.clientWidth || 500, ch = viewport.clientHeight || 400;
     if (!state.w || !state.h) return;
     const k = Math.min(cw / state.w, ch / state.h, 2);
     state.k = k;
     state.x = (cw - state.w * k) / 2;
     state.y = Math.max((ch - state.h * k) / 2, 0);
+    applyTransform();
+  }
+
+  function firstView() {
+    // fitted if the labels stay readable, else readable and showing the top (pan for the rest)
+    const cw = viewport.clientWidth || 500, ch = viewport.clientHeight || 400;
+    if (!state.w || !state.h) return;
+    const fitted = Math.min(cw / state.w, ch / state.h, 2);
+    if (fitted >= readableScale()) { fitView(); return; }
+    const k = readableScale();
+    state.k = k;
+    state.x = state.w * k <= cw ? (cw - state.w * k) / 2 : 4;
+    state.y = 4;
+    applyTransform();
+  }
+
+  function showBox(boxes, keep) {
+    // pan (and if need be zoom out, not below half the readable scale) so that the union of
+    // `boxes` (client rects) is in view; when it cannot be, `keep` (a rect) is centred instead
+    if (!boxes.length) return;
+    const v = viewport.getBoundingClientRect();
+    const u = { left: Math.min(...boxes.map((r) => r.left)), right: Math.max(...boxes.map((r) => r.right)),
+                top: Math.min(...boxes.map((r) => r.top)), bottom: Math.max(...boxes.map((r) => r.bottom)) };
+    const pad = 16;
+    if (u.left >= v.left && u.right <= v.right && u.top >= v.top && u.bottom <= v.bottom) return;
+    const need = Math.min((v.width - 2 * pad) / (u.right - u.left || 1), (v.height - 2 * pad) / (u.bottom - u.top || 1), 1);
+    let target = u;
+    if (need < 1) {
+      const k = state.k * need;
+      if (k >= readableScale() / 2) {
+        // zoom out around the union's centre
+        const cx = (u.left + u.right) / 2 - v.left, cy = (u.top + u.bottom) / 2 - v.top;
+        state.x = cx - (cx - state.x) * need; state.y = cy - (cy - state.y) * need; state.k = k;
+        applyTransform();
+        const f = need;
+        target = { left: v.left + cx - (cx - (u.left - v.left)) * f, right: v.left + cx + ((u.right - v.left) - cx) * f,
+                   top: v.top + cy - (cy - (u.top - v.top)) * f, bottom: v.top + cy + ((u.bottom - v.top) - cy) * f };
+      } else if (keep) {
+        target = keep;
+      }
+    }
+    state.x += (v.left + v.width / 2) - (target.left + target.right) / 2;
+    state.y += (v.top + v.height / 2) - (target.top + target.bottom) / 2;
     applyTransform();
   }
 
@@ -102,28 +197,59 @@ function render({ model, el }) {
     root.setAttribute("height", "100%");
     group = document.createElementNS(NS, "g");
     group.setAttribute("class", "wb-graph-pan");
+    const content = document.createElementNS(NS, "g");
+    content.setAttribute("id", contentId);
     for (const child of [...root.childNodes]) {
-      if (child.nodeName.toLowerCase() !== "style") group.append(child);
+      if (child.nodeName.toLowerCase() !== "style") content.append(child);
     }
+    group.append(content);
     root.append(group);
-    viewport.append(root);
-    // fitted until the user pans or zooms; after that a redraw keeps their view
-    if (!state.userMoved) requestAnimationFrame(() => { if (!state.userMoved) fitView(); });
-    applyTransform();
+    viewport.append(root, mini);
+    // the node labels' font size (Graphviz writes it on each <text>), for the readable scale
+    measureFont();
+    // a readable first view until the user pans or zooms; after that a redraw keeps their view
+    if (!state.userMoved) firstView(); else applyTransform();
     paintHighlight(model.get("highlight"));
+    requestAnimationFrame(() => {
+      if (!state.userMoved && !state.reveal && !state.focus) initialView();
+      else measureFont();
+      revealHighlight();
+      revealFocus();
+    });
+  }
+
+  function initialView() {
+    // measured once the page has laid the drawing out (a hidden tab has no size: see the
+    // ResizeObserver below)
+    if (!root || !viewport.clientWidth) return;
+    measureFont();
+    firstView();
+    // a drawing that starts with something highlighted (a pass's changes): the first in view
+    const first = root.querySelector(".wb-selected");
+    if (first) showBox([first.getBoundingClientRect()], first.getBoundingClientRect());
   }
 
   function revealHighlight() {
-    // after a search or a clicked name: bring the first highlighted element into view
+    // after a click, a search or a selection from Python: the selected element and its
+    // counterparts in view (the clicked one kept when they cannot all be)
     if (!state.reveal || !root) return;
-    const first = root.querySelector(".wb-selected");
-    if (!first) return;
+    const shown = [...root.querySelectorAll(".wb-selected")];
+    if (!shown.length || !viewport.clientWidth) return;
     state.reveal = false;
-    const v = viewport.getBoundingClientRect(), r = first.getBoundingClientRect();
-    if (r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom) return;
-    state.x += (v.left + v.width / 2) - (r.left + r.width / 2);
-    state.y += (v.top + v.height / 2) - (r.top + r.height / 2);
-    applyTransform();
+    const primary = root.querySelector(`[id="${CSS.escape(state.primary || "")}"]`) || shown[0];
+    showBox(shown.map((e) => e.getBoundingClientRect()), primary.getBoundingClientRect());
+  }
+
+  function revealFocus() {
+    // a module just opened or closed: its frame (or box) in view
+    if (!state.focus || !root) return;
+    const e = root.querySelector(`[id="${CSS.escape(state.focus)}"]`);
+    state.focus = "";
+    if (!e || !viewport.clientWidth) return;
+    const r = e.getBoundingClientRect(), v = viewport.getBoundingClientRect();
+    // its top part: an open module can be taller than the view
+    const top = { left: r.left, right: r.right, top: r.top, bottom: Math.min(r.bottom, r.top + v.height * 0.8) };
+    showBox([top], top);
   }
 
   function paintHighlight(ids) {
@@ -133,6 +259,8 @@ function render({ model, el }) {
       const e = root.querySelector(`[id="${CSS.escape(id)}"]`);
       if (e) e.classList.add("wb-selected");
     }
+    const selected = model.get("selected");
+    if (selected !== state.revealedFor) { state.revealedFor = selected; if (selected) state.reveal = true; }
     revealHighlight();
   }
 
@@ -209,7 +337,8 @@ function render({ model, el }) {
         if (d.module !== null && d.module !== undefined)
           table.append(row("module", h("span", {}, d.module || "(top level)", d.class ? h("span", { class: "wb-type" }, ` ${d.class}`) : null)));
         if (d.source) table.append(row("source", h("code", { class: "wb-source" }, d.source)));
-        if (d.value !== null && d.value !== undefined) table.append(row(d.overlay === "time" ? "time µs" : "error", String(Number(d.value.toPrecision(4)))));
+        if (d.value !== null && d.value !== undefined)
+          table.append(row(d.overlay === "time" ? "time" : "error", d.value_text || String(Number(d.value.toPrecision(4)))));
         if (d.mapped.length) {
           const links = h("span", { class: "wb-graph-mapped" });
           d.mapped.forEach(([side, name], i) => { if (i) links.append(", "); links.append(nameLink(name, `select ${side.toUpperCase()} node ${name}`)); });
@@ -242,6 +371,23 @@ function render({ model, el }) {
     if (!m.text && !(m.names || []).length) return;
     message.append(m.text || "");
     (m.names || []).forEach((name, i) => { message.append(i ? ", " : " "); message.append(nameLink(name)); });
+  }
+
+  function drawLegend() {
+    // what the overlay's colours mean: Python's OverlayLegend (title, stops, tolerance, case)
+    const l = model.get("legend") || {};
+    legend.textContent = "";
+    legend.style.display = l.kind ? "" : "none";
+    if (!l.kind) return;
+    legend.append(h("span", { class: "wb-graph-legend-title" }, l.title || ""));
+    const scale = h("span", { class: "wb-graph-legend-scale" });
+    for (const [colour, label] of l.stops || []) {
+      scale.append(h("span", { class: "wb-graph-legend-stop" },
+        h("span", { class: "wb-graph-legend-swatch", style: `background:${colour}` }), label));
+    }
+    legend.append(scale);
+    if (l.tolerance) legend.append(h("span", { class: "wb-graph-legend-tolerance" }, `tolerance: ${l.tolerance}`));
+    if (l.case) legend.append(h("span", { class: "wb-graph-legend-case" }, `case: ${l.case}`));
   }
 
   function drawToolbar() {
@@ -295,13 +441,17 @@ function render({ model, el }) {
     const started = performance.now();
     if (d.kind === "op") {
       const ids = [g.id].concat(d.mapped.map(([, , id]) => id).filter(Boolean));
+      state.primary = g.id;
+      state.reveal = true;
       select(d.name, ids);
     } else if (d.kind === "module") {
       state.lastOpened = d.path;
+      state.focus = `${d.side}-cluster-${d.path}`;
       setExpanded(model.get("expanded").concat(ancestors(d.path)));
     } else if (d.kind === "cluster") {
       const inside = (p) => p === d.path || p.startsWith(d.path + ".");
       state.lastOpened = d.path.includes(".") ? d.path.slice(0, d.path.lastIndexOf(".")) : "";
+      state.focus = `${d.side}-module-${d.path}`;
       setExpanded(model.get("expanded").filter((p) => !inside(p)));
     } else if (d.kind === "more") {
       paintHighlight([g.id]);
@@ -351,6 +501,17 @@ function render({ model, el }) {
   viewport.addEventListener("pointercancel", endDrag);
 
   fit.addEventListener("click", () => { state.userMoved = false; fitView(); });
+  mini.addEventListener("pointerdown", (event) => {
+    // centre the view on the point clicked in the minimap
+    event.stopPropagation();
+    const r = miniSvg.getBoundingClientRect();
+    const px = (event.clientX - r.left) / r.width * state.w, py = (event.clientY - r.top) / r.height * state.h;
+    state.x = viewport.clientWidth / 2 - px * state.k;
+    state.y = viewport.clientHeight / 2 - py * state.k;
+    state.userMoved = true;
+    applyTransform();
+  });
+  mini.addEventListener("click", (event) => event.stopPropagation());
   zoomIn.addEventListener("click", () => zoomAt(1.25, viewport.clientWidth / 2, viewport.clientHeight / 2));
   zoomOut.addEventListener("click", () => zoomAt(0.8, viewport.clientWidth / 2, viewport.clientHeight / 2));
   for (const b of overlayButtons) b.addEventListener("click", () => { model.set("overlay", b.dataset.overlay); model.save_changes(); });
@@ -365,6 +526,17 @@ function render({ model, el }) {
     }
   });
 
+  // a widget drawn while hidden (a tab not shown yet) or resized: the first view again, until
+  // the user pans or zooms
+  let lastSize = "";
+  const resized = new ResizeObserver(() => {
+    const size = `${viewport.clientWidth}x${viewport.clientHeight}`;
+    if (size === lastSize || !viewport.clientWidth) return;
+    lastSize = size;
+    if (!state.userMoved) initialView(); else updateMinimap();
+  });
+  resized.observe(viewport);
+
   // -- Python → page --------------------------------------------------------------------------------
   const redraw = () => { drawSvg(); drawPanel(); drawCrumbs(); };
   const onHighlight = () => { paintHighlight(model.get("highlight")); drawPanel(); drawCrumbs(); };
@@ -373,16 +545,18 @@ function render({ model, el }) {
   model.on("change:selected", () => { drawCrumbs(); });
   model.on("change:expanded", drawCrumbs);
   model.on("change:message", drawMessage);
+  model.on("change:legend", drawLegend);
   model.on("change:overlay", drawToolbar);
   model.on("change:status", drawToolbar);
   model.on("change:computing", drawToolbar);
   model.on("change:note", drawToolbar);
   model.on("change:height", drawToolbar);
   model.on("change:show_overlays", drawToolbar);
-  drawToolbar(); drawMessage(); redraw();
+  drawToolbar(); drawMessage(); drawLegend(); redraw();
 
   return () => {
-    for (const name of ["svg", "highlight", "selected", "expanded", "message", "overlay", "status", "computing", "note", "height", "show_overlays"]) model.off(`change:${name}`);
+    resized.disconnect();
+    for (const name of ["svg", "highlight", "selected", "expanded", "message", "legend", "overlay", "status", "computing", "note", "height", "show_overlays"]) model.off(`change:${name}`);
   };
 }
 
