@@ -6,6 +6,7 @@
     onnx-workbench export MODULE:FACTORY [--args k=v ...] [--dynamic INPUT.AXIS=NAME ...]
                           [--opset N] [--strategy S] [--no-optimize] [--skip-pass NAME ...]
                           [--runtime-asserts] -o out.onnx
+    onnx-workbench sweep [--zoo Z ...] [--model PATTERN ...] [--engine local|ray] [-o DIR]   (exporter.sweep.cli)
 
 Options may come before ``MODULE:FACTORY`` too (``export --dynamic x.0=batch models.py:make
 -o m.onnx``). ``-o`` ends in ``.onnx`` (the ONNX model) or ``.pt2`` (the ``torch.export`` ExportedProgram:
@@ -44,6 +45,7 @@ from .option_fields import arguments_of
 from .options import ExportOptions, options_from_arguments
 from .ports import default_opset, ports_section
 from .serialize import check_destination
+from .sweep.cli import add_sweep_parser
 from .session import Session
 
 if TYPE_CHECKING:
@@ -178,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", required=True, type=parse_output,
                         help="the file to write: .onnx for the ONNX model, .pt2 for the ExportedProgram "
                         "(stops after capture)")
+    add_sweep_parser(commands)
     return parser
 
 
@@ -494,6 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         options = parser.parse_args(argv)
     except SystemExit as exit_request:
         return exit_request.code if isinstance(exit_request.code, int) else 2
+    if options.command == "sweep":  # its own outputs (a directory of records) and progress
+        from .sweep.cli import run_sweep_command
+
+        return run_sweep_command(options)
     try:
         check_output(options)
         with progress_logger(verbose=options.verbose) as logger, quiet_third_party(enabled=not options.verbose):

@@ -312,3 +312,17 @@ print("checks passed")
     assert "checks passed" in text_of(notebook.cells[-1])
     assert "same tokens: True" in text_of(cell_with(notebook, "onnx_tokens = onnx_generate"))
     assert "always 1 in the recorded calls" in text_of(cell_with(notebook, "with record(model) as rec"))
+
+
+def test_09_zoo_sweep_runs_locally_and_on_ray_with_the_same_table(tmp_path):
+    notebook = execute("09_zoo_sweep", tmp_path, ["""
+assert [r.model for r in results.records] == ["mlp", "conv", "encoder", "halves"]
+assert results.record("mlp").status == "passed" and results.record("mlp").baseline == "passed"
+assert results.record("halves").status == "export_failed"
+assert same, [r.outcome() for r in on_ray.records]
+print("checks passed")
+"""])
+    assert "checks passed" in text_of(notebook.cells[-1])
+    assert "4 units: 3 passed, 1 export_failed" in text_of(cell_with(notebook, 'results = sweep("tiny_zoo.py"'))
+    assert "same table on both engines: True" in text_of(cell_with(notebook, "same = "))
+    assert (tmp_path / "tiny_zoo.html").exists() and (tmp_path / "tiny_zoo.py").exists()

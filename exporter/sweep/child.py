@@ -1,0 +1,73 @@
+"""The worker process of one unit: ``python -m exporter.sweep.child UNIT.json RECORD.json
+STAGE_FILE [--memory BYTES]``. Caps its own address space, exits when its parent dies, runs
+the unit and writes its record. Started by :func:`exporter.sweep.isolation.run_isolated`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+WATCH_SECONDS = 0.5
+
+
+def cap_memory(limit: int | None) -> None:
+    """Limit this process's address space to ``limit`` bytes (``RLIMIT_AS``): an allocation
+    past it fails (``MemoryError``, or PyTorch's "can't allocate memory") instead of taking
+    the machine down. Not available on Windows, where the cap is not applied."""
+    if not limit:
+        return
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def exit_with_parent(parent: int) -> None:
+    """End this process when its parent goes (a killed engine worker, a cancelled Ray task):
+    a unit never outlives the sweep that started it."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_SECONDS)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m exporter.sweep.child")
+    parser.add_argument("unit")
+    parser.add_argument("record")
+    parser.add_argument("stage_file")
+    parser.add_argument("--memory", type=int, default=0)
+    parser.add_argument("--parent", type=int, default=0)
+    options = parser.parse_args(argv)
+    exit_with_parent(options.parent or os.getppid())
+    cap_memory(options.memory)
+
+    from .runner import run_unit
+    from .unit import Unit
+
+    unit = Unit.from_dict(json.loads(Path(options.unit).read_text()))
+    stage_file = Path(options.stage_file)
+
+    def report(stage: str) -> None:
+        stage_file.write_text(stage)
+
+    record = run_unit(unit, report=report)
+    partial = Path(options.record + ".partial")
+    partial.write_text(json.dumps(record.to_dict()))
+    partial.replace(options.record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

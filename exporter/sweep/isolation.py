@@ -1,0 +1,136 @@
+"""One unit in a fresh process, with a deadline and a memory cap: what every engine's worker
+calls, so the local pool and Ray enforce limits the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .outcome import is_out_of_memory, package_versions, short
+from .record import UnitRecord
+from .unit import Unit
+
+__all__ = ["Cancelled", "Limits", "harness_failure", "run_isolated"]
+
+GIB = 1 << 30
+LOG_TAIL_CHARS = 4000
+POLL_SECONDS = 0.2
+
+
+class Cancelled(Exception):
+    """The unit was stopped by its cancel event (the sweep was interrupted)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one unit may use: ``timeout`` seconds of wall time (then it is killed and
+    recorded as ``timeout``), ``memory`` bytes of address space (``RLIMIT_AS``; past it an
+    allocation fails and the unit is recorded as ``oom``; None: no cap) and ``threads``
+    for PyTorch and onnxruntime (one per unit keeps workers off each other's cores)."""
+
+    timeout: float = 900.0
+    memory: int | None = 6 * GIB
+    threads: int = 1
+
+
+def _environment(limits: Limits) -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding the exporter package
+    path = os.environ.get("PYTHONPATH", "")
+    threads = str(limits.threads)
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""), "HF_HUB_OFFLINE": "1",
+            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """Kill the unit's process group (it runs in its own session) and reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait()
+
+
+def _record(unit: Unit, status: str, started: float, *, stage: str | None, error: str, failure_class: str) -> UnitRecord:
+    return UnitRecord(
+        unit_id=unit.unit_id, zoo=unit.zoo, model=unit.model, spec=unit.spec, status=status, options=unit.options,
+        stages={stage: status} if stage else {}, failed_stage=stage, failure_class=failure_class, error=short(error),
+        seconds={"total": round(time.time() - started, 3)}, versions=package_versions(), source=unit.source,
+        host=socket.gethostname(), started=started, finished=time.time(),
+    )
+
+
+def _wait(process: subprocess.Popen, timeout: float, cancel: threading.Event | None) -> None:
+    """Wait for ``process`` up to ``timeout`` seconds (``TimeoutExpired`` after), or until
+    ``cancel`` is set (:class:`Cancelled`)."""
+    if cancel is None:
+        process.wait(timeout=timeout)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise subprocess.TimeoutExpired(process.args, timeout)
+        try:
+            process.wait(timeout=min(POLL_SECONDS, remaining))
+            return
+        except subprocess.TimeoutExpired:
+            if cancel.is_set():
+                raise Cancelled(f"unit process {process.pid} cancelled") from None
+
+
+def harness_failure(unit: Unit, exc: BaseException, started: float | None = None) -> UnitRecord:
+    """The record of a unit whose worker failed, not the unit (a Ray worker lost, an OS
+    error starting the process): ``crashed``, with the worker's error."""
+    line = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    return _record(unit, "crashed", started or time.time(), stage=None, failure_class=f"worker failed ({type(exc).__name__})",
+                   error=f"{type(exc).__name__}: {line}" if line else type(exc).__name__)
+
+
+def run_isolated(unit: Unit, limits: Limits = Limits(), cancel: threading.Event | None = None) -> UnitRecord:
+    """Run ``unit`` in a new Python process (``python -m exporter.sweep.child``) and return its
+    record; a unit past its deadline is killed (``timeout``), one that dies past its memory
+    cap is ``oom``, one that dies otherwise ``crashed`` (with the last line it printed).
+    An interrupt (Ctrl-C, a cancelled task) or ``cancel`` being set kills the process before
+    it propagates (:class:`Cancelled` for the latter)."""
+    started = time.time()
+    if unit.skip_reason:
+        return _record(unit, "skipped", started, stage=None, error=unit.skip_reason, failure_class="skipped")
+    with tempfile.TemporaryDirectory(prefix="sweep-unit-") as tmp:
+        folder = Path(tmp)
+        (folder / "unit.json").write_text(json.dumps(unit.to_dict()))
+        record_path, stage_path, log_path = folder / "record.json", folder / "stage", folder / "log"
+        command = [sys.executable, "-m", "exporter.sweep.child", str(folder / "unit.json"), str(record_path),
+                   str(stage_path), "--memory", str(limits.memory or 0), "--parent", str(os.getpid())]
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=_environment(limits), start_new_session=True)
+            try:
+                _wait(process, limits.timeout, cancel)
+            except subprocess.TimeoutExpired:
+                _kill(process)
+                stage = stage_path.read_text() if stage_path.exists() else None
+                return _record(unit, "timeout", started, stage=stage, failure_class="timeout",
+                               error=f"killed after {limits.timeout:g} s" + (f" in {stage}" if stage else ""))
+            except BaseException:
+                _kill(process)
+                raise
+        if record_path.exists():
+            return UnitRecord.from_dict(json.loads(record_path.read_text()))
+        stage = stage_path.read_text() if stage_path.exists() else None
+        tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+        if limits.memory and (is_out_of_memory(tail) or process.returncode == -signal.SIGKILL):
+            return _record(unit, "oom", started, stage=stage, failure_class="out of memory",
+                           error=last or f"died past its memory cap of {limits.memory / GIB:.1f} GiB")
+        return _record(unit, "crashed", started, stage=stage, failure_class=f"crashed (exit {process.returncode})",
+                       error=last or f"the worker exited with {process.returncode} and no record")

@@ -1,0 +1,80 @@
+"""Small pure helpers a unit's stages share: how an exception reads as a record, the verdict
+ranks that compare our export with ``torch.onnx.export``, the versions of the packages."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from typing import Any
+
+from ..errors import first_line
+
+__all__ = ["OOM_MARKERS", "error_line", "is_out_of_memory", "package_versions", "rank", "versus"]
+
+#: Pieces of an error message that say an allocation failed (PyTorch's allocator, onnxruntime,
+#: numpy, the C++ runtime).
+OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "bad_alloc", "out of memory",
+               "unable to allocate", "failed to allocate")
+
+PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnx-ir", "transformers", "timm", "torchvision",
+            "onnx-export-workbench")
+
+
+def is_out_of_memory(exc: BaseException | str) -> bool:
+    """Whether an exception (or its text) is an allocation failure."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return any(marker in text for marker in OOM_MARKERS)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Errors whose message is a headline ("step 1/3 of exporting ...") over the cause that says why.
+_WRAPPERS = ("CaptureError", "DecomposeError", "TranslateError", "OptimizeError", "TorchExportError",
+             "ConversionError", "OnnxExporterError")
+
+
+def error_line(exc: BaseException) -> str:
+    """The line a record keeps of an exception: its type and the first line of its message,
+    or of its cause's when the exception only wraps it (a stage's headline, torch.onnx's
+    "step 1/3"); terminal colour codes removed."""
+    while exc.__cause__ is not None and type(exc).__name__.endswith(_WRAPPERS):
+        exc = exc.__cause__
+    return _ANSI.sub("", first_line(exc))
+
+
+def package_versions() -> dict[str, str]:
+    """The installed versions of the packages an export depends on (absent ones left out)."""
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+# How good an outcome is: what "better / same / worse" compares. A model that exports and is
+# wrong without any error is worse than an export that fails and says why.
+_RANKS = {"verify_failed": 0, "export_failed": 1, "example_only": 2, "not_verified": 2, "exported": 2, "passed": 3}
+
+
+def rank(status: str | None) -> int | None:
+    """0 wrong numbers somewhere (no error), 1 export failed, 2 right where compared but not
+    compared at another size, 3 right at the example and at other sizes; None when there is
+    nothing to compare."""
+    return None if status is None else _RANKS.get(status)
+
+
+def versus(ours: str, baseline: str | None) -> str | None:
+    """``better``, ``same`` or ``worse``: our status against ``torch.onnx.export``'s."""
+    a, b = rank(ours), rank(baseline)
+    if a is None or b is None:
+        return None
+    return "better" if a > b else "worse" if a < b else "same"
+
+
+def short(value: Any, limit: int = 300) -> str:
+    """``value`` as text without terminal colour codes, cut to ``limit`` characters."""
+    text = _ANSI.sub("", str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,96 @@
+"""``UnitRecord``: what one unit of a sweep gave, a plain record (one JSON line, one table row)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["FAILED", "STATUSES", "UnitRecord"]
+
+#: A record's ``status``, best first: ``passed`` (exported, ONNX matches eager PyTorch at the
+#: example and at other sizes), ``not_verified`` (exported, some dim never compared at another
+#: size), ``exported`` (exported, verify not asked for), ``verify_failed`` (exported, wrong
+#: numbers or onnxruntime failed at some size), ``export_failed``, ``build_failed`` (the
+#: factory or the eager call on the example inputs raised), ``timeout``, ``oom`` (past the
+#: memory cap), ``crashed`` (the worker died without a record), ``skipped`` (not run: its zoo
+#: cannot load here, see ``error``).
+STATUSES = ("passed", "not_verified", "exported", "verify_failed", "export_failed", "build_failed",
+            "timeout", "oom", "crashed", "skipped")
+#: The statuses that count as failures.
+FAILED = frozenset(("verify_failed", "export_failed", "build_failed", "timeout", "oom", "crashed"))
+
+
+@dataclass(frozen=True)
+class UnitRecord:
+    """One unit's outcome.
+
+    ``stages``: status per stage as it ran (``build``, ``capture``, ``decompose``,
+    ``translate``, ``optimize``, ``verify``, ``benchmark``, ``baseline``); ``failed_stage``
+    the first that failed (for a ``timeout`` or ``oom``, the stage it was in);
+    ``failure_class`` the error's first line with names and numbers taken out (the bucket it
+    falls in, :func:`exporter.sweep.buckets.failure_class`); ``error`` its first line as
+    raised. ``verdict`` is verify's one-line verdict. ``baseline``: what ``torch.onnx.export``
+    gave on the same call (``passed``: matched eager at the example and the sizes verify
+    compared, or at the example with every named dim one larger when verify did not run;
+    ``example_only``: matched at the example, no other size compared; ``verify_failed``;
+    ``export_failed``), and ``versus`` compares it with ours: ``better``, ``same`` or
+    ``worse``, ranking wrong numbers without an error below a failed export
+    (:func:`exporter.sweep.outcome.rank`). ``seconds`` per stage and in all (``total``), ``onnx_bytes`` the
+    size of our ONNX model, ``speedup`` onnxruntime vs eager when benchmarked, ``versions``
+    the packages that ran it, ``host`` and ``pid`` where, ``started`` / ``finished`` when
+    (Unix time)."""
+
+    unit_id: str
+    zoo: str
+    model: str
+    spec: str
+    status: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    stages: Mapping[str, str] = field(default_factory=dict)
+    failed_stage: str | None = None
+    failure_class: str | None = None
+    error: str | None = None
+    verdict: str | None = None
+    baseline: str | None = None
+    baseline_error: str | None = None
+    versus: str | None = None
+    seconds: Mapping[str, float] = field(default_factory=dict)
+    onnx_bytes: int | None = None
+    speedup: float | None = None
+    versions: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""
+    host: str = ""
+    pid: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Exported, and not found wrong."""
+        return self.status in ("passed", "not_verified", "exported")
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (what the sweep writes, one line per record)."""
+        data = asdict(self)
+        for name in ("options", "stages", "seconds", "versions"):
+            data[name] = dict(data[name])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UnitRecord:
+        """The record a :meth:`to_dict` gave (fields added since are left at their defaults)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def outcome(self) -> dict[str, Any]:
+        """What a record says about the model, without timings nor where it ran: two runs of
+        the same unit on different engines or machines give the same outcome."""
+        data = self.to_dict()
+        for name in ("seconds", "host", "pid", "started", "finished", "speedup"):
+            data.pop(name)
+        return data

@@ -1,0 +1,307 @@
+"""One unit, start to end, inside the worker process: build → export → verify → benchmark →
+``torch.onnx.export`` baseline. Each step's outcome is data in the :class:`UnitRecord`;
+nothing here raises for a bad model."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .case import SweepCase
+from .outcome import error_line, is_out_of_memory, package_versions, short, versus
+from .record import UnitRecord
+from .unit import Unit
+from .zoo import load_case
+
+__all__ = ["run_unit"]
+
+BENCHMARK_BUDGET = 0.5
+
+
+class _OutOfMemory(Exception):
+    """An allocation failed during ``stage``: the unit ends as ``oom``."""
+
+    def __init__(self, stage: str, error: str) -> None:
+        super().__init__(error)
+        self.stage, self.error = stage, error
+
+
+@dataclass
+class _Progress:
+    """What the unit did so far (mutable while it runs, turned into a frozen record at the end)."""
+
+    unit: Unit
+    report: Callable[[str], None]
+    stages: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def begin(self, stage: str) -> float:
+        self.report(stage)
+        return time.perf_counter()
+
+    def end(self, stage: str, status: str, started: float) -> None:
+        self.stages[stage] = status
+        self.seconds[stage] = round(time.perf_counter() - started, 3)
+
+    def fail(self, stage: str, status: str, exc: BaseException | str) -> None:
+        if is_out_of_memory(exc):
+            raise _OutOfMemory(stage, exc if isinstance(exc, str) else error_line(exc))
+        from .buckets import failure_class
+
+        error = exc if isinstance(exc, str) else error_line(exc)
+        self.fields.update(status=status, failed_stage=stage, error=short(error), failure_class=failure_class(error))
+
+
+def run_unit(unit: Unit, report: Callable[[str], None] = lambda stage: None) -> UnitRecord:
+    """Run ``unit`` in this process and return its record. ``report(stage)`` is called as
+    each stage starts (the worker writes it down, so a unit killed for time or memory still
+    says where it was)."""
+    started = time.time()
+    progress = _Progress(unit, report)
+    try:
+        _run_stages(unit, progress)
+    except _OutOfMemory as oom:
+        progress.fields.update(status="oom", failed_stage=oom.stage, error=short(oom.error), failure_class="out of memory")
+    except MemoryError as exc:
+        progress.fields.update(status="oom", failed_stage="?", error=short(error_line(exc)), failure_class="out of memory")
+    return UnitRecord(
+        unit_id=unit.unit_id, zoo=unit.zoo, model=unit.model, spec=unit.spec, options=unit.options,
+        stages=progress.stages, seconds={**progress.seconds, "total": round(time.time() - started, 3)},
+        versions=package_versions(), source=unit.source, host=socket.gethostname(), pid=os.getpid(),
+        started=started, finished=time.time(), **{"status": "exported", **progress.fields},
+    )
+
+
+def _run_stages(unit: Unit, progress: _Progress) -> None:
+    built = _build(unit, progress)
+    if built is None:
+        return
+    case, example_outputs = built
+    session = _export(unit, case, progress)
+    checked_cases: Sequence[tuple[tuple, dict, Sequence[Any]]] = [(tuple(case.args), dict(case.kwargs), example_outputs)]
+    if session is not None:
+        if unit.verify:
+            checked_cases = _verify(session, progress) or checked_cases
+        if unit.benchmark and "status" not in progress.fields:
+            _benchmark(session, progress)
+        session.release()
+    if unit.baseline:
+        if len(checked_cases) == 1 and unit.spec == "dynamic":
+            checked_cases = [*checked_cases, *_grown_case(case)]
+        _baseline(unit, case, checked_cases, progress)
+
+
+def _build(unit: Unit, progress: _Progress) -> tuple[SweepCase, list[Any]] | None:
+    """The factory's case and eager PyTorch's outputs at its example, or None (build failed)."""
+    import torch
+
+    from .. import compat
+
+    started = progress.begin("build")
+    try:
+        case = load_case(unit.zoo, unit.model, unit.source or None)
+        with torch.no_grad():
+            outputs = case.model(*case.args, **dict(case.kwargs))
+    except Exception as exc:  # noqa: BLE001 - a model that does not build is a record, not a crash
+        progress.end("build", "failed", started)
+        progress.fail("build", "build_failed", exc)
+        return None
+    progress.end("build", "ok", started)
+    return case, [leaf for _, leaf in compat.tree_flatten_with_path(outputs)]
+
+
+def _grown_case(case: SweepCase) -> list[tuple[tuple, dict, list[Any]]]:
+    """The example with every named dim one larger (the same name, the same size), and eager
+    PyTorch's outputs there: where the baseline is checked when verify gives no sizes (our
+    export failed, or verify is off). Empty when the spec's form is not a dict by input name
+    or a tuple by position, or eager PyTorch raises at that size."""
+    import torch
+
+    from .. import compat
+
+    spec = case.dynamic_shapes
+    args, kwargs = list(case.args), dict(case.kwargs)
+    slots: list[tuple[Any, Any, Any]]  # (the list or dict holding the input, its key, its named axes)
+    if isinstance(spec, dict):
+        slots = [(kwargs, name, axes) for name, axes in spec.items() if name in kwargs]
+    elif isinstance(spec, (tuple, list)) and len(spec) == len(args):
+        slots = [(args, i, axes) for i, axes in enumerate(spec)]
+    else:
+        return []
+    sizes: dict[str, int] = {}
+    for container, key, axes in slots:
+        value = container[key]
+        if not isinstance(value, torch.Tensor) or not isinstance(axes, dict) or not axes:
+            continue
+        shape = list(value.shape)
+        for axis, name in axes.items():
+            shape[axis] = sizes.setdefault(str(name), value.shape[axis] + 1)
+        container[key] = _like(value, shape)
+    if not sizes:
+        return []
+    try:
+        with torch.no_grad():
+            outputs = case.model(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no such size for this model: the example alone is checked
+        return []
+    return [(tuple(args), kwargs, [leaf for _, leaf in compat.tree_flatten_with_path(outputs)])]
+
+
+def _like(value: Any, shape: list[int]) -> Any:
+    """A tensor of ``shape`` with values like ``value``'s (a constant stays that constant)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    if value.numel() and bool((value == value.flatten()[0]).all()):
+        return torch.full(shape, value.flatten()[0].item(), dtype=value.dtype)
+    if value.is_floating_point():
+        return torch.randn(shape, generator=generator, dtype=value.dtype)
+    low, high = int(value.min()), int(value.max())
+    return torch.randint(low, high + 1, shape, generator=generator, dtype=value.dtype)
+
+
+def _export(unit: Unit, case: SweepCase, progress: _Progress) -> Any:
+    from ..options import ExportOptions
+    from ..session import Session
+
+    started = progress.begin("capture")
+    try:
+        options = ExportOptions(dynamic_shapes=case.dynamic_shapes if unit.spec == "dynamic" else None,
+                                opset_version=unit.opset, strategy=unit.strategy, optimize=unit.optimize)
+        session = Session(case.model, tuple(case.args), dict(case.kwargs), options)
+        session.run()
+    except Exception as exc:  # noqa: BLE001 - e.g. a SpecError for the factory's dim names
+        progress.end("capture", "failed", started)
+        progress.fail("capture", "export_failed", exc)
+        return None
+    for stage in session.stages:
+        progress.stages[stage.name] = stage.status.value
+        progress.seconds[stage.name] = round(stage.seconds, 3)
+    failed = session.failed_stage
+    if failed is not None:
+        progress.fail(failed.name, "export_failed", failed.error if failed.error is not None else failed.detail)
+        return None
+    if not session.is_large:
+        progress.fields["onnx_bytes"] = len(session.model_bytes)
+    return session
+
+
+def _verify(session: Any, progress: _Progress) -> list[tuple[tuple, dict, Sequence[Any]]]:
+    """Verify; return the size cases it compared (inputs and eager outputs) for the baseline."""
+    started = progress.begin("verify")
+    result = session.verify()
+    progress.end("verify", result.status, started)
+    progress.fields["verdict"] = short(result.verdict)
+    if result.status == "passed":
+        progress.fields["status"] = "passed"
+    elif result.status == "not_verified":
+        progress.fields["status"] = "not_verified"
+    elif result.status == "failed":
+        wrong = result.failed_cases
+        progress.fail("verify", "verify_failed", wrong[0].describe() if wrong else result.verdict)
+    else:
+        progress.fail("verify", "verify_failed", result.error or result.verdict)
+    runs = result.case_runs
+    kept: list[tuple[tuple, dict, Sequence[Any]]] = []
+    for case in result.cases:
+        run = runs.get(case.name) if runs is not None else None
+        if run is not None and run.expected is not None and case.compared and not case.is_edge_value:
+            kept.append((tuple(run.args), dict(run.kwargs), list(run.expected)))
+    return kept
+
+
+def _benchmark(session: Any, progress: _Progress) -> None:
+    started = progress.begin("benchmark")
+    result = session.benchmark(budget=BENCHMARK_BUDGET, min_runs=10)
+    progress.end("benchmark", "failed" if result.error else "ok", started)
+    if result.error is None:
+        progress.fields["speedup"] = round(float(result.speedup), 3)
+
+
+def _baseline(unit: Unit, case: SweepCase, checked: Sequence[tuple[tuple, dict, Sequence[Any]]],
+              progress: _Progress) -> None:
+    """The same call through ``torch.onnx.export(..., dynamo=True)``, run in onnxruntime at the
+    example and at the sizes verify compared, and how it compares with ours."""
+    import torch
+
+    started = progress.begin("baseline")
+    try:
+        program = torch.onnx.export(
+            case.model, tuple(case.args), kwargs=dict(case.kwargs),
+            dynamic_shapes=case.dynamic_shapes if unit.spec == "dynamic" else None,
+            dynamo=True, opset_version=unit.opset, optimize=unit.optimize, verbose=False,
+        )
+    except Exception as exc:  # the baseline failing is what we measure
+        if is_out_of_memory(exc):
+            raise _OutOfMemory("baseline", error_line(exc)) from exc
+        progress.end("baseline", "export_failed", started)
+        _set_baseline(progress, "export_failed", error_line(exc))
+        return
+    status, error = ("passed" if len(checked) > 1 else "example_only"), None
+    try:
+        run = _ort_runner(program)
+    except Exception as exc:  # noqa: BLE001 - a model onnxruntime cannot load is the finding
+        checked, status, error = (), "verify_failed", f"onnxruntime cannot load it: {error_line(exc)}"
+    for args, kwargs, expected in checked:
+        problem = _compare(run, args, kwargs, expected)
+        if problem is not None:
+            status, error = "verify_failed", problem
+            break
+    progress.end("baseline", status, started)
+    _set_baseline(progress, status, error)
+
+
+def _set_baseline(progress: _Progress, status: str, error: str | None) -> None:
+    ours = progress.fields.get("status", "exported")
+    progress.fields.update(baseline=status, baseline_error=short(error) if error else None, versus=versus(ours, status))
+
+
+def _ort_runner(program: Any) -> Callable[[tuple, dict], list[Any]]:
+    """Run ``torch.onnx.export``'s model in onnxruntime on inputs given as to the module:
+    keyword inputs fed by name (the ONNX inputs are named after them), the others in order."""
+    import numpy
+    import onnxruntime
+    import torch
+
+    from .. import compat
+
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+
+    def run(args: tuple, kwargs: dict) -> list[Any]:
+        named = {k: v for k, v in kwargs.items() if k in names and isinstance(v, torch.Tensor)}
+        rest = [leaf for _, leaf in compat.tree_flatten_with_path(
+            (args, {k: v for k, v in kwargs.items() if k not in named})) if isinstance(leaf, torch.Tensor)]
+        positional = iter(rest)
+        feeds = {name: (named[name] if name in named else next(positional)).numpy() for name in names}
+        return [torch.from_numpy(numpy.asarray(out)) for out in session.run(None, feeds)]
+
+    return run
+
+
+def _compare(run: Callable[[tuple, dict], list[Any]], args: tuple, kwargs: dict, expected: Sequence[Any]) -> str | None:
+    """None when the outputs of ``run`` match ``expected`` under verify's own tolerances
+    (:func:`exporter.verify.tolerance.compare`), else what differs."""
+    import torch
+
+    from ..verify.tolerance import compare
+
+    sizes = ", ".join(f"{tuple(v.shape)}" for v in [*args, *kwargs.values()] if isinstance(v, torch.Tensor))
+    try:
+        outputs = run(args, kwargs)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime failing at a size is the finding
+        return f"onnxruntime failed at {sizes}: {error_line(exc)}"
+    if len(outputs) != len(expected):
+        return f"{len(outputs)} outputs where eager PyTorch gives {len(expected)}"
+    for i, (got, want) in enumerate(zip(outputs, expected)):
+        if not isinstance(want, torch.Tensor):
+            continue
+        check = compare("baseline", f"output {i}", got, want)
+        if not check.ok:
+            return f"{check.describe()} (inputs {sizes})"
+    return None

@@ -1,0 +1,1 @@
+"""The built-in zoos (:data:`exporter.sweep.ZOOS`): each module holds one ``ZOO``."""

@@ -1,0 +1,157 @@
+"""The transformers zoo: every base model type of ``transformers`` (``MODEL_MAPPING_NAMES``),
+built from its default config shrunk to a tiny size, with random weights (no hub access).
+
+Inputs follow the model's ``main_input_name``: ``input_ids`` + ``attention_mask`` (and
+``decoder_input_ids`` for encoder-decoders) for text, ``pixel_values`` for vision,
+``input_features`` / ``input_values`` for audio; dims are named ``batch``, ``seq``,
+``height``, ``width``, ``frames``, ``length`` as a ``torch.onnx.export`` user names them. A
+model whose config or forward does not fit these generic inputs fails at ``build``: it is
+recorded as ``build_failed`` with the error, never dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..case import SweepCase
+from ..zoo import Zoo, ZooEntry
+
+__all__ = ["ZOO", "TransformersZoo", "shrink_config", "tiny_model"]
+
+VOCAB = 128
+HIDDEN = 32
+BATCH, SEQ, DECODER_SEQ = 2, 16, 8
+IMAGE = 64
+
+# Scalar config attributes set when the config has them.
+_SIZES: dict[str, Any] = {
+    "vocab_size": VOCAB, "hidden_size": HIDDEN, "d_model": HIDDEN, "n_embd": HIDDEN, "dim": HIDDEN, "embed_dim": HIDDEN,
+    "embedding_size": HIDDEN, "d_embed": HIDDEN, "word_embed_proj_dim": HIDDEN, "projection_dim": HIDDEN,
+    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 2, "decoder_layers": 2,
+    "num_decoder_layers": 2, "num_encoder_layers": 2,
+    "num_attention_heads": 2, "n_head": 2, "n_heads": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+    "num_heads": 2, "num_key_value_heads": 1, "head_dim": HIDDEN // 2, "d_kv": HIDDEN // 2,
+    "intermediate_size": 64, "ffn_dim": 64, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "d_ff": 64, "n_inner": 64,
+    "hidden_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+    "max_position_embeddings": 128, "n_positions": 128, "max_source_positions": 64, "max_target_positions": 64,
+    "image_size": IMAGE, "patch_size": 8, "num_channels": 3, "num_mel_bins": 16, "feature_size": 16,
+    "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    "sliding_window": 64, "use_cache": False, "rotary_dim": 8,
+}
+# Per-stage list attributes of convolutional and hierarchical models.
+_STAGE_LISTS = {"depths": 1, "num_heads": 2, "hidden_sizes": None, "embed_dims": None}
+
+
+def shrink_config(config: Any) -> Any:
+    """``config`` made tiny in place (and its sub-configs): 2 layers, hidden 32, 2 heads,
+    vocabulary 128, 32×32 images; token ids kept inside the vocabulary, per-layer lists cut
+    to the new layer count."""
+    for name, value in _SIZES.items():
+        if name in vars(config) and not isinstance(getattr(config, name), (list, tuple, dict)) and getattr(config, name) is not None:
+            setattr(config, name, value)
+    for name, per_stage in _STAGE_LISTS.items():
+        value = getattr(config, name, None)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+            setattr(config, name, [per_stage if per_stage is not None else 16 * 2 ** i for i in range(len(value))])
+    layers = getattr(config, "num_hidden_layers", None)
+    for name in ("layer_types", "mlp_layer_types", "attention_layer_types", "block_types"):
+        value = getattr(config, name, None)
+        if isinstance(value, list) and isinstance(layers, int) and len(value) > layers:
+            setattr(config, name, value[:layers])
+    for name, value in list(vars(config).items()):
+        if name.endswith("_token_id") and isinstance(value, int) and value >= VOCAB:
+            setattr(config, name, VOCAB - 1)
+    for value in list(vars(config).values()):
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
+            shrink_config(value)
+    return config
+
+
+def _ids(shape: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.randint(3, VOCAB - 1, shape, generator=torch.Generator().manual_seed(0))
+
+
+def _inputs(model: Any, config: Any) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+    """The natural example inputs of ``model`` and their dim names."""
+    import torch
+
+    parameters = inspect.signature(model.forward).parameters
+    main = getattr(model, "main_input_name", "input_ids")
+    kwargs: dict[str, Any] = {}
+    names: dict[str, dict[int, str]] = {}
+    if main == "pixel_values":
+        channels = getattr(config, "num_channels", 3)
+        size = getattr(config, "image_size", IMAGE)
+        size = size if isinstance(size, int) else IMAGE
+        kwargs["pixel_values"] = torch.randn(BATCH, channels, size, size)
+        names["pixel_values"] = {0: "batch", 2: "height", 3: "width"}
+    elif main == "input_features":
+        bins = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 16)
+        frames = 2 * getattr(config, "max_source_positions", 32)
+        kwargs["input_features"] = torch.randn(BATCH, bins, frames)
+        names["input_features"] = {0: "batch"}
+    elif main == "input_values":
+        kwargs["input_values"] = torch.randn(BATCH, 1600)
+        names["input_values"] = {0: "batch", 1: "length"}
+    else:
+        kwargs[main] = _ids((BATCH, SEQ))
+        names[main] = {0: "batch", 1: "seq"}
+        if "attention_mask" in parameters:
+            kwargs["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
+            names["attention_mask"] = {0: "batch", 1: "seq"}
+    if main != "pixel_values" and "pixel_values" in parameters and hasattr(config, "vision_config"):
+        vision = config.vision_config
+        size = getattr(vision, "image_size", IMAGE)
+        size = size if isinstance(size, int) else IMAGE
+        kwargs["pixel_values"] = torch.randn(BATCH, getattr(vision, "num_channels", 3), size, size)
+        names["pixel_values"] = {0: "batch"}
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in parameters:
+        kwargs["decoder_input_ids"] = _ids((BATCH, DECODER_SEQ))
+        names["decoder_input_ids"] = {0: "batch", 1: "decoder_seq"}
+    return kwargs, names
+
+
+def tiny_model(model_type: str) -> SweepCase:
+    """A tiny ``model_type`` base model with random weights and its natural inputs."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    mapped = MODEL_MAPPING_NAMES[model_type]
+    class_name: str = mapped if isinstance(mapped, str) else mapped[0]
+    config = shrink_config(CONFIG_MAPPING[model_type]())
+    model = getattr(transformers, class_name)(config).eval()
+    kwargs, names = _inputs(model, config)
+    return SweepCase(model, (), kwargs, names)
+
+
+class TransformersZoo(Zoo):
+    """Every base architecture transformers knows (listing imports transformers, builds nothing)."""
+
+    name = "transformers"
+    source = __name__
+
+    def entries(self) -> tuple[ZooEntry, ...]:
+        try:
+            from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+        except ImportError as exc:
+            return (ZooEntry(self.name, "transformers", self.source, None, f"transformers does not import: {exc}"),)
+        return tuple(ZooEntry(self.name, model_type, self.source, _factory(model_type)) for model_type in MODEL_MAPPING_NAMES)
+
+
+def _factory(model_type: str) -> Callable[[], SweepCase]:
+    def build() -> SweepCase:
+        return tiny_model(model_type)
+
+    build.__name__ = build.__qualname__ = f"tiny_{model_type}"
+    return build
+
+
+ZOO = TransformersZoo()

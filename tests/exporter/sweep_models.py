@@ -1,0 +1,64 @@
+"""Tiny models for the sweep tests, declared as the user zoo ``tests``: the sweep's worker
+processes import this file by its path, as they do a user's ``--zoo models.py``."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from exporter.sweep import SweepCase, zoo_entry
+
+#: Where ``hang`` writes its process id (set by a test that checks the process is killed).
+PID_FILE_VARIABLE = "SWEEP_TEST_PID_FILE"
+
+
+class Baked(torch.nn.Module):
+    """Reads a size into a Python int: a dim asked dynamic cannot stay dynamic."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int(x.shape[1])
+        return x.reshape(x.shape[0], n)[:, : max(1, n // 2)] * 2
+
+
+class Sleeper(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(3600)
+        return x
+
+
+@zoo_entry("tests")
+def mlp() -> SweepCase:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    return SweepCase(model, (torch.randn(2, 8),), dynamic_shapes=({0: "batch"},))
+
+
+@zoo_entry("tests")
+def conv() -> SweepCase:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1)).eval()
+    return SweepCase(model, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: "batch"},))
+
+
+@zoo_entry("tests")
+def baked() -> SweepCase:
+    return SweepCase(Baked(), (torch.randn(2, 6),), dynamic_shapes=({0: "batch", 1: "n"},))
+
+
+@zoo_entry("tests")
+def hang() -> SweepCase:
+    """Never returns from its forward (the build step calls it)."""
+    pid_file = os.environ.get(PID_FILE_VARIABLE)
+    if pid_file:
+        with open(pid_file, "w") as out:
+            out.write(str(os.getpid()))
+    return SweepCase(Sleeper(), (torch.randn(2, 4),), dynamic_shapes=({0: "batch"},))
+
+
+@zoo_entry("tests")
+def oom() -> SweepCase:
+    """Allocates 16 GiB while building: past any cap the tests set."""
+    weights = torch.ones(1 << 34, dtype=torch.uint8)
+    return SweepCase(torch.nn.Identity(), (weights[:8].float(),))

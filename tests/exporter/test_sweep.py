@@ -1,0 +1,133 @@
+"""Zoo sweeps end to end: real worker processes, real exports and onnxruntime, a real local
+Ray cluster (started once for the module). The models are the user zoo in
+``sweep_models.py``, imported by the workers from its path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter.sweep import load_results, sweep
+
+SWEEP_MODELS = str(Path(__file__).with_name("sweep_models.py"))
+UNITS = ["mlp", "baked"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    pytest.importorskip("ray")
+    from exporter.sweep.engines import connect_ray
+
+    try:
+        ray = connect_ray(num_cpus=2)  # a local cluster, started again if the loaded machine makes it time out
+    except Exception as exc:
+        if "timed out during startup" not in str(exc):
+            raise
+        pytest.skip(f"Ray's local node did not register within Ray's fixed 30 s, three times: {exc}")
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("local")
+    return sweep(SWEEP_MODELS, models=UNITS, engine="local", workers=2, output_dir=directory, timeout=180, progress=False)
+
+
+@pytest.fixture(scope="module")
+def ray_run(tmp_path_factory, ray_cluster):
+    directory = tmp_path_factory.mktemp("ray")
+    return sweep(SWEEP_MODELS, models=UNITS, engine="ray", workers=2, output_dir=directory, timeout=180, progress=False)
+
+
+def test_each_unit_gives_a_record_with_its_stages_verdict_and_baseline(local_run):
+    assert [r.model for r in local_run.records] == UNITS
+    mlp = local_run.record("mlp")
+    assert mlp.status == "passed", mlp
+    assert list(mlp.stages) == ["build", "capture", "decompose", "translate", "optimize", "verify", "baseline"]
+    assert mlp.verdict.startswith("Verification PASSED")
+    assert mlp.baseline == "passed" and mlp.versus == "same"
+    assert mlp.onnx_bytes and mlp.onnx_bytes > 0 and mlp.versions["torch"]
+    assert mlp.pid != os.getpid() and mlp.seconds["total"] > 0
+    baked = local_run.record("baked")
+    assert baked.status == "export_failed" and baked.failed_stage == "capture"
+    assert baked.error and baked.failure_class
+    assert baked.baseline is not None and baked.versus is not None
+    assert set(local_run.executed) == {r.unit_id for r in local_run.records}
+
+
+def test_records_are_appended_to_jsonl_as_units_finish(local_run):
+    lines = (Path(local_run.directory) / "records.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["model"] for line in lines) == sorted(UNITS)
+    finished = [json.loads(line)["finished"] for line in lines]
+    assert all(later >= earlier - 1.0 for earlier, later in zip(finished, finished[1:]))  # in the order they finished
+
+
+@pytest.mark.slow  # starts a local Ray cluster (10-35 s here) and runs the units again on it
+def test_local_and_ray_engines_give_the_same_table(local_run, ray_run):
+    assert [r.outcome() for r in ray_run.records] == [r.outcome() for r in local_run.records]
+    assert {r.pid for r in ray_run.records}.isdisjoint({r.pid for r in local_run.records})
+
+
+def test_a_rerun_resumes_and_runs_no_unit_again(local_run):
+    again = sweep(SWEEP_MODELS, models=UNITS, engine="local", workers=2, output_dir=local_run.directory, progress=False)
+    assert again.executed == ()
+    assert again.records == local_run.records  # same pids and timestamps: read back, not rerun
+    lines = (Path(local_run.directory) / "records.jsonl").read_text().splitlines()
+    assert len(lines) == len(UNITS)
+
+
+def test_a_hanging_unit_times_out_and_one_past_its_memory_cap_is_oom(tmp_path):
+    started = time.monotonic()
+    results = sweep(SWEEP_MODELS, models=["hang", "oom"], workers=2, output_dir=tmp_path, timeout=20, memory_gb=3,
+                    progress=False)
+    hang, oom = results.record("hang"), results.record("oom")
+    assert hang.status == "timeout" and hang.failed_stage == "build", hang
+    assert "killed after 20 s in build" in (hang.error or "")
+    assert oom.status == "oom" and oom.failed_stage == "build", oom
+    assert time.monotonic() - started < 60
+    assert {r.status for r in load_results(tmp_path).records} == {"timeout", "oom"}
+
+
+def test_ctrl_c_cancels_kills_the_running_unit_and_keeps_what_finished(tmp_path):
+    pid_file = tmp_path / "pid"
+    code = ("import sys\nfrom exporter.sweep import sweep\n"
+            f"r = sweep({SWEEP_MODELS!r}, models=['hang'], workers=1, output_dir={str(tmp_path / 'out')!r}, progress=False)\n"
+            "print('interrupted', r.interrupted)\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "SWEEP_TEST_PID_FILE": str(pid_file)})
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    unit_pid = int(pid_file.read_text())
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert "interrupted True" in out, err
+    assert "sweep interrupted" in err
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(unit_pid, 0)
+
+
+def test_the_subcommand_writes_the_dashboard_and_coverage_and_diffs(local_run, tmp_path, capsys):
+    import argparse
+
+    from exporter.sweep.cli import add_sweep_parser, run_sweep_command
+
+    parser = argparse.ArgumentParser()
+    add_sweep_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sweep", "--zoo", SWEEP_MODELS, *(f"--model={m}" for m in UNITS), "-o", local_run.directory,
+                              "--dashboard", str(tmp_path / "d.html"), "--coverage", str(tmp_path / "c.md"),
+                              "--diff", local_run.directory, "--no-progress"])
+    assert run_sweep_command(args) == 0
+    out = capsys.readouterr().out
+    assert "2 units:" in out and "no change (2 unchanged)" in out
+    assert "baked" in (tmp_path / "d.html").read_text() and "| mlp | dynamic | pass |" in (tmp_path / "c.md").read_text()
