@@ -337,8 +337,11 @@ class Svg:
         cleaned = clean_svg(self.svg)
         if cleaned is None:
             return Note(f"{self.alt} left out: it contained active content", "warn").to_html()
+        # Fitted to the page's width (Graphviz writes a viewBox, so it scales whole); a drawing
+        # taller than the window scrolls inside its box.
+        fitted = re.sub(r"<svg\b(?![^>]*\bstyle=)", '<svg style="max-width:100%;height:auto"', cleaned, count=1)
         return (f'<div class="oxw-svg" style="overflow:auto;max-width:100%;max-height:80vh;'
-                f'border:1px solid #e5e7eb">{cleaned}</div>')
+                f'border:1px solid #e5e7eb">{fitted}</div>')
 
 
 @dataclass(frozen=True)

@@ -354,3 +354,11 @@ def test_a_wrapped_column_shows_its_whole_text_and_wraps_instead_of_being_cut():
     assert escape(sentence) in html and "…" not in html and "white-space:normal" in html
     cut = Table.from_rows(("stage", "result"), [("verify", sentence)]).to_html()
     assert "…</td>" in cut  # without wrap: cut in the cell, the full text folded below
+
+
+def test_an_svg_drawing_is_fitted_to_the_page_width_not_cut_at_its_top_left():
+    from exporter.display import Svg
+
+    drawing = '<svg width="1547pt" height="1022pt" viewBox="0 0 1547 1022"><g><text>node</text></g></svg>'
+    html = Svg(drawing).to_html()
+    assert '<svg style="max-width:100%;height:auto" width="1547pt"' in html and "viewBox" in html
