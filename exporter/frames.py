@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .compat.formats import traceback_frames
 from .compat.frames import is_user_file
 
-__all__ = ["source_label", "source_of_stack", "user_frame"]
+__all__ = ["short_path", "short_source", "source_label", "source_of_stack", "user_frame"]
 
 T = TypeVar("T")
 
@@ -77,3 +78,38 @@ def _stack_frames(stack_trace: str) -> tuple[tuple[str, int, str, str], ...]:
     one trace, and each graph of an export reads them all. Which frame is the user's and how
     it is labelled are decided per call (a notebook cell's answers change as cells run)."""
     return tuple(traceback_frames(stack_trace))
+
+
+# -- paths as a person reads them --------------------------------------------------------------
+_INSTALLED_PREFIX = re.compile(r"^(?:[A-Za-z]:)?.*?[/\\](?:site|dist)-packages[/\\]")
+
+
+def short_path(filename: str) -> str:
+    """A file as a person reads it: an installed package's file relative to its
+    ``site-packages`` (``transformers/models/bert/modeling_bert.py``), a file under the working
+    directory relative to it, any other absolute path by its file name."""
+    text = _INSTALLED_PREFIX.sub("", filename, count=1)
+    if text != filename:
+        return text.replace("\\", "/")
+    if not os.path.isabs(filename):
+        return filename
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive (Windows)
+        return os.path.basename(filename)
+    return os.path.basename(filename) if relative.startswith("..") else relative
+
+
+_LEADING_PATH = re.compile(r"^((?:[A-Za-z]:)?[/\\][^:]*?):(?=\d)")
+
+
+def short_source(source: str | None) -> str | None:
+    """``/…/site-packages/transformers/models/bert/modeling_bert.py:95: code`` →
+    ``transformers/models/bert/modeling_bert.py:95: code`` (:func:`short_path` of the leading
+    file); anything else unchanged."""
+    if not source:
+        return source
+    found = _LEADING_PATH.match(source)
+    if found is None:
+        return source
+    return short_path(found.group(1)) + source[found.end(1):]

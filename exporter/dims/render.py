@@ -73,8 +73,85 @@ def to_code(entries: Sequence[AxisEntry], bound: BoundInputs) -> str:
         lines.append("dynamic_shapes = None  # every dim static")
     else:
         nested = _nest(bound, lambda leaf: _leaf_axes(entries, leaf, convert), code=True)
+        shared = _share_repeats(nested, names | {alias})
+        for var, text in shared:
+            lines.append(f"{var} = {text}")
+        if shared:
+            lines.append("")
         lines.append(f"dynamic_shapes = {_format_code(nested, force=True)}")
     return "\n".join(lines)
+
+
+def _is_axes(value: Any) -> bool:
+    """A leaf's ``{axis: dim}``."""
+    return isinstance(value, dict) and bool(value) and all(isinstance(k, int) for k in value)
+
+
+def _share_repeats(nested: dict[str, Any], taken: set[str]) -> list[tuple[str, str]]:
+    """The compact form a person writes for a pytree input whose leaves repeat one spec (a KV
+    cache): the leaf spec named once (``cache_axes = {0: 'batch', 2: past}``) and a list of
+    equal items written ``[item] * n`` (``[[cache_axes, cache_axes]] * 2``). Rewrites
+    ``nested`` in place; returns the (name, code) lines to put before it. The code builds an
+    equal spec (equal lists, equal dicts)."""
+    out: list[tuple[str, str]] = []
+    for top, value in nested.items():
+        if not isinstance(value, (list, tuple, _Call)):
+            continue
+        counts: dict[str, int] = {}
+        for leaf in _leaves(value):
+            counts[_format_flat(leaf)] = counts.get(_format_flat(leaf), 0) + 1
+        repeated = [text for text, n in counts.items() if n > 1]
+        names: dict[str, _Code] = {}
+        for i, text in enumerate(repeated):
+            var = f"{top}_axes" + (f"_{i}" if len(repeated) > 1 else "")
+            while not var.isidentifier() or var in taken:
+                var = "_" + var if var.isidentifier() else f"axes_{i}"
+            taken.add(var)
+            names[text] = _Code(var)
+            out.append((var, text))
+        if names:
+            nested[top] = _repeat(_replace(value, names))
+    return out
+
+
+def _leaves(value: Any) -> list[Any]:
+    if _is_axes(value):
+        return [value]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, (list, tuple, _Call)):
+        return [leaf for v in _items(value) for leaf in _leaves(v)]
+    return []
+
+
+def _replace(value: Any, names: dict[str, _Code]) -> Any:
+    if _is_axes(value):
+        return names.get(_format_flat(value), value)
+    if isinstance(value, dict):
+        return {k: _replace(v, names) for k, v in value.items()}
+    if isinstance(value, _Call):
+        return _Call(value.name, [_replace(v, names) for v in value.items])
+    if isinstance(value, tuple):
+        return tuple(_replace(v, names) for v in value)
+    if isinstance(value, list):
+        return [_replace(v, names) for v in value]
+    return value
+
+
+def _repeat(value: Any) -> Any:
+    """A list (or tuple) of two or more equal containers as ``[item] * n``; inner lists too."""
+    if isinstance(value, dict):
+        return {k: _repeat(v) for k, v in value.items()}
+    if isinstance(value, _Call):
+        return _Call(value.name, [_repeat(v) for v in value.items])
+    if not isinstance(value, (list, tuple)):
+        return value
+    items = [_repeat(v) for v in value]
+    flat = {_format_flat(v) for v in items}
+    if len(items) > 1 and len(flat) == 1 and isinstance(items[0], (list, tuple, dict, _Call)) and not _is_axes(items[0]):
+        inner = _format_flat(items[0])
+        return _Code(f"[{inner}] * {len(items)}" if isinstance(value, list) else f"({inner},) * {len(items)}")
+    return type(value)(items)
 
 
 def _leaf_axes(entries: Sequence[AxisEntry], leaf: Leaf, convert) -> dict[int, Any] | None:

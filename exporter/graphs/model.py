@@ -7,15 +7,13 @@ import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-import os
-import re
 from typing import Any
+
+from ..frames import short_source
 
 __all__ = ["Graph", "GraphNode", "ValueInfo", "module_ancestors", "short_source"]
 
 # ``/…/site-packages/transformers/models/bert/modeling_bert.py:95`` → ``transformers/models/…``
-_INSTALLED = re.compile(r"^(?:[A-Za-z]:)?[^\s:]*[/\\](?:site|dist)-packages[/\\]")
-_ABSOLUTE = re.compile(r"^(?:[A-Za-z]:)?[/\\][^:]*?([^/\\:]+):(\d+)")
 
 
 @dataclass(frozen=True)
@@ -162,24 +160,3 @@ def module_ancestors(path: str, *, include_root: bool = False) -> tuple[str, ...
     return (("",) + chain) if include_root else chain
 
 
-def short_source(source: str | None) -> str | None:
-    """A source line as the drawings and the graph widget's panel show it (the graph data keeps
-    the full path): an installed package's file relative to its
-    ``site-packages`` (``transformers/models/bert/modeling_bert.py:95 in forward: …``), a file
-    under the working directory relative to it, any other absolute path by its file name."""
-    if not source:
-        return source
-    text = _INSTALLED.sub("", source, count=1)
-    if text != source:
-        return text
-    match = _ABSOLUTE.match(source)
-    if match is None:
-        return source
-    path = source[: match.end(1)]
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:  # another drive (Windows)
-        relative = match.group(1)
-    if relative.startswith(".."):
-        relative = match.group(1)
-    return relative + source[match.end(1):]

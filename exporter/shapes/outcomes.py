@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import CapturedExport
@@ -25,6 +26,7 @@ from ..guards import (
 )
 from .common import spec_from
 from .fixes import is_size_one_broadcast, suggested_fixes_of
+from .reasons import DimBound, axes_text, axis_family, dim_bounds, guard_where, short_source
 from ..compat import formats, program_ranges
 from ..program_symbols import dim_names, symbol_of
 from .solve import axis_ranges
@@ -39,7 +41,7 @@ DYNAMIC_RESULT, STATIC_RESULT, FAILED_RESULT = "dynamic", "static", "failed"
 NOT_RUN_RESULT = "not run"  # capture failed for another reason than this axis: nothing is known of it
 FRAME_COLUMNS = [
     "input", "axis", "example", "requested", "obtained", "min", "max", "symbol", "dim",
-    "equal_to", "reason", "source", "note", "differs",
+    "equal_to", "why", "reason", "source", "note", "differs",
 ]
 
 
@@ -50,6 +52,10 @@ FRAME_COLUMNS = [
 ZERO_MIN_NOTE = ("torch's range starts at 0 because this capture is size-oblivious (as torch.onnx.export's); "
                  "size 0 is an empty tensor, so the range is shown from 1. Plain torch.export would start at 2: "
                  "it specializes sizes 0 and 1.")
+
+
+UNCHECKED_NOTE = "the ONNX dim stays symbolic"  # how the note on a range the ONNX model does not check starts
+_TIED = "equal to "
 
 
 def range_text(low: int | None, high: int | None) -> str:
@@ -100,6 +106,7 @@ class DimOutcome:
     note: str = ""
     differs: bool = False
     guards: tuple[Guard, ...] = ()
+    bounds: tuple[DimBound, ...] = ()  # the range's bounds in words (shapes.reasons)
 
     @property
     def requested(self) -> str:
@@ -129,6 +136,43 @@ class DimOutcome:
         return str(self.min) if self.obtained == STATIC_RESULT else ""
 
     @property
+    def why(self) -> str:
+        """The range in the user's terms: ``at least 2: q_length > 1, transformers/…/sdpa_attention.py:149;
+        at most 512: position embeddings, transformers/models/bert/modeling_bert.py:95``; ""
+        when nothing narrowed it (or it is not dynamic: ``reason`` says why)."""
+        return "; ".join(str(b) for b in self.bounds)
+
+    @property
+    def where(self) -> str | None:
+        """``source`` as a person reads it: an installed file relative to its site-packages
+        (``transformers/models/bert/modeling_bert.py:95: code``); ``source`` is the full one."""
+        return short_source(self.source)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The notes in words (a size-0/1 example kept dynamic, the range the ONNX model does
+        not check); the equality that tied this dim to others, in torch's terms, is in
+        :attr:`torch_notes`."""
+        return tuple(n for n in self.note.split("; ") if n and not n.startswith(_TIED))
+
+    @property
+    def torch_notes(self) -> tuple[str, ...]:
+        """``equal to y.shape[0] by <guard>``: how torch tied this axis to others."""
+        return tuple(n for n in self.note.split("; ") if n.startswith(_TIED))
+
+    @property
+    def unchecked(self) -> bool:
+        """A narrowed dynamic dim: the ONNX model does not check its range (a note says so)."""
+        return any(n.startswith(UNCHECKED_NOTE) for n in self.notes)
+
+    @property
+    def shown_min(self) -> int | None:
+        """The lower bound as the Dims tab prints it: from 1 for a dynamic dim (:data:`ZERO_MIN_NOTE`)."""
+        if self.obtained == DYNAMIC_RESULT:
+            return max(self.min or 0, 1)
+        return self.min
+
+    @property
     def result_text(self) -> str:
         """One line: ``dynamic batch [1, inf]``, ``static 4``, ``failed`` or ``not run``."""
         if self.obtained == DYNAMIC_RESULT:
@@ -152,6 +196,62 @@ class DimOutcome:
             "note": self.note,
             "differs": self.differs,
         }
+
+
+@dataclass(frozen=True)
+class DimGroup:
+    """Input axes read as one row: the axes tied to one dynamic dim (``batch: input_ids.0 =
+    attention_mask.0``), or a family of leaves with the same result (``cache.*.key/value.1``,
+    static 16). Every member shares the range and the reason."""
+
+    outcomes: tuple[DimOutcome, ...]
+
+    @property
+    def first(self) -> DimOutcome:
+        return self.outcomes[0]
+
+    @property
+    def name(self) -> str:
+        """The dynamic dim's name (``past``); "" for other rows."""
+        return (self.first.dim or "") if self.first.dynamic else ""
+
+    @property
+    def axes(self) -> str:
+        """``cache.*.key/value.2``, ``input_ids.0 = attention_mask.0``."""
+        return axes_text([o.axis_key for o in self.outcomes])
+
+    @property
+    def label(self) -> str:
+        """``past: cache.*.key/value.2``; the axes alone for a row without a dim name."""
+        return f"{self.name}: {self.axes}" if self.name else self.axes
+
+    @property
+    def count(self) -> str:
+        return f"{len(self.outcomes)} axes" if len(self.outcomes) > 1 else ""
+
+    @property
+    def result_text(self) -> str:
+        """``dynamic [1, inf]``, ``static 16``, ``failed``, ``not run``."""
+        o = self.first
+        return f"dynamic {o.range_text}" if o.dynamic else o.result_text
+
+    @property
+    def why(self) -> str:
+        return self.first.why
+
+    @property
+    def bounds(self) -> tuple[DimBound, ...]:
+        return self.first.bounds
+
+    @property
+    def guards(self) -> tuple[Guard, ...]:
+        """Every guard of the members, once, in order."""
+        return tuple(dict.fromkeys(g for o in self.outcomes for g in o.guards))
+
+    def __str__(self) -> str:
+        """One line: ``seq: input_ids.1 = attention_mask.1 — dynamic [2, 512] — at least 2: …``."""
+        head = f"{self.label}" + (f" ({self.count})" if self.count else "") + f" — {self.result_text}"
+        return head + (f" — {self.why}" if self.why else "")
 
 
 @dataclass(frozen=True, repr=False)
@@ -202,10 +302,38 @@ class DimOutcomes(Presentable):
                 out.setdefault(o.dim, []).append(o.name)
         return {k: tuple(v) for k, v in out.items()}
 
+    def grouped(self) -> tuple[DimGroup, ...]:
+        """The rows a person reads: one per dynamic dim name (every axis tied to it), and one per
+        family of other axes with the same result (``cache.*.key/value.1``, static 16), in
+        input order."""
+        groups: dict[tuple[Any, ...], list[DimOutcome]] = {}
+        for o in self.outcomes:
+            if o.dynamic and o.dim:
+                key: tuple[Any, ...] = ("dim", o.dim)
+            else:
+                key = ("axes", axis_family(o.input, o.axis), o.requested, o.obtained, o.min, o.reason, o.note)
+            groups.setdefault(key, []).append(o)
+        return tuple(DimGroup(tuple(members)) for members in groups.values())
+
     def to_frame(self) -> Any:
+        """One row per input axis, as the Dims tab prints it: ``min`` from 1 for a dynamic dim,
+        ``max`` ``inf`` when unbounded (``<NA>`` when capture did not say), integer columns as
+        pandas' nullable ``Int64``; ``why`` the range in words."""
         import pandas as pd
 
-        return pd.DataFrame([o.to_dict() for o in self.outcomes], columns=FRAME_COLUMNS)
+        rows = []
+        for o in self.outcomes:
+            row = o.to_dict()
+            row["min"] = pd.NA if o.shown_min is None else o.shown_min
+            row["why"] = o.why
+            rows.append(row)
+        frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+        for column in ("axis", "example", "min"):
+            frame[column] = frame[column].astype("Int64")
+        # ints and inf side by side (512, inf): an object column prints them as the tab does
+        frame["max"] = pd.Series([o.max if o.max is not None else (math.inf if o.dynamic else pd.NA)
+                                  for o in self.outcomes], index=frame.index, dtype=object)
+        return frame
 
     def obtained_spec(self) -> DimSpec | None:
         """The spec that reproduces the obtained result: a named Dim (with the obtained range)
@@ -273,6 +401,7 @@ def dim_outcomes(session: CapturedExport) -> DimOutcomes:
             groups.setdefault(symbol, []).append(key)
 
     outcomes = []
+    solved: dict[tuple[Any, ...], tuple[DimBound, ...]] = {}  # the bounds of one symbol, solved once for its axes
     for leaf in bound.leaves:
         for axis, example in enumerate(leaf.shape):
             key = Axis(leaf.path, axis)
@@ -288,10 +417,23 @@ def dim_outcomes(session: CapturedExport) -> DimOutcomes:
                 outcomes.append(
                     _dynamic_outcome(
                         leaf.path, axis, example, policy, found, names.get(found, found), lo, hi,
-                        members, guards, spec,
+                        members, guards, spec, solved,
                     )
                 )
-    return DimOutcomes(tuple(outcomes), spec, bound, capture.strategy)
+    return DimOutcomes(_derived_names(outcomes), spec, bound, capture.strategy)
+
+
+def _derived_names(outcomes: list[DimOutcome]) -> tuple[DimOutcome, ...]:
+    """A derived dim said with the names of the dims it derives from: ``s12 + 1`` → ``past + 1``
+    when ``s12`` is the symbol of the dim named ``past``."""
+    named = {o.symbol: o.dim for o in outcomes if o.symbol and o.dim and o.dim.isidentifier()}
+
+    def say(dim: str | None) -> str | None:
+        if not dim or dim.isidentifier():
+            return dim
+        return re.sub(r"\b[a-z]\d+\b", lambda m: named.get(m.group(0), m.group(0)), dim)
+
+    return tuple(replace(o, dim=say(o.dim)) if o.dynamic and say(o.dim) != o.dim else o for o in outcomes)
 
 
 def _with_caps(lo: int, hi: int | None, found: list) -> tuple[int, int | None]:
@@ -344,6 +486,7 @@ def _static_outcome(
 def _dynamic_outcome(
     path: str, axis: int, example: int, policy: AxisPolicy, symbol: str, name: str,
     lo: int, hi: int | None, members: list[tuple[str, int]], guards: Guards, spec: DimSpec,
+    solved: dict[tuple[Any, ...], tuple[DimBound, ...]] | None = None,
 ) -> DimOutcome:
     relevant = guards.for_axes(members)
     others = [m for m in members if m != (path, axis)]
@@ -365,8 +508,10 @@ def _dynamic_outcome(
         )
 
     rlo, rhi = _requested_range(policy, example)
-    narrowed = lo > rlo or (hi is not None and (rhi is None or hi < rhi))
+    # Ranges print from 1 (ZERO_MIN_NOTE): torch's 0 → 1 is no narrowing a person would see.
+    narrowed = max(lo, 1) > max(rlo, 1) or (hi is not None and (rhi is None or hi < rhi))
     reason = ""
+    bounds: tuple[DimBound, ...] = ()
     if narrowed:
         causes: list[str] = []
         cited: list[Guard] = []
@@ -387,11 +532,21 @@ def _dynamic_outcome(
             "; ".join(causes) if causes else "no guard from the user's code was recorded"
         )
         notes.append(
-            f"the ONNX dim stays symbolic and does not check {_range_text(lo, hi)}: sizes outside it run "
+            f"the ONNX dim stays symbolic and does not check {range_text(lo, hi)}: sizes outside it run "
             "without error and can be wrong (session.verify() tries them)"
         )
         if cited:
             source = cited[0].source
+        cache = solved if solved is not None else {}
+        memo = (symbol, example, rlo, rhi)
+        if memo not in cache:
+            cache[memo] = dim_bounds(relevant, example, rlo, rhi)
+        bounds = cache[memo]
+        if not bounds:  # guards on several dims, or none from the user's code: the range, and who
+            words = [f"at least {lo}"] if max(lo, 1) > max(rlo, 1) else []
+            words += [f"at most {hi}"] if hi is not None and (rhi is None or hi < rhi) else []
+            bounds = (DimBound(", ".join(words), "guards on several dims (torch's guards)" if cited
+                               else "torch's own code", guard_where(cited[0]) if cited else None, tuple(cited)),)
     return DimOutcome(
         path, axis, example, policy, DYNAMIC_RESULT, lo, hi,
         symbol=symbol,
@@ -402,6 +557,7 @@ def _dynamic_outcome(
         note="; ".join(notes),
         differs=narrowed,
         guards=relevant,
+        bounds=bounds,
     )
 
 

@@ -298,3 +298,49 @@ def test_a_dim_narrowed_by_a_guard_says_the_onnx_model_does_not_check_its_range(
     assert "does not check [5, inf]" in outcome.note and "session.verify()" in outcome.note
     assert "note: the ONNX dim stays symbolic" in session.dims.summary()
     assert session.verify().status == "failed"  # and verify shows it is wrong below 5
+
+
+# -- the range in words (shapes.reasons) ---------------------------------------------------------
+
+SITE = "/opt/env/lib/python3.11/site-packages/transformers/models/bert/modeling_bert.py"
+
+
+def _guard(expr, code, file=SITE, line=95):
+    from exporter.guards import Guard
+
+    return Guard("guard", str(expr), str(expr), axes=(("input_ids", 1),), file=file, line=line, code=code, expr=expr)
+
+
+def test_guard_expressions_become_bounds_in_words_with_the_line_relative_to_site_packages():
+    import sympy
+
+    from exporter.shapes.reasons import dim_bounds
+
+    s = sympy.Symbol("s70", integer=True, positive=True)
+    guards = [
+        _guard(sympy.Eq(s, sympy.Min(512, s)), "token_type_ids = buffered_token_type_ids.expand(batch_size, seq_length)"),
+        _guard(sympy.Ne(s, 1), "is_causal = q_length > 1 and attention_mask is None", line=149,
+               file=SITE.replace("models/bert/modeling_bert.py", "integrations/sdpa_attention.py")),
+    ]
+    assert [str(b) for b in dim_bounds(guards, example=16)] == [
+        "at least 2: q_length > 1, transformers/integrations/sdpa_attention.py:149",
+        "at most 512: position embeddings, transformers/models/bert/modeling_bert.py:95",
+    ]
+    # a bound the request already has is no bound: Dim(max=128) is not "at most 512"
+    assert [b.text for b in dim_bounds(guards, example=16, low=2, high=128)] == []
+
+
+def test_axes_of_a_container_say_themselves_in_one_line():
+    from exporter.shapes.reasons import axes_text
+
+    cache = [(f"cache.{layer}.{kind}", 2) for layer in (0, 1) for kind in ("key", "value")]
+    assert axes_text(cache) == "cache.*.key/value.2"
+    assert axes_text([("input_ids", 0), ("attention_mask", 0), *((p, 0) for p, _ in cache)]) == (
+        "input_ids.0 = attention_mask.0 = cache.*.key/value.0")
+
+
+def test_dims_table_prints_the_ranges_as_the_tab_does():
+    frame = session(BranchOnBatch(), torch.randn(5, 3), x={0: AUTO}).dims.to_frame()
+    assert str(frame["min"].dtype) == "Int64" and str(frame["axis"].dtype) == "Int64"
+    assert frame[["min", "max"]].values.tolist() == [[3, float("inf")], [3, 3]]
+    assert "x.shape[0] > 2" in frame.loc[0, "why"] and "at least 3" in frame.loc[0, "why"]

@@ -193,3 +193,18 @@ def test_recorded_axes_with_calls_outside_are_red():
 def test_recorded_outside_lines_name_the_call_the_size_and_the_range():
     assert RECORDED.outside_lines == ("call 0: x.0 = 1, outside [2, inf]", "call 2: y.0 = 9, outside [2, 8]")
     assert RECORDED.outside_calls == (0, 2)
+
+
+def test_recorded_cache_leaves_that_saw_the_same_sizes_share_one_chart_row():
+    def cache(axis, observed, exported, low, high, sizes):
+        return tuple(AxisRange(f"cache.{layer}.{kind}", axis, observed, "past", exported, low, high, sizes=sizes)
+                     for layer in (0, 1) for kind in ("key", "value"))
+
+    report = RangeReport("decode", (
+        AxisRange("input_ids", 0, (2, 3), "batch", "dynamic", 0, None, sizes=(2, 3)),
+        *cache(2, (3, 7), "dynamic", 0, None, (3, 7)),
+        *cache(3, (16, 16), "static", 16, 16, (16, 16)),
+    ))
+    (ax,) = recorded_ranges_chart(report).axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["input_ids.0", "cache.*.key/value.2", "cache.*.key/value.3"]
+    assert "observed:cache.*.key/value.2" in bars_by_gid(ax)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 from exporter.axis import Axis
 from exporter.guards import Guard
 from exporter.shapes.outcomes import DimOutcome, DimOutcomes
+from exporter.shapes.reasons import axes_text, axis_family
 
 from ._figure import PANE_WIDTH, message_figure, new_figure
 
@@ -223,10 +224,34 @@ def guards_chart(guards: Iterable[Guard], dims: Dims | None = None, *, title: st
     return figure
 
 
-def _accepted_bar(ax: Any, axis: AxisRange, y: float, right: float) -> None:
+_LABEL_WIDTH = 28  # characters of a row label that fit beside the chart in a narrow pane
+
+
+def _merged_rows(axes: Sequence[AxisRange]) -> list[tuple[str, AxisRange]]:
+    """One chart row per set of axes that saw the same sizes and got the same range (the four
+    ``cache.*.key/value.2`` of a 2-layer KV cache; every batch axis): ``(label, a member)``, in
+    input order. The label names the axes (``cache.*.key/value.2``) while it fits, else the
+    first family and how many more (``input_ids.0 + 6 axes``); the Dims rows below name them all."""
+    rows: dict[tuple[Any, ...], list[AxisRange]] = {}
+    for a in axes:
+        key = (a.observed, a.sizes, a.exported, a.exported_min, a.exported_max, a.outside, a.outside_sizes)
+        rows.setdefault(key, []).append(a)
+    out = []
+    for members in rows.values():
+        label = axes_text([(m.path, m.axis) for m in members])
+        if len(label) > _LABEL_WIDTH:
+            family = axis_family(members[0].path, members[0].axis)
+            first = [m for m in members if axis_family(m.path, m.axis) == family]
+            more = len(members) - len(first)
+            label = f"{axes_text([(m.path, m.axis) for m in first])} + {more} ax{'es' if more > 1 else 'is'}"
+        out.append((label, members[0]))
+    return out
+
+
+def _accepted_bar(ax: Any, axis: AxisRange, y: float, right: float, label: str | None = None) -> None:
     """The range the export accepts, drawn as the dim-range chart draws a dim: a bar (open-ended:
     hatched, to the right edge, an arrow), a static size a square, a failed capture a note."""
-    label = axis.label
+    label = label or axis.label
     if axis.exported == "dynamic":
         low = axis.exported_min or 0
         high = axis.exported_max if axis.exported_max is not None else right
@@ -248,12 +273,15 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
     :func:`dim_ranges_chart`: a blue bar, hatched and arrowed when open-ended; a grey square
     when static), over it the observed range (an orange bar from the smallest to the largest
     recorded size) with a tick per recorded size, and a red cross on every recorded size the
-    export does not accept (its axis label red). Takes ``compare_ranges(group, session)``
-    (or ``rec.export(...).ranges``)."""
+    export does not accept (its axis label red). Leaves of one container that saw the same sizes
+    share a row (``cache.*.key/value.2``). Takes ``compare_ranges(group, session)`` (or
+    ``rec.export(...).ranges``)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    rows = list(report.axes)
+    merged = _merged_rows(report.axes)
+    rows = [a for _, a in merged]
+    labels = [label for label, _ in merged]
     if not rows:
         return message_figure("the recorded calls have no input axes")
     n = len(rows)
@@ -266,9 +294,8 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
     ax = figure.add_subplot()
     if right > 64:
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.4)
-    for axis, y in zip(rows, ys):
-        label = axis.label
-        _accepted_bar(ax, axis, y, right)
+    for axis, y, label in zip(rows, ys, labels):
+        _accepted_bar(ax, axis, y, right, label)
         low, high = axis.observed
         # A single observed size still shows: a bar at least a tenth of a unit wide.
         (bar,) = ax.barh([y], [max(high - low, 0.1)], left=[low if high > low else low - 0.05], height=0.22,
@@ -288,8 +315,8 @@ def recorded_ranges_chart(report: RangeReport, *, title: str | None = None) -> F
         ax.annotate(f"{text} · export {accepted}", (0, y + 0.27), xytext=(3, 0), textcoords="offset points",
                     fontsize=7, ha="left", va="bottom", gid=f"range:{label}")
 
-    _size_axes(ax, ys, [a.label for a in rows], [bool(a.outside) for a in rows], top=n - 0.1, right=right,
-               title=title or f"recorded {report.group} calls: sizes observed vs the range exported")
+    _size_axes(ax, ys, labels, [bool(a.outside) for a in rows], top=n - 0.1, right=right,
+               title=title or f"recorded {report.group} calls: observed vs exported")
     handles = [
         Patch(color=DYNAMIC_COLOR, alpha=0.35, label="exported [min, max]"),
         Line2D([], [], marker="s", linestyle="", color=STATIC_COLOR, alpha=0.6, label="exported static"),

@@ -14,9 +14,17 @@ Changing a control calls back into the workbench, which derives a session with t
 changed and re-captures in the background. Every text shown comes from the core
 (``session.dims``, ``session.suggested_fixes``, ``session.spec.to_code``).
 
+Rows are read in the user's terms (``session.dims.grouped()``): one row per dynamic dim with
+every axis tied to it (``seq: input_ids.1 = attention_mask.1``), one per family of leaves
+with the same result (``cache.*.key/value.1``, static 2); the range's bounds in words with the
+line that asked for each (``at most 512: position embeddings,
+transformers/models/bert/modeling_bert.py:95``); torch's guards folded in a closed
+``<details>``. A row of several axes opens (its toggle) to the per-axis controls.
+
 DOM hooks (CSS classes) for browser tests: the policy control of input ``x`` axis 0 has
-``wb-axis-x-0``, its result text ``wb-dim-result-x-0`` (a leaf path's dots become dashes); the
-recorded section ``wb-dims-recorded``.
+``wb-axis-x-0``, its result text ``wb-dim-result-x-0`` (a leaf path's dots become dashes); a
+row of several axes ``wb-dim-group``, its toggle ``wb-dim-group-toggle``; the recorded section
+``wb-dims-recorded``.
 """
 
 from __future__ import annotations
@@ -27,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from exporter.dims import AUTO, DYNAMIC, STATIC, AxisPolicy, Dim, DimSpec, Name, Policy
+from exporter.dims import AUTO, DYNAMIC, STATIC, AxisPolicy, Derived, Dim, DimSpec, Name, Policy
 from exporter.dims.model import default_dim_name
 from exporter.display import Note, Pre, render
 from exporter.recording import CallGroup, RangeReport, compare_ranges
-from exporter.shapes.outcomes import ZERO_MIN_NOTE, DimOutcome, range_text
+from exporter.shapes.outcomes import UNCHECKED_NOTE, ZERO_MIN_NOTE, DimGroup, DimOutcome, range_text
+from exporter.shapes.reasons import DimBound
 
 from ..render.dim_charts import recorded_ranges_chart
 from .blocks import esc, failure_html, figure_html, folded, pane, verdict
@@ -41,7 +50,7 @@ if TYPE_CHECKING:
     from exporter.pipeline.stage import StageResult
     from exporter.session import Session
 
-__all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "css_name", "range_text"]
+__all__ = ["POLICY_CHOICES", "AxisRow", "DimsView", "GroupRow", "css_name", "range_text"]
 
 # (label, value): the value is what tests and the front end set.
 POLICY_CHOICES = (
@@ -86,8 +95,9 @@ class AxisRow:
         self._syncing = False
         self._shown_policy: AxisPolicy | None = None  # the session's policy for this axis, as last shown
         css = css_name(path, axis)
-        self.label = widgets.HTML(f"<code>{esc(path)}.{axis}</code> <span style='color:#666'>size {example}</span>",
-                                  layout=widgets.Layout(width="130px"))
+        self.label = widgets.HTML(f"<span style='white-space:nowrap'><code>{esc(path)}.{axis}</code> "
+                                  f"<span style='color:#666'>size {example}</span></span>",
+                                  layout=widgets.Layout(width="auto", min_width="110px"))
         self.policy = widgets.Dropdown(options=POLICY_CHOICES, value="STATIC", layout=widgets.Layout(width="175px"),
                                        tooltip=POLICY_HELP["STATIC"])
         self.policy.add_class(f"wb-axis-{css}")
@@ -95,11 +105,13 @@ class AxisRow:
         self.min = widgets.Text(placeholder="min", continuous_update=False, layout=widgets.Layout(width="55px"))
         self.max = widgets.Text(placeholder="max", continuous_update=False, layout=widgets.Layout(width="55px"))
         self.dim_box = widgets.HBox([self.name, self.min, self.max], layout=widgets.Layout(display="none"))
+        self.derived = widgets.HTML()
         self.result = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.result.add_class(f"wb-dim-result-{css}")
         self.result.add_class("wb-dim-result")
         self.widget = widgets.VBox(
-            [widgets.HBox([self.label, self.policy, self.dim_box], layout=widgets.Layout(flex_flow="row wrap")),
+            [widgets.HBox([self.label, self.policy, self.derived, self.dim_box],
+                          layout=widgets.Layout(flex_flow="row wrap")),
              self.result],
             layout=widgets.Layout(border_bottom="1px solid #e5e7eb", padding="2px 0"))
         self.policy.observe(self._policy_changed, names="value")
@@ -155,6 +167,10 @@ class AxisRow:
     def show_policy(self, policy: AxisPolicy) -> None:
         """Set the controls to ``policy`` without triggering a re-capture."""
         self._shown_policy = policy
+        # A derived dim (past + 1) has no control of its own: it follows its root's.
+        self.policy.layout.display = "none" if isinstance(policy, Derived) else ""
+        self.derived.value = (f"<span style='color:#4b5563'>derived: <code>{esc(str(policy))}</code></span>"
+                              if isinstance(policy, Derived) else "")
         with self.syncing():
             if isinstance(policy, Name):
                 self.name.value = policy.name
@@ -166,21 +182,98 @@ class AxisRow:
                 self.policy.value = policy.name  # AUTO / STATIC / DYNAMIC
         self._show_fields()
 
-    def show_outcome(self, outcome: DimOutcome, last_good: DimOutcome | None = None) -> None:
-        """The obtained result, its reason, note and source line; beside a failure, the last
-        good result of this axis."""
+    def show_outcome(self, outcome: DimOutcome, last_good: DimOutcome | None = None, *, compact: bool = False) -> None:
+        """The obtained result and why, in words (the bounds of a dynamic range with their
+        short lines; torch's guards folded); beside a failure, the last good result of this
+        axis. ``compact``: the result alone (a member of a row of several axes, whose head says why)."""
         text = outcome.result_text
         hover = f' title="{esc(ZERO_MIN_NOTE)}"' if outcome.obtained == "dynamic" and not outcome.min else ""
         parts = [f"<b{hover}>{esc(text)}</b>"]
-        if outcome.reason:
-            parts.append(f" — {esc(outcome.reason)}")
-        if outcome.note:
-            parts.append(f"<br><span style='color:#4b5563'>{esc(outcome.note)}</span>")
-        if outcome.source:
-            parts.append(f"<br><code style='font-size: 85%'>{esc(outcome.source)}</code>")
+        if outcome.dynamic:
+            if not compact:
+                parts.extend(outcome_lines(outcome))
+                parts.append(torch_details(outcome.guards, outcome.torch_notes))
+        else:
+            if outcome.reason:
+                parts.append(f" — {esc(outcome.reason)}")
+            parts.extend(f"<br><span style='color:#4b5563'>{esc(n)}</span>" for n in outcome.notes)
+            if outcome.where:
+                parts.append(f"<br><code style='font-size: 85%'>{esc(outcome.where)}</code>")
         if outcome.obtained == "failed" and last_good is not None:
             parts.append(f"<br><span style='color:#4b5563'>{esc('last good: ' + last_good.result_text)}</span>")
         self.result.value = f"<div class='wb-pane' style='overflow-wrap:anywhere'>{''.join(parts)}</div>"
+
+
+def bound_html(bound: DimBound) -> str:
+    """``at most 512: position embeddings, <code>transformers/…/modeling_bert.py:95</code>``."""
+    where = f", <code style='font-size: 85%'>{esc(bound.where)}</code>" if bound.where else ""
+    return f"<b>{esc(bound.text)}</b>: {esc(bound.what)}{where}"
+
+
+def outcome_lines(outcome: DimOutcome) -> list[str]:
+    """The lines under a dynamic result: each bound in words, the notes in words, and a short
+    mark when the ONNX model does not check the range."""
+    lines = [f"<br>{bound_html(b)}" for b in outcome.bounds]
+    lines += [f"<br><span style='color:#4b5563'>{esc(n)}</span>" for n in outcome.notes
+              if not n.startswith(UNCHECKED_NOTE)]
+    if outcome.unchecked:
+        lines.append("<br><span style='color:#92400e' title='the ONNX dim stays symbolic: sizes outside this range "
+                     "run without error and can be wrong (Verify tries them)'>the ONNX model does not check this "
+                     "range</span>")
+    return lines
+
+
+def torch_details(guards: tuple, notes: tuple[str, ...] = ()) -> str:
+    """torch's own text (the guards' expressions, their full lines, how torch tied the axes),
+    folded in a ``<details>`` closed by default; "" when there is none."""
+    lines = [f"[{g.kind}] {g.expression}" + (f"  at {g.location}: {g.code}" if g.location else "") for g in guards]
+    lines += list(notes)
+    if not lines:
+        return ""
+    return ("<details class='wb-torch-guards'><summary style='color:#4b5563;cursor:pointer'>torch's guards "
+            f"({len(guards)})</summary><pre style='white-space:pre-wrap;font-size:85%'>{esc(chr(10).join(lines))}</pre>"
+            "</details>")
+
+
+class GroupRow:
+    """One row of the tab for several axes (``session.dims.grouped()``): a head in words (name,
+    axes, result, bounds, torch's guards folded) and a toggle that opens the per-axis controls."""
+
+    def __init__(self, group: DimGroup, rows: list[AxisRow], opened: set[tuple[str, int]] | None = None) -> None:
+        self.group, self.rows = group, rows
+        self._opened = opened if opened is not None else set()  # the view's: stays open across captures
+        self.key = (group.first.input, group.first.axis)
+        self.head = widgets.HTML(group_html(group), layout=widgets.Layout(flex="1 1 auto", min_width="0"))
+        self.head.add_class("wb-dim-group")
+        self.toggle = widgets.ToggleButton(value=False, description=f"{len(rows)} axes", icon="chevron-right",
+                                           tooltip="the controls of each axis",
+                                           layout=widgets.Layout(width="auto", flex="0 0 auto"))
+        self.toggle.add_class("wb-dim-group-toggle")
+        self.members = widgets.VBox([r.widget for r in rows],
+                                    layout=widgets.Layout(display="none", margin="0 0 0 18px"))
+        self.toggle.observe(self._toggled, names="value")
+        self.toggle.value = self.key in self._opened
+        self.widget = widgets.VBox(
+            [widgets.HBox([self.head, self.toggle], layout=widgets.Layout(align_items="flex-start")), self.members],
+            layout=widgets.Layout(border_bottom="1px solid #e5e7eb", padding="2px 0"))
+
+    def _toggled(self, change: Any) -> None:
+        (self._opened.add if change["new"] else self._opened.discard)(self.key)
+        self.members.layout.display = "" if change["new"] else "none"
+        self.toggle.icon = "chevron-down" if change["new"] else "chevron-right"
+
+
+def group_html(group: DimGroup) -> str:
+    """The head of a row of several axes: ``<b>past</b>: cache.*.key/value.2 · 4 axes · dynamic [1, inf]``,
+    the bounds in words, torch's guards folded."""
+    name = f"<b>{esc(group.name)}</b>: " if group.name else ""
+    head = f"{name}<code>{esc(group.axes)}</code> <b>{esc(group.result_text)}</b>"  # the toggle counts the axes
+    first = group.first
+    lines = outcome_lines(first) if first.dynamic else (
+        [f" — {esc(first.reason)}"] if first.reason else [])
+    notes = tuple(dict.fromkeys(n for o in group.outcomes for n in o.torch_notes))
+    return (f"<div class='wb-pane' style='overflow-wrap:anywhere'>{head}{''.join(lines)}"
+            f"{torch_details(group.guards, notes)}</div>")
 
 
 _COPY_BUTTON = """<button class="wb-copy-code jupyter-button" title="copy the code to the clipboard"
@@ -224,9 +317,14 @@ class DimsView:
         self.copy = widgets.HTML(copy_button_html(""))
         self.copy.add_class("wb-copy")
         self._code_title("")
-        header = widgets.HTML("<b>input axis</b> · <b>policy</b> · <b>obtained</b> (reason, source line)")
+        header = widgets.HTML("<span title=\"a row's toggle opens its axes' policies\"><b>dim</b>: <b>input axes</b> · "
+                              "<b>obtained</b> (why, source line)</span>")
+        self.groups: list[GroupRow] = []
+        self._opened: set[tuple[str, int]] = set()  # rows of several axes the user opened
+        self.rows_box = widgets.VBox([row.widget for row in self.rows.values()])
+        self.rows_box.add_class("wb-dim-rows")
         self.widget = widgets.VBox(
-            [self.message, *((self.recorded,) if recording is not None else ()), header, *(row.widget for row in self.rows.values()),
+            [self.message, *((self.recorded,) if recording is not None else ()), header, self.rows_box,
              widgets.HBox([self.fixes_button]), self.fixes,
              widgets.HBox([self.code_title, self.copy], layout=widgets.Layout(align_items="center")), self.code]
         )
@@ -246,6 +344,23 @@ class DimsView:
         self._code_title("")
         self.code.value = code
         self.copy.value = copy_button_html(code)
+
+    def shown_rows(self) -> list[str]:
+        """The HTML of each row as the tab shows it with every fold closed: a row's head (a row
+        of several axes) or its label and result (a row of one); what a test reads."""
+        out = []
+        grouped = {id(g.widget): g for g in self.groups}
+        singles = {id(r.widget): r for r in self.rows.values()}
+        for child in self.rows_box.children:
+            if id(child) in grouped:
+                out.append(grouped[id(child)].head.value)
+            elif id(child) in singles:
+                row = singles[id(child)]
+                out.append(row.label.value + " " + row.result.value)
+        return out
+
+    def shown_html(self) -> str:
+        return "\n".join(self.shown_rows())
 
     def row(self, path: str, axis: int) -> AxisRow:
         try:
@@ -267,17 +382,29 @@ class DimsView:
         last session whose capture succeeded, shown beside a failure."""
         dims = session.dims
         good = last_good.dims if last_good is not None and last_good is not session else None
-        for outcome in dims:
-            row = self.rows.get((outcome.input, outcome.axis))
-            if row is None:
-                continue
-            previous = None
-            if good is not None:
-                try:
-                    previous = good[outcome.input, outcome.axis]
-                except KeyError:
-                    previous = None
-            row.show_outcome(outcome, previous)
+        shown: list[Any] = []
+        self.groups = []
+        for group in dims.grouped():
+            rows = [self.rows[o.input, o.axis] for o in group.outcomes if (o.input, o.axis) in self.rows]
+            for outcome in group.outcomes:
+                row = self.rows.get((outcome.input, outcome.axis))
+                if row is None:
+                    continue
+                previous = None
+                if good is not None:
+                    try:
+                        previous = good[outcome.input, outcome.axis]
+                    except KeyError:
+                        previous = None
+                row.show_outcome(outcome, previous, compact=len(rows) > 1)
+            if len(rows) > 1:
+                self.groups.append(GroupRow(group, rows, self._opened))
+                shown.append(self.groups[-1].widget)
+            else:
+                shown.extend(r.widget for r in rows)
+        listed = {id(w) for w in shown} | {id(r.widget) for g in self.groups for r in g.rows}
+        shown.extend(r.widget for r in self.rows.values() if id(r.widget) not in listed)
+        self.rows_box.children = tuple(shown)
         capture = session.result("capture")
         self.message.value = self._capture_message(session, capture)
         fixes = session.suggested_fixes
@@ -331,4 +458,4 @@ def recorded_html(group: CallGroup, report: RangeReport) -> str:
     else:
         line = verdict("ok", section.verdict.text if section.verdict else "")
     return pane(head, line, *calls, figure_html(recorded_ranges_chart(report)),
-                folded("per axis: observed, proposed and exported", *table, open=True))
+                folded("per axis: observed, proposed and exported", *table))

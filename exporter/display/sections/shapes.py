@@ -20,8 +20,11 @@ def dims_section(dims: DimOutcomes, title: str = "Dims") -> Section:
     badge = Badge.status(Status.FAILED) if dims.error else Badge(str(dims.strategy or "not captured"), "muted")
     rows = []
     for o in dims.outcomes:
-        why = "; ".join(x for x in (user_terms(o.reason), f"note: {o.note}" if o.note else "") if x)
-        rows.append((o.name, o.example, o.requested, o.obtained, o.range_text, o.dim or "", why, o.source))
+        # A dynamic range's bounds in words (shapes.reasons); torch's sentence when there are none.
+        said = o.why or user_terms(o.reason)
+        notes = o.notes if o.why else ((o.note,) if o.note else ())
+        why = "; ".join(x for x in (said, *(f"note: {n}" for n in notes)) if x)
+        rows.append((o.name, o.example, o.requested, o.obtained, o.range_text, o.dim or "", why, o.where))
     verdict = None
     if dims.error:
         failing = [o.name for o in dims.outcomes if o.obtained == "failed" and o.reason]
