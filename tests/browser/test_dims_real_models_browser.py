@@ -130,4 +130,5 @@ def test_recorded_gpt2_dims_tab_fits_about_one_screen(lab, narrow_page, artifact
     page.wait_for_timeout(300)
     widget.screenshot(path=str(artifacts / "tab-dims-gpt2.png"))
     page.set_viewport_size(viewport)
-    assert height <= 1200, f"the Dims tab is {height} px tall"  # 1,097 px measured (was 3,790 px)
+    # about 730 px measured with the recorded chart folded (1,097 px open; 3,790 px before rows were grouped)
+    assert height <= 900, f"the Dims tab is {height} px tall"

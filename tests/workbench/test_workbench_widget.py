@@ -522,11 +522,13 @@ def test_narrowing_a_recorded_dim_in_the_tab_names_the_recorded_calls_it_no_long
     assert "recorded forward calls outside what the export accepts: call 0" in shown_text
     assert "call 0: x.0 = 1, outside [2, inf]" in shown_text
     assert 'id="outside:x.0"' in wb.dims_view.recorded.value
+    assert re.search(r"<details[^>]*\bopen\b[^>]*><summary[^>]*>chart:", wb.dims_view.recorded.value)  # a call outside: it opens
     assert wb.dims_view.ranges is not None and wb.dims_view.ranges.outside_calls == (0,)
 
     row.policy.value = "name"  # back to the recorded proposal: every call accepted again
     wb.wait()
     assert "every recorded forward call" in text(wb.dims_view.recorded.value)
+    assert not re.search(r"<details[^>]*\bopen\b", wb.dims_view.recorded.value)  # nothing wrong: chart and table folded
 
 
 def test_without_a_recording_the_dims_tab_has_no_recorded_section():

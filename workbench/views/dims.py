@@ -444,7 +444,8 @@ class DimsView:
 
 def recorded_html(group: CallGroup, report: RangeReport) -> str:
     """The recorded section: a verdict, the calls the export does not accept (one line each),
-    the observed-vs-exported chart and the per-axis table, from the core's blocks."""
+    the observed-vs-exported chart (folded unless a call is outside) and the per-axis table
+    (folded), from the core's blocks."""
     section = render(report)
     calls = [block for block in section.body if isinstance(block, Note)]
     table = [block for block in section.body if not isinstance(block, Note)]
@@ -457,5 +458,7 @@ def recorded_html(group: CallGroup, report: RangeReport) -> str:
         line = verdict("outside", section.verdict.text if section.verdict else "", tone="warn")
     else:
         line = verdict("ok", section.verdict.text if section.verdict else "")
-    return pane(head, line, *calls, figure_html(recorded_ranges_chart(report)),
-                folded("per axis: observed, proposed and exported", *table))
+    # The chart opens by itself when it shows a problem (calls outside the exported ranges).
+    chart = folded("chart: the sizes each call used against the exported ranges",
+                   figure_html(recorded_ranges_chart(report)), open=bool(report.outside_calls))
+    return pane(head, line, *calls, chart, folded("per axis: observed, proposed and exported", *table))
