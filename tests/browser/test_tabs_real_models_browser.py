@@ -1,0 +1,83 @@
+"""The Stages and Verify tabs of a tiny BERT in a real JupyterLab 4 and Chromium, a 1000 px
+window with the file browser open (a ~570 px pane): the verify verdict whole in the Stages
+table, the verify chart inside the pane, and after a change of spec a Verify tab that says
+"not verified for this spec" in grey, never a green pass of the earlier spec. Screenshots go to
+the artifacts (``WB_UPDATE_DOCS=1``: also to ``docs/tab-stages-bert.png`` and
+``docs/tab-verify-stale-bert.png``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from harness import new_page, run_workbench_notebook
+
+REPO = Path(__file__).resolve().parents[2]
+
+CELLS = [
+    "%load_ext workbench",
+    "import os\n"
+    "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+    "import torch, transformers\n"
+    "from exporter import ExportOptions, Session\n"
+    "from workbench import Workbench\n"
+    "\n"
+    "torch.manual_seed(0)\n"
+    "config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,\n"
+    "                                 intermediate_size=128, vocab_size=1000)\n"
+    "bert = transformers.BertModel(config).eval()\n"
+    "inputs = {'input_ids': torch.randint(0, 1000, (2, 16)), 'attention_mask': torch.ones(2, 16, dtype=torch.long)}\n"
+    "names = {'input_ids': {0: 'batch', 1: 'seq'}, 'attention_mask': {0: 'batch', 1: 'seq'}}\n"
+    "wb = Workbench(Session(bert, (), inputs, options=ExportOptions(dynamic_shapes=names)), verify=True, reverify_below=0)\n"
+    "wb",
+]
+# Run after the first export and its verify, as a person changes a control: the batch axis made static.
+CHANGE = "wb.wait(600)\nverified = wb.session.last_verify\nwb.axis_control('input_ids', 0).value = 'STATIC'\nwb.wait(600)"
+
+GREEN = "rgb(220, 252, 231)"  # the ok badge's background (#dcfce7)
+
+
+@pytest.fixture(scope="module")
+def page(lab, browser):
+    with new_page(browser, lab, width=1000, height=900, timeout=60_000) as page:
+        yield page
+
+
+def _badge_backgrounds(widget, css: str) -> list[str]:
+    return widget.locator(f"{css} span").evaluate_all("spans => spans.map(s => getComputedStyle(s).backgroundColor)")
+
+
+def test_bert_stages_and_verify_tabs_read_whole_and_a_stale_verify_is_never_green(lab, page, artifacts,
+                                                                                   failure_screenshot):
+    failure_screenshot(page)
+    run_workbench_notebook(page, lab, "tabs_bert.ipynb", [*CELLS, CHANGE])
+    widget = page.locator(".jp-Cell-outputArea .wb-workbench").first
+    page.wait_for_function(
+        """() => { const s = document.querySelector('.jp-Cell-outputArea .wb-workbench .wb-job-status');
+                   return s && /^(done|.* failed)/.test(s.innerText.trim()); }""", timeout=300_000)
+
+    # Stages: every row whole (the result column wraps), nothing wider than the pane.
+    widget.locator(".lm-TabBar-tab", has_text="Stages").first.click()
+    page.wait_for_timeout(400)
+    table = widget.locator("table.oxw-table").first
+    rows = [r.strip() for r in table.locator("tr").all_inner_texts()]
+    assert any(r.startswith("verify") for r in rows) and not any("…" in r for r in rows), rows
+    box = table.evaluate("t => { const d = t.closest('.oxw-scroll'); return [d.scrollWidth, d.clientWidth]; }")
+    assert box[0] <= box[1] + 1, box  # the stages table needs no sideways scroll
+    stages = artifacts / "tab-stages-bert.png"
+    widget.screenshot(path=str(stages))
+
+    # Verify: the earlier spec's pass is folded below a grey "not verified for this spec".
+    widget.locator(".lm-TabBar-tab", has_text="Verify").first.click()
+    page.wait_for_timeout(400)
+    status = widget.locator(".wb-verify-status").first
+    assert "not verified for this spec" in status.inner_text()
+    assert GREEN not in _badge_backgrounds(widget, ".wb-verify-status")
+    assert widget.locator(".wb-verify-status + * details, details", has_text="the last verify, for an earlier spec").count() >= 1
+    verify = artifacts / "tab-verify-stale-bert.png"
+    widget.screenshot(path=str(verify))
+    if os.environ.get("WB_UPDATE_DOCS"):
+        for shot in (stages, verify):
+            shutil.copy(shot, REPO / "docs" / shot.name)
