@@ -244,3 +244,34 @@ def wait_for_widget(page, selector: str, timeout: float = 60_000) -> None:
         errors = "\n".join(getattr(page, "console_errors", [])) or "(no console error recorded)"
         pytest.fail(f"the widget did not render; the browser console says:\n{errors}", pytrace=False)
     page.locator(f".jp-Cell-outputArea {selector}").first.wait_for(state="visible", timeout=timeout)
+
+
+def tiny_bert_cells(workbench: str) -> list[str]:
+    """A notebook that builds a 2-layer BERT from a tiny config (random weights, string dim
+    names as a torch.onnx.export user writes them) and ends with ``workbench``, the cell that
+    shows the widget (``session`` is its Session, not run)."""
+    return [
+        "%load_ext workbench",
+        "import os\n"
+        "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+        "import torch, transformers\n"
+        "from exporter import ExportOptions, Session\n"
+        "from workbench import Workbench\n"
+        "\n"
+        "torch.manual_seed(0)\n"
+        "config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,\n"
+        "                                 intermediate_size=128, vocab_size=1000)\n"
+        "bert = transformers.BertModel(config).eval()\n"
+        "inputs = {'input_ids': torch.randint(0, 1000, (2, 16)), 'attention_mask': torch.ones(2, 16, dtype=torch.long)}\n"
+        "names = {'input_ids': {0: 'batch', 1: 'seq'}, 'attention_mask': {0: 'batch', 1: 'seq'}}\n"
+        "session = Session(bert, (), inputs, options=ExportOptions(dynamic_shapes=names))\n"
+        + workbench,
+    ]
+
+
+def wait_for_job_done(page, timeout: float = 300_000) -> None:
+    """Wait until the first workbench's job bar says its job is done (or failed, or idle)."""
+    page.wait_for_function(
+        """() => { const w = document.querySelector('.jp-Cell-outputArea .wb-workbench');
+                   const s = w && w.querySelector('.wb-job-status');
+                   return s && /^(done|.* failed|idle)/.test(s.innerText.trim()); }""", timeout=timeout)

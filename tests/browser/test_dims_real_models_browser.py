@@ -12,26 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import new_page, run_workbench_notebook
+from harness import new_page, run_workbench_notebook, tiny_bert_cells, wait_for_job_done
 
 REPO = Path(__file__).resolve().parents[2]
 
-CELLS = [
-    "%load_ext workbench",
-    "import os\n"
-    "os.environ['HF_HUB_OFFLINE'] = '1'\n"
-    "import torch, transformers\n"
-    "from exporter import ExportOptions, Session\n"
-    "from workbench import Workbench\n"
-    "\n"
-    "torch.manual_seed(0)\n"
-    "config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,\n"
-    "                                 intermediate_size=128, vocab_size=1000)\n"
-    "bert = transformers.BertModel(config).eval()\n"
-    "inputs = {'input_ids': torch.randint(0, 1000, (2, 16)), 'attention_mask': torch.ones(2, 16, dtype=torch.long)}\n"
-    "names = {'input_ids': {0: 'batch', 1: 'seq'}, 'attention_mask': {0: 'batch', 1: 'seq'}}\n"
-    "Workbench(Session(bert, (), inputs, options=ExportOptions(dynamic_shapes=names)), follow='capture')",
-]
+CELLS = tiny_bert_cells("Workbench(session, follow='capture')")
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +30,7 @@ def test_bert_dims_tab_reads_in_words_in_a_narrow_pane(lab, narrow_page, artifac
     failure_screenshot(page)
     run_workbench_notebook(page, lab, "dims_bert.ipynb", CELLS)
     widget = page.locator(".jp-Cell-outputArea .wb-workbench").first
-    page.wait_for_function(
-        """() => { const w = document.querySelector('.jp-Cell-outputArea .wb-workbench');
-                   const s = w && w.querySelector('.wb-job-status');
-                   return s && /^(done|.* failed|idle)/.test(s.innerText.trim()); }""", timeout=240_000)
+    wait_for_job_done(page, timeout=240_000)
     widget.locator(".lm-TabBar-tab", has_text="Dims").first.click()
     widget.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
@@ -113,10 +95,7 @@ def test_recorded_gpt2_dims_tab_fits_about_one_screen(lab, narrow_page, artifact
     failure_screenshot(page)
     run_workbench_notebook(page, lab, "dims_gpt2.ipynb", GPT2_CELLS)
     widget = page.locator(".jp-Cell-outputArea .wb-workbench").first
-    page.wait_for_function(
-        """() => { const w = document.querySelector('.jp-Cell-outputArea .wb-workbench');
-                   const s = w && w.querySelector('.wb-job-status');
-                   return s && /^(done|.* failed|idle)/.test(s.innerText.trim()); }""", timeout=300_000)
+    wait_for_job_done(page)
     widget.locator(".lm-TabBar-tab", has_text="Dims").first.click()
     widget.scroll_into_view_if_needed()
     page.wait_for_timeout(800)

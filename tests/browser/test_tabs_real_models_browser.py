@@ -12,27 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import new_page, run_workbench_notebook
+from harness import new_page, run_workbench_notebook, tiny_bert_cells, wait_for_job_done
 
 REPO = Path(__file__).resolve().parents[2]
 
-CELLS = [
-    "%load_ext workbench",
-    "import os\n"
-    "os.environ['HF_HUB_OFFLINE'] = '1'\n"
-    "import torch, transformers\n"
-    "from exporter import ExportOptions, Session\n"
-    "from workbench import Workbench\n"
-    "\n"
-    "torch.manual_seed(0)\n"
-    "config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,\n"
-    "                                 intermediate_size=128, vocab_size=1000)\n"
-    "bert = transformers.BertModel(config).eval()\n"
-    "inputs = {'input_ids': torch.randint(0, 1000, (2, 16)), 'attention_mask': torch.ones(2, 16, dtype=torch.long)}\n"
-    "names = {'input_ids': {0: 'batch', 1: 'seq'}, 'attention_mask': {0: 'batch', 1: 'seq'}}\n"
-    "wb = Workbench(Session(bert, (), inputs, options=ExportOptions(dynamic_shapes=names)), verify=True, reverify_below=0)\n"
-    "wb",
-]
+CELLS = tiny_bert_cells("wb = Workbench(session, verify=True, reverify_below=0)\nwb")
 # Run after the first export and its verify, as a person changes a control: the batch axis made static.
 CHANGE = "wb.wait(600)\nverified = wb.session.last_verify\nwb.axis_control('input_ids', 0).value = 'STATIC'\nwb.wait(600)"
 
@@ -54,9 +38,7 @@ def test_bert_stages_and_verify_tabs_read_whole_and_a_stale_verify_is_never_gree
     failure_screenshot(page)
     run_workbench_notebook(page, lab, "tabs_bert.ipynb", [*CELLS, CHANGE])
     widget = page.locator(".jp-Cell-outputArea .wb-workbench").first
-    page.wait_for_function(
-        """() => { const s = document.querySelector('.jp-Cell-outputArea .wb-workbench .wb-job-status');
-                   return s && /^(done|.* failed)/.test(s.innerText.trim()); }""", timeout=300_000)
+    wait_for_job_done(page)
 
     # Stages: every row whole (the result column wraps), nothing wider than the pane.
     widget.locator(".lm-TabBar-tab", has_text="Stages").first.click()
