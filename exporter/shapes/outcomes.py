@@ -199,7 +199,7 @@ class DimOutcome:
 
 
 @dataclass(frozen=True)
-class DimGroup:
+class DimRow:
     """Input axes read as one row: the axes tied to one dynamic dim (``batch: input_ids.0 =
     attention_mask.0``), or a family of leaves with the same result (``cache.*.key/value.1``,
     static 16). Every member shares the range and the reason."""
@@ -302,7 +302,7 @@ class DimOutcomes(Presentable):
                 out.setdefault(o.dim, []).append(o.name)
         return {k: tuple(v) for k, v in out.items()}
 
-    def grouped(self) -> tuple[DimGroup, ...]:
+    def grouped(self) -> tuple[DimRow, ...]:
         """The rows a person reads: one per dynamic dim name (every axis tied to it), and one per
         family of other axes with the same result (``cache.*.key/value.1``, static 16), in
         input order."""
@@ -313,7 +313,7 @@ class DimOutcomes(Presentable):
             else:
                 key = ("axes", axis_family(o.input, o.axis), o.requested, o.obtained, o.min, o.reason, o.note)
             groups.setdefault(key, []).append(o)
-        return tuple(DimGroup(tuple(members)) for members in groups.values())
+        return tuple(DimRow(tuple(members)) for members in groups.values())
 
     def to_frame(self) -> Any:
         """One row per input axis, as the Dims tab prints it: ``min`` from 1 for a dynamic dim,

@@ -39,7 +39,7 @@ from exporter.dims import AUTO, DYNAMIC, STATIC, AxisPolicy, Derived, Dim, DimSp
 from exporter.dims.model import default_dim_name
 from exporter.display import Note, Pre, render
 from exporter.recording import CallGroup, RangeReport, compare_ranges
-from exporter.shapes.outcomes import UNCHECKED_NOTE, ZERO_MIN_NOTE, DimGroup, DimOutcome, range_text
+from exporter.shapes.outcomes import UNCHECKED_NOTE, ZERO_MIN_NOTE, DimOutcome, DimRow, range_text
 from exporter.shapes.reasons import DimBound
 
 from ..render.dim_charts import recorded_ranges_chart
@@ -239,7 +239,7 @@ class GroupRow:
     """One row of the tab for several axes (``session.dims.grouped()``): a head in words (name,
     axes, result, bounds, torch's guards folded) and a toggle that opens the per-axis controls."""
 
-    def __init__(self, group: DimGroup, rows: list[AxisRow], opened: set[tuple[str, int]] | None = None) -> None:
+    def __init__(self, group: DimRow, rows: list[AxisRow], opened: set[tuple[str, int]] | None = None) -> None:
         self.group, self.rows = group, rows
         self._opened = opened if opened is not None else set()  # the view's: stays open across captures
         self.key = (group.first.input, group.first.axis)
@@ -263,7 +263,7 @@ class GroupRow:
         self.toggle.icon = "chevron-down" if change["new"] else "chevron-right"
 
 
-def group_html(group: DimGroup) -> str:
+def group_html(group: DimRow) -> str:
     """The head of a row of several axes: ``<b>past</b>: cache.*.key/value.2 · 4 axes · dynamic [1, inf]``,
     the bounds in words, torch's guards folded."""
     name = f"<b>{esc(group.name)}</b>: " if group.name else ""
