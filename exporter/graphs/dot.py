@@ -319,7 +319,7 @@ class _Builder:
         self.value_max = value_max if value_max is not None else (self.style.scale_max or self.local_max)
         dot = self.graphviz.Digraph(name=self.side, graph_attr={
             "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35", "label": dot_text(self.style.title), "labelloc": "t",
-            "fontname": "Helvetica", "fontsize": "16", "id": f"{self.side}-graph", "class": "wb-side",
+            "fontname": "Helvetica", "fontsize": "14", "id": f"{self.side}-graph", "class": "wb-side",
         }, node_attr={"fontname": "Helvetica", "fontsize": "10", "margin": "0.08,0.03", "height": "0.3"},
             edge_attr={"arrowsize": "0.6", "color": "#555555"})
         self.emit(dot, self.items or [])

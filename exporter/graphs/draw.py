@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ class GraphView:
         if self.svg is None:
             table = self.table.to_html(index=False) if self.table is not None else ""
             return f'<div class="wb-graph-fallback"><p>{html.escape(self.message or "")}</p>{table}</div>'
-        return f'<div class="wb-graph-view" style="overflow:auto; max-height:80vh">{self.svg}</div>'
+        return f'<div class="wb-graph-view" style="overflow:auto; max-height:80vh">{readable_svg(self.svg)}</div>'
 
     def __repr__(self) -> str:
         if self.svg is None:
@@ -79,6 +80,23 @@ class GraphView:
         chosen = ", ".join(f"{side}:{name}" for side, name in self.selected) or "none"
         return (f"GraphView({len(self.svg)} chars of SVG, expanded={list(self.expanded)}, selected={chosen}, "
                 f"{self.seconds:.2f} s)")
+
+
+#: The smallest scale a drawing is shown at in a notebook: node text (10 pt) stays ≥ 10 px.
+MIN_SCALE = 0.75
+_SVG_SIZE = re.compile(r'<svg\b[^>]*?\swidth="([\d.]+)pt"[^>]*?\sheight="([\d.]+)pt"')
+
+
+def readable_svg(svg: str, min_scale: float = MIN_SCALE) -> str:
+    """``svg`` sized for a notebook's output area: it shrinks to the area's width (JupyterLab
+    scales SVGs to 100%), but never below ``min_scale`` of its natural size; past that the
+    output scrolls instead of drawing text too small to read."""
+    size = _SVG_SIZE.search(svg)
+    if size is None:
+        return svg
+    width = float(size.group(1)) * 4 / 3  # pt → CSS px
+    style = (f' style="width:{width:.0f}px; max-width:100%; min-width:{width * min_scale:.0f}px; height:auto"')
+    return svg[:size.start()] + "<svg" + style + svg[size.start() + len("<svg"):]
 
 
 def _graphs(source: ExportGraphs | SessionGraphs) -> SessionGraphs:
@@ -266,17 +284,19 @@ def before_after(step: PassGraphs, expand: Iterable[str] = (), *, max_children: 
     for graph, names in ((before_graph, step.highlighted_before), (after_graph, step.highlighted_after)):
         for name in names:
             expanded.update(module_ancestors(graph[name].module or ""))
-    label = f"pass {step.record.index} {step.record.label}"
+    label = f"pass {step.record.index}:\n{step.record.label}"
     fills_before = {**{n: CHANGE_COLOURS["changed"] for n in step.changed_before},
                     **{n: CHANGE_COLOURS["removed"] for n in step.removed}}
     fills_after = {**{n: CHANGE_COLOURS["changed"] for n in step.changed_after},
                    **{n: CHANGE_COLOURS["added"] for n in step.added}}
     styles = (
-        SideStyle("before", f"before {label}: {len(before_graph)} nodes ({len(step.removed)} removed, "
-                  f"{len(step.changed_before)} changed)", frozenset(expanded), step.highlighted_before,
+        # titles on short lines: a side is as wide as its widest line, and a wide drawing is
+        # scaled down to the notebook's width (≈ 570 px beside JupyterLab's file browser)
+        SideStyle("before", f"before {label}\n{len(before_graph)} nodes: {len(step.removed)} removed, "
+                  f"{len(step.changed_before)} changed", frozenset(expanded), step.highlighted_before,
                   max_children=max_children, fills=fills_before),
-        SideStyle("after", f"after it: {len(after_graph)} nodes ({len(step.added)} added, "
-                  f"{len(step.changed_after)} changed)", frozenset(expanded), step.highlighted_after,
+        SideStyle("after", f"after it\n{len(after_graph)} nodes: {len(step.added)} added, "
+                  f"{len(step.changed_after)} changed", frozenset(expanded), step.highlighted_after,
                   max_children=max_children, fills=fills_after),
     )
     selected = tuple([("before", n) for n in sorted(step.highlighted_before)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -162,7 +163,7 @@ def test_view_displays_as_svg_and_html(session):
     view = side_by_side(session)
     assert view._repr_svg_() == view.svg
     html = view._repr_html_()
-    assert html.startswith('<div class="wb-graph-view"') and view.svg in html
+    assert html.startswith('<div class="wb-graph-view"') and view.svg.split(">", 1)[1] in html  # the svg tag gets a style
     assert "digraph fx" in view.fx_dot and "digraph onnx" in view.onnx_dot
 
 
@@ -190,7 +191,19 @@ def test_a_pass_is_drawn_before_and_after_with_the_nodes_of_its_diff_highlighted
     assert with_class(view, "wb-selected") == highlighted
     assert {"before-graph", "after-graph"} <= set(elements(view))
     assert set(view.selected) == {("before", n) for n in step.highlighted_before} | {("after", n) for n in step.highlighted_after}
-    assert CHANGE_COLOURS["removed"] in view.fx_dot and f"before {'pass'} {record.index}" in view.fx_dot
+    assert CHANGE_COLOURS["removed"] in view.fx_dot and f"before pass {record.index}:" in view.fx_dot
+
+
+def test_a_drawing_in_a_notebook_shrinks_to_its_width_but_never_below_readable_text(session):
+    """JupyterLab scales an SVG output to the area's width (≈ 570 px beside the file browser):
+    the HTML repr lets it shrink, down to the scale where 10 pt node text is still ≥ 10 px."""
+    record = next(r for r in session.passes if r.ran and r.removed)
+    view = before_after(pass_graphs(session, record.index))
+    natural = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', view.svg).group(1)) * 4 / 3
+    style = re.search(r'<svg style="([^"]*)"', view._repr_html_()).group(1)
+    assert "max-width:100%" in style and "height:auto" in style
+    smallest = float(re.search(r"min-width:(\d+)px", style).group(1))
+    assert natural > 570 and 10 * 4 / 3 * smallest / natural >= 10  # this drawing is wide: it scrolls past 570 px
 
 
 def test_a_pass_that_changed_nothing_draws_the_same_model_twice_and_bad_indexes_raise(session):
