@@ -64,10 +64,6 @@ def range_text(low: int | None, high: int | None) -> str:
     return f"[{max(low or 0, 1)}, {'inf' if high is None else high}]"
 
 
-def _range_text(lo: int | None, hi: int | None) -> str:
-    return f"[{0 if lo is None else lo}, {'inf' if hi is None else hi}]"
-
-
 def _requested_range(policy: AxisPolicy, example: int) -> tuple[int, int | None]:
     if policy is STATIC:
         return example, example
@@ -513,24 +509,15 @@ def _dynamic_outcome(
     reason = ""
     bounds: tuple[DimBound, ...] = ()
     if narrowed:
-        causes: list[str] = []
-        cited: list[Guard] = []
-        for guard in relevant:
-            if guard.kind in (GUARD, RUNTIME_ASSERT):
-                causes.append(_cite(guard))
-                cited.append(guard)
+        cited = [g for g in relevant if g.kind in (GUARD, RUNTIME_ASSERT)]
+        ties: list[str] = []  # the bounded Dims this axis is tied to: where its range came from
         for other in others:
             other_policy = spec.policy(*other)
             if isinstance(other_policy, Dim) and _requested_range(other_policy, example) == (lo, hi):
+                ties.append(f"equal to {Axis(*other).label}, a {other_policy!r}")
                 link = next((g for g in relevant if g.kind == EQUALITY and g.involves(*other)), None)
-                causes.append(
-                    f"equal to {Axis(*other).label}, a {other_policy!r}" + (f", by {_cite(link)}" if link else "")
-                )
                 if link is not None:
                     cited.append(link)
-        reason = f"narrowed from {_range_text(rlo, rhi)} to {_range_text(lo, hi)}: " + (
-            "; ".join(causes) if causes else "no guard from the user's code was recorded"
-        )
         notes.append(
             f"the ONNX dim stays symbolic and does not check {range_text(lo, hi)}: sizes outside it run "
             "without error and can be wrong (session.verify() tries them)"
@@ -547,6 +534,9 @@ def _dynamic_outcome(
             words += [f"at most {hi}"] if hi is not None and (rhi is None or hi < rhi) else []
             bounds = (DimBound(", ".join(words), "guards on several dims (torch's guards)" if cited
                                else "torch's own code", guard_where(cited[0]) if cited else None, tuple(cited)),)
+        asked = f"from {range_text(rlo, rhi)} " if (rlo, rhi) != (0, None) else ""
+        said = [str(b) for b in bounds if b.text] + ties
+        reason = f"narrowed {asked}to {range_text(lo, hi)}" + (f": {'; '.join(said)}" if said else "")
     return DimOutcome(
         path, axis, example, policy, DYNAMIC_RESULT, lo, hi,
         symbol=symbol,
