@@ -455,7 +455,7 @@ class GraphWidget(anywidget.AnyWidget):
         values = overlay_values(profile, self._node_names())
         if not values:
             raise RuntimeError("the profile names no node of the drawing")
-        case = "the example inputs"
+        case = _example_text(session)
         slowest = max(values, key=values.__getitem__)
         message = {"kind": "info", "names": [slowest],
                    "text": f"time: onnxruntime profile, {int(profile.runs)} runs on {case}; {len(values)} nodes timed, "
@@ -745,6 +745,13 @@ def _failing_case(verified: Any) -> str | None:
     names = [c.name for c in verified.cases if c.status == "fail"]
     located = verified.divergence.case if verified.divergence is not None else None
     return located if located in names else (names[0] if names else None)
+
+
+def _example_text(session: Any) -> str:
+    """``the example inputs (batch=2, seq=16)``: the inputs a profile runs on, with the sizes of
+    their dynamic dims (each tied group once)."""
+    sizes = [f"{row.name or row.axes}={row.first.example}" for row in session.dims.grouped() if row.first.dynamic]
+    return f"the example inputs ({', '.join(sizes)})" if sizes else "the example inputs"
 
 
 def _case_text(verified: Any, name: str) -> str:
