@@ -243,7 +243,9 @@ class Table:
             for i, value in enumerate(row):
                 style = TD_CSS + (";text-align:right;font-variant-numeric:tabular-nums" if self._right(i) else "")
                 if i in wrapped:
-                    style += ";white-space:normal;overflow-wrap:anywhere;min-width:12em"
+                    style += ";white-space:normal;overflow-wrap:anywhere;min-width:8em"
+                elif wrapped:  # the short columns as narrow as their text: the wrapped ones take the rest
+                    style += ";width:1%"
                 if isinstance(value, Badge) or len(value) <= _LONG or i in wrapped:
                     inner = cell_html(value)
                     inner = f"<code>{inner}</code>" if i in code and inner else inner

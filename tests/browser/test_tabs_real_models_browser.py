@@ -63,3 +63,56 @@ def test_bert_stages_and_verify_tabs_read_whole_and_a_stale_verify_is_never_gree
     if os.environ.get("WB_UPDATE_DOCS"):
         for shot in (stages, verify):
             shutil.copy(shot, REPO / "docs" / shot.name)
+
+
+def _no_sideways_scroll(locator) -> list[int]:
+    """[scrollWidth, clientWidth] of the widest box inside ``locator`` that scrolls."""
+    return locator.evaluate(
+        """el => { let worst = [0, 0];
+                   for (const d of [el, ...el.querySelectorAll('*')]) {
+                       if (d.scrollWidth - d.clientWidth > worst[0] - worst[1] && getComputedStyle(d).overflowX !== 'visible')
+                           worst = [d.scrollWidth, d.clientWidth];
+                   }
+                   return worst; }""")
+
+
+def test_bert_guards_and_benchmark_tabs_fit_the_pane_in_the_users_terms(lab, page, artifacts, failure_screenshot):
+    """The Guards tab names each guard's short line (no site-packages path) and needs no sideways
+    scroll; the Benchmark tab, after Run benchmark and Latency vs size clicked as a person does,
+    shows its headlines whole and its charts inside the pane."""
+    failure_screenshot(page)
+    run_workbench_notebook(page, lab, "tabs_bert_bench.ipynb", tiny_bert_cells("wb = Workbench(session)\nwb"))
+    widget = page.locator(".jp-Cell-outputArea .wb-workbench").first
+    wait_for_job_done(page)
+
+    widget.locator(".lm-TabBar-tab", has_text="Guards").first.click()
+    guards = widget.locator(".wb-guards-table", has_text="modeling_bert.py").first
+    guards.wait_for(timeout=120_000)  # drawn when the tab is shown
+    page.wait_for_timeout(400)
+    text = guards.inner_text()
+    assert "modeling_bert.py" in text and "site-packages" not in text, text[:400]
+    scroll = _no_sideways_scroll(guards)
+    assert scroll[0] <= scroll[1] + 1, scroll
+    guards_shot = artifacts / "tab-guards-bert.png"
+    widget.screenshot(path=str(guards_shot))
+
+    widget.locator(".lm-TabBar-tab", has_text="Benchmark").first.click()
+    for button in (".wb-run-benchmark", ".wb-run-sweep"):
+        widget.locator(button).first.click()
+        page.wait_for_timeout(500)
+        wait_for_job_done(page)
+    status = widget.locator(".wb-benchmark-status").first.inner_text()
+    assert status.strip() and "not run" not in status and "…" not in status, status
+    for image in widget.locator(".wb-benchmark-view img, .jp-Cell-outputArea .wb-workbench img").all():
+        box, pane_width = image.bounding_box(), widget.bounding_box()["width"]
+        assert box is None or box["width"] <= pane_width, (box, pane_width)
+    assert "latency vs" in widget.inner_text()
+    bench_shot = artifacts / "tab-benchmark-bert.png"
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": viewport["width"], "height": 2200})  # the whole tab in the picture
+    page.wait_for_timeout(300)
+    widget.screenshot(path=str(bench_shot))
+    page.set_viewport_size(viewport)
+    if os.environ.get("WB_UPDATE_DOCS"):
+        for shot in (guards_shot, bench_shot):
+            shutil.copy(shot, REPO / "docs" / shot.name)

@@ -133,12 +133,12 @@ def test_guards_text_is_exact_and_html_has_one_row_per_guard():
     guards = _guards()
     assert render(guards).to_text() == (
         "Guards [2 guards]\n"
-        "  kind      expression                axes      at      code\n"
-        "  guard     x.shape[0] > 2            x.0       m.py:3  if x.shape[0] > 2:\n"
+        "  kind      expression                axes      line\n"
+        "  guard     x.shape[0] > 2            x.0       m.py:3: if x.shape[0] > 2:\n"
         "  equality  x.shape[0] == y.shape[0]  x.0, y.0"
     )
     page = Page(guards._repr_html_())
-    assert page.tables[0][1] == ["guard", "x.shape[0] > 2", "x.0", "m.py:3", "if x.shape[0] > 2:"]
+    assert page.tables[0][1] == ["guard", "x.shape[0] > 2", "x.0", "m.py:3: if x.shape[0] > 2:"]
     assert len(page.tables[0]) == 3
 
 

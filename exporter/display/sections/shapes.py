@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import Status
-from ...guards import Guards
+from ...guards import Guard, Guards
 from ...presentation import presents
 from ...shapes.fixes import SuggestedFixes
 from ...shapes.outcomes import ZERO_MIN_NOTE, DimOutcomes
@@ -51,9 +51,17 @@ def guards_section(guards: Guards, title: str = "Guards") -> Section:
     badge = Badge(f"{len(records)} guard{'s' if len(records) != 1 else ''}", "info" if records else "muted")
     if not records:
         return Section(title, badge, (Note(f"no shape guards ({guards.strategy or 'not captured'})"),))
-    rows = [(g.kind, g.expression, ", ".join(a.dotted for a in g.axes), g.location, g.code) for g in records]
-    return Section(title, badge, (Table.from_rows(("kind", "expression", "axes", "at", "code"), rows,
-                                                  code=("expression", "code")),))
+    rows = [(g.kind, g.expression, ", ".join(a.dotted for a in g.axes), _line(g)) for g in records]
+    # the long columns wrap: a transformer's guards read whole in a narrow notebook pane
+    return Section(title, badge, (Table.from_rows(("kind", "expression", "axes", "line"), rows,
+                                                  code=("expression", "line"), wrap=("expression", "axes", "line")),))
+
+
+def _line(guard: Guard) -> str:
+    """``m.py:3: if x.shape[0] > 2:``: the user's line that added the guard (short path)."""
+    if guard.location and guard.code:
+        return f"{guard.location}: {guard.code}"
+    return guard.location or guard.code or ""
 
 
 @presents(SuggestedFixes)
