@@ -86,6 +86,10 @@ def _parse_bound(text: str, which: str) -> int | None:
         raise ValueError(f"{which} {text!r} is not an integer") from None
 
 
+_INLINE = "1 1 140px"  # beside the controls, on their line when it fits
+_FULL_LINE = "1 1 100%"  # a wrapping row's line of its own
+
+
 class AxisRow:
     """The controls and result of one input axis."""
 
@@ -106,14 +110,14 @@ class AxisRow:
         self.max = widgets.Text(placeholder="max", continuous_update=False, layout=widgets.Layout(width="55px"))
         self.dim_box = widgets.HBox([self.name, self.min, self.max], layout=widgets.Layout(display="none"))
         self.derived = widgets.HTML()
-        self.result = widgets.HTML(layout=widgets.Layout(width="100%"))
+        # The result flows after the controls when it is one short line (``static 1``), and takes a
+        # line of its own when it says more (bounds, notes): see show_outcome.
+        self.result = widgets.HTML(layout=widgets.Layout(flex=_FULL_LINE, min_width="0"))
         self.result.add_class(f"wb-dim-result-{css}")
         self.result.add_class("wb-dim-result")
-        self.widget = widgets.VBox(
-            [widgets.HBox([self.label, self.policy, self.derived, self.dim_box],
-                          layout=widgets.Layout(flex_flow="row wrap")),
-             self.result],
-            layout=widgets.Layout(border_bottom="1px solid #e5e7eb", padding="2px 0"))
+        self.widget = widgets.HBox([self.label, self.policy, self.derived, self.dim_box, self.result],
+                                   layout=widgets.Layout(flex_flow="row wrap", align_items="center",
+                                                         border_bottom="1px solid #e5e7eb", padding="2px 0"))
         self.policy.observe(self._policy_changed, names="value")
         for box in (self.name, self.min, self.max):
             box.observe(self._dim_changed, names="value")
@@ -201,6 +205,8 @@ class AxisRow:
                 parts.append(f"<br><code style='font-size: 85%'>{esc(outcome.where)}</code>")
         if outcome.obtained == "failed" and last_good is not None:
             parts.append(f"<br><span style='color:#4b5563'>{esc('last good: ' + last_good.result_text)}</span>")
+        one_line = len(parts) == 1 or (len(parts) == 2 and not parts[1].strip())
+        self.result.layout.flex = _INLINE if one_line else _FULL_LINE
         self.result.value = f"<div class='wb-pane' style='overflow-wrap:anywhere'>{''.join(parts)}</div>"
 
 
