@@ -5,14 +5,19 @@ capture failure, which needs the spec and the inputs, is :mod:`exporter.diagnose
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
 from .compat import formats, holds_kv_cache
+from .compat.translation import TranslationFailure, newer_translation_opset, translation_failure
 from .frames import is_user_file
 
 if TYPE_CHECKING:
     from .inputs import BoundInputs
+
+#: This package's directory: a translation failure raised here is one of our translations refusing a form.
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 _OPERATOR = re.compile(r"\b(aten\.\w+(?:\.\w+)?|aten::\w+(?:\.\w+)?)")
 
@@ -43,19 +48,65 @@ def decompose_hint(exc: BaseException, program: Any = None) -> str:
     )
 
 
-def translate_hint(exc: BaseException, constants: list[str]) -> str:
-    """The hint of a failed translate stage. ``constants``: the program's non-tensor outputs
-    (``pipeline.translate.constant_outputs``), which ONNX cannot output."""
+def translate_hint(exc: BaseException, constants: list[str], opset_version: int | None = None) -> str:
+    """The hint of a failed translate stage, the root cause's text first. ``constants``: the
+    program's non-tensor outputs (``pipeline.translate.constant_outputs``), which ONNX cannot
+    output. ``opset_version``: the (torchlib registry) opset translated at, to say whether an op
+    with no translation has one at a newer opset."""
     if constants:
         return (f"forward returns non-tensor values ({', '.join(constants)}), which ONNX cannot "
                 "output: return tensors (torch.tensor(value)), or drop them from the outputs")
+    failure = translation_failure(exc)
+    if failure is not None:
+        headline, fix = translation_headline(failure), translation_fix(failure, opset_version)
+        return headline if fix is None else f"{headline}. {fix}"
+    root = _deepest(exc)
+    lines = [line.strip() for line in str(root).splitlines() if line.strip()]
+    cause = f"{type(root).__name__}: {lines[0]}" if lines else type(root).__name__
+    if isinstance(root, NotImplementedError) and lines:
+        return lines[0]  # a translation that refused a form says what to do instead
+    return f"{cause}. Report it upstream with the exported program (session.save('model.pt2'))"
+
+
+def translation_headline(failure: TranslationFailure) -> str:
+    """A failed node's translation as one line, torch's (or onnxscript's, or our translation's)
+    cause first, then the op and the FX node; torch's wrapping ("Error when translating node
+    %x : [num_users=1] = call_function[...](args = ...). See the stack trace ...") left out."""
+    if failure.missing:
+        return f"{failure.cause} (node %{failure.node})"
+    cause = failure.cause or "(no message)"
+    return f"{cause} ({failure.cause_type} in the translation of {failure.target}, node %{failure.node})"
+
+
+def translation_fix(failure: TranslationFailure, opset_version: int | None = None) -> str | None:
+    """What can work for a node that failed to translate, or None when the cause says it (our
+    own translations refuse a form with the fix in the message). A newer opset only when
+    torch.onnx has the op there; ``custom_translation_table`` only for an op with no
+    translation at all, never for one whose translation refused this call."""
+    target = failure.target
+    if failure.missing:
+        complex_input = "complex-valued" in failure.cause
+        newer = (newer_translation_opset(target, opset_version)
+                 if opset_version is not None and not complex_input else None)
+        if newer is not None:
+            return f"torch.onnx translates {target} from opset {newer}: export with opset_version={newer}"
+        spelled = f"torch.ops.{target}" if re.fullmatch(r"[\w.]+", target) else target
+        which = "for complex-valued inputs" if complex_input else "at any opset"
+        return (f"torch.onnx has no ONNX translation of {target} {which}: replace that call in the model with "
+                "operators torch.onnx translates, or write the translation in onnxscript and export with "
+                f"torch.onnx.export(..., custom_translation_table={{{spelled}: translation}})")
+    if failure.raised_in is not None and failure.raised_in.startswith(_PACKAGE):
+        return None
+    return (f"torch.onnx's translation of {target} does not take this call (the reason above): change the call "
+            "in the model into a form it takes, or keep that part in PyTorch; report it upstream with the "
+            "exported program (session.save('model.pt2'))")
+
+
+def _deepest(exc: BaseException) -> BaseException:
     root = exc
     while root.__cause__ is not None:
         root = root.__cause__
-    if isinstance(root, NotImplementedError) and str(root):
-        return str(root)  # a translation that refused a form says what to do instead
-    return ("an operator has no ONNX translation at this opset: try a newer opset_version, "
-            "or register a translation with torch.onnx's custom_translation_table")
+    return root
 
 
 def _constant_use(program: Any, name: str) -> str:

@@ -1,10 +1,90 @@
-"""torch.onnx's translation to ONNX IR and onnxscript's optimizer and version converter."""
+"""torch.onnx's translation to ONNX IR and onnxscript's optimizer and version converter; what a
+failed translation says (torch.onnx's ``ConversionError`` chain, read as a :class:`TranslationFailure`)."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["convert_onnx_version", "onnxscript_optimizer_parts", "optimize_onnx_ir", "rename_onnx_axes", "translate_to_onnx_ir"]
+__all__ = [
+    "TranslationFailure", "convert_onnx_version", "newer_translation_opset", "onnxscript_optimizer_parts",
+    "optimize_onnx_ir", "rename_onnx_axes", "translate_to_onnx_ir", "translation_failure",
+]
+
+# torch.onnx's _core: ``ConversionError(f"Error when translating node {node.format_node()}. See the
+# stack trace ...")``, where ``format_node`` reads ``%name : [num_users=1] = call_function[target=...](args = ...``.
+_TRANSLATING = re.compile(r"Error when translating node %(?P<node>\S+) : .*?\[target=(?P<target>.+?)\]\(", re.S)
+# ``DispatchError(f"No ONNX function found for {node.target!r}. Failure message: {message}")``.
+_NO_FUNCTION = "No ONNX function found for "
+_OVERLOAD_REPR = re.compile(r"<OpOverload\(op='(?P<op>[^']+)', overload='(?P<overload>[^']+)'\)>")
+
+
+@dataclass(frozen=True)
+class TranslationFailure:
+    """A node torch.onnx could not translate, read from the exception chain it raised.
+
+    ``node``: the FX node's name; ``target``: its op as torch names it (``aten.bincount.default``,
+    ``torch.ops.`` left out); ``cause``: the deepest exception's message (its first line, torch's
+    reprs of ops made readable), ``cause_type`` that exception's type; ``missing``: no translation
+    is registered for the op (torch's ``DispatchError``), as opposed to a translation that raised;
+    ``raised_in``: the file of the frame that raised the deepest exception."""
+
+    node: str
+    target: str
+    cause: str
+    cause_type: str
+    missing: bool
+    raised_in: str | None = None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes, outermost first (``raise ... from`` links, else the implicit context)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return chain
+
+
+def _readable(text: str) -> str:
+    return _OVERLOAD_REPR.sub(lambda m: f"{m['op']}.{m['overload']}", text)
+
+
+def translation_failure(exc: BaseException) -> TranslationFailure | None:
+    """What failed in a translation to ONNX (:func:`translate_to_onnx_ir`), or None when ``exc``
+    is not torch.onnx's report of a node it could not translate. In a subgraph (a ``map`` body)
+    the innermost node is named."""
+    chain = _chain(exc)
+    nodes = [match for match in (_TRANSLATING.search(str(link)) for link in chain) if match is not None]
+    if not nodes:
+        return None
+    node = nodes[-1]
+    deepest = chain[-1]
+    missing = any(type(link).__name__ == "DispatchError" or str(link).startswith(_NO_FUNCTION) for link in chain)
+    lines = [line.strip() for line in str(deepest).splitlines() if line.strip()]
+    cause = _readable(lines[0]) if lines else ""
+    if missing and cause.startswith(_NO_FUNCTION):  # "No ONNX function found for x. Failure message: y"
+        found, _, message = cause.partition(". Failure message: ")
+        cause = f"{found}: {message}" if message else found
+    raised_in = None
+    traceback = deepest.__traceback__
+    while traceback is not None:
+        raised_in, traceback = traceback.tb_frame.f_code.co_filename, traceback.tb_next
+    return TranslationFailure(node["node"], node["target"].removeprefix("torch.ops."), cause,
+                              type(deepest).__name__, missing, raised_in)
+
+
+def newer_translation_opset(target: str, opset_version: int) -> int | None:
+    """The lowest opset above ``opset_version`` from which torch.onnx's own torchlib registers a
+    translation of ``target`` (``aten.rms_norm.default``), or None. onnxscript's torchlib
+    functions are registered at every opset, so only torch's can start later."""
+    from torch.onnx._internal.exporter._torchlib import _torchlib_registry
+
+    opsets = [meta.opset_introduced for meta in _torchlib_registry.get_torchlib_ops()
+              if str(meta.fx_target).removeprefix("torch.ops.") == target and meta.opset_introduced > opset_version]
+    return min(opsets) if opsets else None
 
 
 def translate_to_onnx_ir(program: Any, registry: Any) -> Any:

@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import compat
+from ..compat.translation import translation_failure
 from ..dims import DimSpec
 from ..errors import OptimizeError, TranslateError
 from ..inputs import BoundInputs
 from ..frames import source_of_stack
+from ..hints import translation_fix, translation_headline
 from ..program_symbols import dim_names, user_input_names
 from .runnable import refuse_mixed_dtypes, refuse_no_tensor_output
 from .translations import onnx_registry
@@ -46,7 +48,7 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     refuse_mixed_dtypes(program, bound)
     opset = registry_opset(opset_version)
     registry = onnx_registry(opset, translations)
-    model = compat.translate_to_onnx_ir(program, registry)
+    model = _translated(program, registry, opset)
     model = compat.convert_onnx_version(model, opset_version)
     check_opset_forms(model)
     _make_specialized_dims_static(model)
@@ -58,6 +60,30 @@ def translate(program: Any, *, opset_version: int, bound: BoundInputs, spec: Dim
     if mapping:
         compat.rename_onnx_axes(model, mapping)
     return model
+
+
+def _translated(program: Any, registry: Any, opset: int) -> ir.Model:
+    """torch.onnx's translation; a node it cannot translate fails as a TranslateError whose
+    reason is the cause (torch's, onnxscript's or our translation's own words, with the op and
+    the node), at the user's line that made the node, with a fix that can work."""
+    try:
+        return compat.translate_to_onnx_ir(program, registry)
+    except Exception as exc:
+        failure = translation_failure(exc)
+        if failure is None:
+            raise
+        raise TranslateError(translation_headline(failure), source=_node_source(program, failure.node),
+                             hint=translation_fix(failure, opset)) from exc
+
+
+def _node_source(program: Any, name: str) -> str | None:
+    """The user's line that made the FX node ``name`` (in the graph or a subgraph), if known."""
+    for module in program.graph_module.modules():
+        graph = getattr(module, "graph", None)
+        for node in getattr(graph, "nodes", ()):
+            if node.name == name and node.meta.get("stack_trace"):
+                return source_of_stack(node.meta["stack_trace"])
+    return None
 
 
 def _refuse_lstm_projection(program: Any) -> None:

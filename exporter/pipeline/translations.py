@@ -17,6 +17,13 @@ out, nodes recorded as they are created.
   ``aten._grouped_mm`` calls): the mixture-of-experts matmul, one ``Split`` of the rows by the
   per-expert token counts, one ``MatMul`` per expert (their number is static), ``Concat``.
 
+One more entry wraps a translation instead of adding one: ``aten.scaled_dot_product_attention``
+on more than 4 dims (timm's Twins and Hiera attend over 5-D tensors; torchlib takes 4-D only)
+folds the extra leading dims into the batch around the 4-D translation that would otherwise win
+(torchlib's, or an ``extra`` one such as ``masked_attention``'s), see :mod:`.sdpa_nd`. It is
+registered last by :func:`onnx_registry`, so it is the outermost; a 4-D call goes to the wrapped
+translation as it is.
+
 Importing this module imports nothing heavy; torch, onnxscript and onnx_ir load when the
 table is built or a translation runs.
 """
@@ -28,10 +35,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import compat
+from .sdpa_nd import fold_leading_dims
 
 __all__ = [
     "translation_table", "project_translations", "onnx_registry", "map_impl", "symbolic_round", "grouped_mm",
-    "use_translated_equivalents",
+    "use_translated_equivalents", "attention_translation",
 ]
 
 
@@ -242,8 +250,26 @@ def project_translations() -> compat.Translations:
     return tuple(translation_table().items())
 
 
+def attention_translation(opset_version: int, extra: compat.Translations = ()) -> compat.Translations:
+    """The ``aten.scaled_dot_product_attention`` entry for any rank (:func:`.sdpa_nd.fold_leading_dims`)
+    around the translation that wins without it: the last ``extra`` one for that op, else
+    torchlib's at ``opset_version``. ``()`` when there is none to wrap. Imports torch."""
+    import torch
+
+    target = torch.ops.aten.scaled_dot_product_attention.default
+    inner = next((function for key, function in reversed(tuple(extra)) if key == target), None)
+    if inner is None:
+        inner = compat.registered_translation(opset_version, target)
+    return () if inner is None else ((target, fold_leading_dims(inner)),)
+
+
 def onnx_registry(opset_version: int, extra: compat.Translations = ()) -> Any:
     """The registry the exporter translates with: torchlib's for ``opset_version``, with our
     translations and then ``extra`` ones (``masked_attention.translations``) registered as
-    custom translations, each winning over what came before. Built once per opset and table."""
-    return compat.onnx_registry_with(opset_version, project_translations() + tuple(extra))
+    custom translations, each winning over what came before, and last the N-D attention
+    around whichever attention translation won (:func:`attention_translation`). Built once
+    per opset and table."""
+    extra = tuple(extra)
+    return compat.onnx_registry_with(
+        opset_version, project_translations() + extra + attention_translation(opset_version, extra),
+    )

@@ -58,11 +58,13 @@ def clone(value):
 
 # --- map_impl → Scan ---------------------------------------------------------------------------
 
-def test_registry_dispatches_map_impl_and_round_to_our_translations_first():
+def test_registry_dispatches_map_impl_round_grouped_mm_and_nd_attention_to_our_translations_first():
     registry = translations.onnx_registry(18)
     assert registry.get_decomps(torch.ops.higher_order.map_impl)[0].onnx_function is translations.map_impl
     assert registry.get_decomps(builtins.round)[0].onnx_function is translations.symbolic_round
     assert registry.get_decomps(torch.ops.aten._grouped_mm.default)[0].onnx_function is translations.grouped_mm
+    sdpa = torch.ops.aten.scaled_dot_product_attention.default
+    assert registry.get_decomps(sdpa)[0].onnx_function.__name__ == "sdpa_nd"  # N-D attention (test_sdpa_nd.py)
 
 
 def test_the_exporters_registry_adds_extra_translations_after_ours_and_leaves_torchlibs_alone():
