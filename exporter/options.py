@@ -26,6 +26,7 @@ from .dims.grammar import (
 from .errors import SpecError
 from .masked_attention import FULLY_MASKED_ROWS
 from .option_fields import Flag, field_values, flag_field
+from .patches.registry import check_patch_names
 from .pipeline.names import STRATEGY_NAMES, check_pass_names
 
 __all__ = ["ExportOptions", "options_from_arguments", "parse_opset", "parse_strategy"]
@@ -122,6 +123,9 @@ class ExportOptions:
         extra_rewrite_rules: onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``)
             run by the optimizer right after its default rules in each round, as the pass
             ``ExtraRewritePass``; empty by default.
+        patches: names of model patches (:mod:`exporter.patches`) applied to the model's
+            classes and module functions while it is captured, e.g. ``("pos_embed_interpolation",)``;
+            the model object is left as it is. ``session.suggested_fixes`` lists those that apply.
     """
 
     opset_version: int | None = flag_field(None, Flag(
@@ -154,8 +158,13 @@ class ExportOptions:
         "the names are exporter.pipeline.names.PASS_NAMES", action="append", metavar="NAME",
     ))
     extra_rewrite_rules: tuple[Any, ...] = ()
+    patches: tuple[str, ...] = flag_field((), Flag(
+        ("--patch",), "apply this model patch while capturing (repeatable), e.g. pos_embed_interpolation; "
+        "the names are exporter.patches.PATCH_NAMES", action="append", metavar="NAME",
+    ))
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "patches", check_patch_names(self.patches or ()))
         object.__setattr__(self, "skip_passes", check_pass_names(self.skip_passes or ()))
         object.__setattr__(self, "extra_rewrite_rules", tuple(self.extra_rewrite_rules or ()))
 
@@ -187,5 +196,6 @@ def options_from_arguments(
     values = field_values(arguments, ExportOptions)
     requests: Sequence[AxisRequest] = values.pop("dynamic_shapes") or ()
     values["skip_passes"] = tuple(values["skip_passes"] or ())
+    values["patches"] = tuple(values["patches"] or ())
     spec = spec_from_requests(model, args, kwargs, dynamic_shapes, requests)
     return ExportOptions(dynamic_shapes=spec, **values, **fields)

@@ -55,7 +55,9 @@ def _guarded(title: str, anchor: str, build: Callable[[], Section]) -> Section:
 
 def _summary(session: Session) -> Section:
     base = session_section(session, details=False)
-    keep = [b for b in base.body if isinstance(b, KeyValues)]
+    keep: list[Block] = [b for b in base.body if isinstance(b, KeyValues)]
+    if session.options.patches:  # exporter.patches: what the capture replaced in the model's code
+        keep.append(Note("model patches applied while capturing: " + ", ".join(session.options.patches)))
     return Section("Summary", base.badge, tuple(keep), verdict=base.verdict)
 
 

@@ -51,6 +51,8 @@ from .presentation import Presentable
 from .report import write_report
 from .serialize import default_serializer
 from .shapes import apply_suggested_fixes, dim_outcomes, dim_warnings, infer_dim_spec, suggested_fixes_of
+from .shapes.fixes import with_patches
+from .shapes.ranges_metadata import with_range_metadata
 from .verify import verify
 from .worker import submit_work
 
@@ -402,7 +404,7 @@ class Session(Presentable):
     def onnx_model(self) -> onnx_ir.Model:
         """A copy of the final ``onnx_ir.Model`` (optimized unless ``optimize=False``): change
         it freely, the session and the bytes it saves stay as exported."""
-        return self.stage_output("optimize").clone()
+        return self.ort_model.model.clone()
 
     @property
     def ort_model(self) -> OrtModel:
@@ -411,6 +413,8 @@ class Session(Presentable):
         release). Runs the export up to optimize if needed; raises the export's error when a
         stage failed."""
         model = self.stage_output("optimize")
+        if self._ort_model is None:  # ranges torch narrowed go into the final model's metadata
+            model = with_range_metadata(model, self)
         with self._lock:
             if self._ort_model is None:
                 self._ort_model = OrtModel(model)
@@ -677,10 +681,19 @@ class Session(Presentable):
         return dim_warnings(self.spec, self.inputs)
 
     @functools.cached_property
-    def suggested_fixes(self) -> SuggestedFixes:
-        """torch's suggested fixes for a rejected spec, as a new spec and a diff: a
-        :class:`~exporter.shapes.SuggestedFixes` (empty when capture succeeded)."""
+    def _dim_fixes(self) -> SuggestedFixes:
         return suggested_fixes_of(self)
+
+    @property
+    def suggested_fixes(self) -> SuggestedFixes:
+        """torch's suggested fixes for a rejected spec, as a new spec and a diff, and the model
+        patches that apply when capture or the latest verify failed: a
+        :class:`~exporter.shapes.SuggestedFixes` (empty when capture succeeded and verify did not fail)."""
+        fixes = self._dim_fixes  # runs capture if needed
+        verified, stage = self.last_verify, self.failed_stage
+        failed = stage is not None or (verified is not None and verified.status == "failed")
+        source = stage.error.source if stage is not None and stage.error is not None else None
+        return with_patches(fixes, self.model, self.options.patches, failed, source)
 
     @property
     def applied_fixes(self) -> tuple[Any, ...]:

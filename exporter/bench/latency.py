@@ -333,13 +333,17 @@ def _eager_context(model: Any) -> Any:
 
 
 def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple,
-                      kwargs: Mapping[str, Any], threads: int, provider: str) -> tuple[list[Contender], list[VariantTiming]]:
+                      kwargs: Mapping[str, Any], threads: int, provider: str,
+                      reporter: Reporter | None = None) -> tuple[list[Contender], list[VariantTiming]]:
     """A contender per variant that could be set up, and a row per variant (with its error,
-    model size and memory)."""
+    model size and memory). ``reporter``'s cancel token is checked before each variant and
+    passed to the unoptimized export's stages (raises :class:`~exporter.events.Cancelled`)."""
     contenders, rows = [], []
     unoptimized: ExportArtifacts | None = None  # the unoptimized session: owns its external-data copy, if any
     for variant in variants:
         count = variant.threads or threads
+        if reporter is not None:
+            reporter.check()
         try:
             if variant.engine == "eager":
                 contender = eager_contender(variant.name, session.model, args, kwargs, count)
@@ -352,6 +356,9 @@ def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], fee
                 if variant.model == "unoptimized":
                     if unoptimized is None:
                         unoptimized = session.with_options(optimize=False)
+                    if reporter is not None and reporter.cancel is not None and hasattr(unoptimized, "run"):
+                        unoptimized.run(cancel=reporter.cancel)  # a Cancel stops it between stages
+                        reporter.check()
                     source = unoptimized.ort_model.source
                 else:
                     source = session.ort_model.source
@@ -483,7 +490,11 @@ def benchmark(
                 contenders.append(contender)
             except Exception as exc:  # noqa: BLE001
                 eager_timing = EngineTiming("eager", error=first_line(exc))
-        extra, rows = _prepare_variants(session, variants, feeds, args, kwargs, threads, provider)
+        try:
+            extra, rows = _prepare_variants(session, variants, feeds, args, kwargs, threads, provider, reporter)
+        except Cancelled:
+            return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
+                                   cancelled=True, seconds=time.perf_counter() - started)
         contenders.extend(extra)
         if not contenders:
             return BenchmarkResult(ort_timing or EngineTiming("onnxruntime", error="nothing to time"), eager_timing,

@@ -6,7 +6,9 @@ ones (A B B A ...: neither goes first more often). Before its batch a contender 
 ``before`` hook (e.g. ``torch.set_num_threads``) and ``rewarm`` untimed calls, so that the
 caches the previous contender left do not land on its first timed call. The loop body of a
 batch is ``t0 = perf_counter_ns(); call(arg); append(perf_counter_ns() - t0)``: statistics and
-progress run between batches.
+progress run between batches, and the cancel token is checked between slices of a batch of
+about :data:`CANCEL_EVERY` seconds (and between warm-up calls), so a Cancel is answered within
+that plus one call, whatever the budget.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from .stats import median, median_ci, percentile
 # machine gives when nothing interferes (timeit recommends the minimum; p10 keeps a few calls'
 # luck out of it).
 LOW_QUANTILE = 10
+# Seconds of calls between two checks of the cancel token inside a batch (a check is one
+# Event.is_set, outside the timed window).
+CANCEL_EVERY = 0.1
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,7 @@ def time_rounds(
         start = time.perf_counter()
         runs = 0
         while True:
+            reporter.check()
             contender.call(contender.arg)
             runs += 1
             warm = time.perf_counter() - start
@@ -166,14 +172,18 @@ def time_rounds(
             if contender.before is not None:
                 contender.before()
             for _ in range(rewarm):
+                reporter.check()
                 call(arg)
             batch = max(1, min(int(round_time / per_call[i]) if per_call[i] > 0 else 10, max_runs - len(samples[i])))
+            step = max(1, int(CANCEL_EVERY / per_call[i])) if per_call[i] > 0 else batch
             chunk: list[int] = []
             append = chunk.append
-            for _ in range(batch):
-                t0 = perf()
-                call(arg)
-                append(perf() - t0)
+            for first in range(0, batch, step):
+                reporter.check()
+                for _ in range(min(step, batch - first)):
+                    t0 = perf()
+                    call(arg)
+                    append(perf() - t0)
             samples[i].extend(chunk)
             middle, low = np.percentile(np.fromiter(chunk, np.int64, len(chunk)), [50, LOW_QUANTILE])
             medians[i].append(float(middle) / 1e9)

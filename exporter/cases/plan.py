@@ -11,11 +11,26 @@ from .groups import DimGroup, complete_sizes, sizes_by_label
 __all__ = ["CasePlan", "plan_cases"]
 
 
-_KINDS = ("min", "1", "2", "odd", "near", "larger", "scaled", "max", "past cap")
+_KINDS = ("min", "1", "2", "odd", "near", "larger", "twice", "max", "past cap")
+# Kinds not bounded by ``max_size``: the example shows the model runs at that scale.
+_UNCAPPED = frozenset({"near", "twice"})
+
+
+def _twice(group: DimGroup) -> int | None:
+    """Twice the example (every divisibility the example has still holds: window partitions,
+    strides), or the requested maximum when twice is past it; None when the requested range
+    holds nothing above the example. Neither ``max_size`` nor the range torch *obtained*
+    bounds it: a size past the obtained range is where a guard the ONNX model dropped shows
+    (timm's halonet26t, example 256, was compared at 255 and 256 only and fails in onnxruntime
+    at 512; ``tests/exporter/test_verify_twice_example.py`` has the idiom)."""
+    hi = group.requested_range[1]
+    twice = 2 * group.example if hi is None else min(2 * group.example, hi)
+    return twice if twice > group.example else None
 
 
 def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
-    """Candidate sizes by kind for one group, inside its requested range."""
+    """Candidate sizes by kind for one group, inside its requested range; only ``near`` and
+    ``twice`` may pass ``max_size``."""
     lo, hi = group.requested_range
     cap = group.cap
     past_cap = None
@@ -44,24 +59,26 @@ def _candidates(group: DimGroup, max_size: int) -> dict[str, int]:
     }
     if past_cap is not None and past_cap <= max_size:
         out["past cap"] = past_cap
-    # Scaled to the example: a size of the other parity and a larger one inside the range torch
-    # obtained, even past max_size (the example shows the model runs at that scale). A raw-audio
-    # length of 2640 swept at 1, 2, 3 (below the obtained minimum: eager refuses them) and
-    # nothing else would never show an export that fixed the parity of the frame count.
+    if group.specialized:
+        return out
+    # Scaled to the example whatever max_size says (README, verify's docstring). A size of the
+    # other parity when none in the obtained range has it: a raw-audio length of 2640 swept at
+    # 1, 2, 3 only (below the obtained minimum: eager refuses them) would never show an export
+    # that fixed the parity of the frame count.
     obtained_hi = group.obtained_range[1]
     limits = [h for h in (hi, obtained_hi) if h is not None]
     limit = min(limits) if limits else None
     floor = max(lo, group.obtained_range[0], 1)
     inside = [n for n in out.values() if n != example and group.in_obtained_range(n)]
-    if not group.specialized and not any((n - example) % 2 for n in inside):
+    if not any((n - example) % 2 for n in inside):
         near = next((n for n in (example + 1, example - 1) if n >= floor and (limit is None or n <= limit)), None)
         if near is not None:
             out["near"] = near
-    if not group.specialized and not any(n > example for n in inside):
-        scaled = 2 * example + (1 if "near" not in out else 0)
-        scaled = scaled if limit is None else min(scaled, limit)
-        if scaled > example + 1 and scaled not in out.values():
-            out["scaled"] = scaled
+    # And twice the example ("larger" when it goes that far: the same case, which max_size does
+    # not drop when a derived group follows).
+    twice = _twice(group)
+    if twice is not None:
+        out["twice"] = out["larger"] if out.get("larger", 0) >= twice else twice
     return out
 
 
@@ -88,7 +105,8 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
     """The cases to run after the example: ``sizes`` exactly when given (one group at a time,
     the others at their example size), else generated. A derived group is never swept on its
     own: every case sizes it from the groups it follows (a generated case that would make it
-    larger than ``max_size`` is dropped). ``ValueError`` for a ``sizes=`` key naming no group
+    larger than ``max_size`` is dropped, unless it is ``near`` or ``twice``, which
+    ``max_size`` never bounds). ``ValueError`` for a ``sizes=`` key naming no group
     or a derived one."""
     plans: list[CasePlan] = []
     seen: set[tuple[tuple[str, int], ...]] = {tuple((g.label, g.example) for g in groups)}
@@ -96,7 +114,7 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
 
     def add(name: str, assignment: tuple[tuple[str, int], ...], generated: bool = True) -> None:
         complete = complete_sizes(groups, {k: v for k, v in assignment if k not in derived})
-        if generated and any(g.derived is not None and complete[g.label] > max_size for g in groups):
+        if generated and name not in _UNCAPPED and any(g.derived is not None and complete[g.label] > max_size for g in groups):
             return
         full = tuple((g.label, complete[g.label]) for g in groups)
         if full not in seen:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..compat import clear_dim_marks, formats, onnx_capture_patches, record_shape_guards, size_oblivious_capture
 from ..model_state import preserved
+from ..patches import applied
 from ..errors import CaptureError, ExportError, Status, first_line, user_source_line
 from .stage import StageResult
 
@@ -99,8 +100,9 @@ class CaptureStrategy(abc.ABC):
     strict: ClassVar[bool] = False  # traces bytecode with TorchDynamo (patched as torch.onnx does)
     rnn_while_loop: ClassVar[bool] = True  # LSTM/GRU traced as a while_loop under dynamic shapes
 
-    def __init__(self, *, runtime_asserts: bool = False) -> None:
+    def __init__(self, *, runtime_asserts: bool = False, patches: tuple[str, ...] = ()) -> None:
         self.runtime_asserts = runtime_asserts
+        self.patches = patches  # exporter.patches names, entered around the capture
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -125,9 +127,10 @@ class CaptureStrategy(abc.ABC):
                 try:
                     # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
                     # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
+                    # The model patches asked for replace idioms on the model's classes.
                     with size_oblivious_capture(), onnx_capture_patches(
                         dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
-                    ):
+                    ), applied(model, self.patches):
                         program = self._capture(model, args, kwargs, dynamic_shapes)
                 except Exception as exc:  # noqa: BLE001 - every failure becomes data
                     program, error = None, exc
@@ -230,11 +233,13 @@ def suggested_fixes(exc: BaseException) -> tuple[str, ...]:
 
 
 def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "auto",
-            runtime_asserts: bool = False, observer: Observer, cancel: CancelToken | None = None) -> StageResult:
+            runtime_asserts: bool = False, patches: tuple[str, ...] = (), observer: Observer,
+            cancel: CancelToken | None = None) -> StageResult:
     """The capture stage: ``strategy`` (or each of :data:`STRATEGIES` in turn for ``"auto"``)
     until one succeeds, telling ``observer`` of every attempt and stopping at the next one once
     ``cancel`` is set. A spec torch rejects is not tried with the others: they would only hide
-    it. Never raises for a failure."""
+    it. ``patches`` (:mod:`exporter.patches` names) are applied around each try. Never raises
+    for a failure."""
     start = time.perf_counter()
     try:
         dynamic_shapes = spec.to_torch(inputs)
@@ -250,7 +255,8 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
         if cancel is not None and cancel.cancelled:
             return StageResult("capture", Status.CANCELLED, time.perf_counter() - start, attempts=tuple(attempts),
                                detail=f"cancelled before strategy {cls.name}")
-        attempt = cls(runtime_asserts=runtime_asserts)(model, inputs.args, inputs.kwargs, dynamic_shapes)
+        attempt = cls(runtime_asserts=runtime_asserts, patches=patches)(model, inputs.args, inputs.kwargs,
+                                                                         dynamic_shapes)
         attempts.append(attempt)
         observer.on_attempt(attempt)
         if attempt.success:
@@ -263,7 +269,7 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
             return StageResult(
                 "capture", Status.OK, time.perf_counter() - start, attempt.program,
                 attempts=tuple(attempts), strategy=attempt.strategy,
-                detail="; ".join((f"strategy {attempt.strategy}", *notes)), warnings=notes,
+                detail="; ".join((f"strategy {attempt.strategy}", *_patch_notes(patches), *notes)), warnings=notes,
             )
         if attempt.error is not None and is_constraint_violation(attempt.error):
             reason = "skipped: the dim spec was rejected, another strategy would only hide it"
@@ -273,6 +279,10 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
             break
     return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=_first_failure(attempts),
                        attempts=tuple(attempts))
+
+
+def _patch_notes(patches: tuple[str, ...]) -> tuple[str, ...]:
+    return (f"model patches {', '.join(patches)}",) if patches else ()
 
 
 def _first_failure(attempts: list[CaptureAttempt]) -> CaptureError:

@@ -18,6 +18,7 @@ from ..compat import module_state
 from ..errors import DecomposeError, Status, TranslateError
 from ..hints import decompose_hint, translate_hint
 from ..masked_attention import translations
+from ..shapes.baked import baked_constants
 from ..shapes.policy_warnings import DimPolicyWarning, dim_warnings
 from .capture import capture
 from .decompose import decompose
@@ -43,7 +44,8 @@ class CaptureStage(Stage):
     def key(self, context: StageContext) -> tuple[Any, ...]:
         # The model's state (train/eval, its tensors) too: capture reads it.
         options = context.options
-        return (context.spec, options.strategy, options.runtime_asserts, module_state(context.model))
+        return (context.spec, options.strategy, options.runtime_asserts, options.patches,
+                module_state(context.model))
 
     def run(self, context: StageContext, previous: Any, observer: Observer,
             cancel: CancelToken | None) -> StageResult:
@@ -51,7 +53,8 @@ class CaptureStage(Stage):
         for warning in dim_warnings(context.spec, context.inputs):
             warnings.warn(str(warning), DimPolicyWarning, stacklevel=6)
         return capture(context.model, context.inputs, context.spec, strategy=context.options.strategy,
-                       runtime_asserts=context.options.runtime_asserts, observer=observer, cancel=cancel)
+                       runtime_asserts=context.options.runtime_asserts, patches=context.options.patches,
+                       observer=observer, cancel=cancel)
 
 
 class DecomposeStage(Stage):
@@ -114,7 +117,7 @@ class OptimizeStage(Stage):
         options = context.options
         result = optimize_stage(previous, enabled=options.optimize, skip_passes=options.skip_passes,
                                 extra_rewrite_rules=options.extra_rewrite_rules)
-        return _loadable(result)
+        return _baked(_loadable(result), previous, context)
 
 
 def _loadable(result: StageResult) -> StageResult:
@@ -130,6 +133,19 @@ def _loadable(result: StageResult) -> StageResult:
     detail = "; ".join(filter(None, (result.detail, refusal)))
     return dataclasses.replace(result, status=Status.WARNING, seconds=seconds, detail=detail,
                                warnings=(*result.warnings, refusal))
+
+
+def _baked(result: StageResult, translated: Any, context: StageContext) -> StageResult:
+    """A final model with sizes fixed at the example where a dim is asked dynamic
+    (:mod:`exporter.shapes.baked`) is kept, but the stage warns, one sentence per node."""
+    if not result.ok or result.output is None:
+        return result
+    found = baked_constants(translated, result.output, context.inputs, context.spec, context.options.input_names)
+    if not found:
+        return result
+    detail = f"{len(found)} size(s) fixed at the example where a dim is dynamic: wrong or failing at other sizes"
+    return dataclasses.replace(result, status=Status.WARNING, detail="; ".join(filter(None, (result.detail, detail))),
+                               warnings=(*result.warnings, *(b.message for b in found)))
 
 
 PIPELINE: tuple[Stage, ...] = (CaptureStage(), DecomposeStage(), TranslateStage(), OptimizeStage())

@@ -43,6 +43,7 @@ class RecordedAxis:
     sizes: tuple[int, ...]
     dim: AxisPolicyProposal
     note: str = ""
+    inferred: bool = False  # dynamic though it never moved (a decoder's batch, its prompt length)
 
     @property
     def static(self) -> bool:
@@ -159,8 +160,24 @@ def group_calls(model: Any, calls: Sequence[RecordedCall]) -> tuple[tuple[CallGr
         base = ("decode" if has_cache[key] else "prefill") if any_cache else ("forward" if len(keys) == 1 else "group")
         name = _unique(base, used)
         chosen = [bound_calls[i] for i in members]
-        groups.append(_group(name, chosen, key[2]))
+        groups.append(_group(name, chosen, key[2], infer=base if any_cache else "", windows=_windows(chosen[0][1])))
+    inferred = sorted({axis.policy for group in groups for axis in group.axes if axis.inferred})
+    if inferred:
+        notes.append(
+            f"{' and '.join(inferred)} never moved in the recorded calls: proposed dynamic, inferred, not observed "
+            "(record two prompts of different batch size and length to observe them)"
+        )
     return tuple(groups), tuple(notes)
+
+
+def _windows(bound: BoundInputs) -> dict[str, int]:
+    """The sliding window of each cache tensor of a ``DynamicSlidingWindowLayer``, by leaf path."""
+    from ..compat.kv_cache import kv_cache_windows
+
+    out: dict[str, int] = {}
+    for name, value in zip(bound.parameter_names, (*bound.args, *bound.kwargs.values())):
+        out.update(kv_cache_windows(name, value))
+    return out
 
 
 def _holds_cache_tensors(bound: BoundInputs) -> bool:
@@ -179,7 +196,13 @@ def _unique(base: str, used: set[str]) -> str:
     return name
 
 
-def _group(name: str, members: list[tuple[RecordedCall, BoundInputs]], constants: tuple[tuple[str, str], ...]) -> CallGroup:
+def _group(
+    name: str, members: list[tuple[RecordedCall, BoundInputs]], constants: tuple[tuple[str, str], ...], infer: str = "",
+    windows: dict[str, int] | None = None,
+) -> CallGroup:
+    """One group's axes and proposals; ``infer`` (``prefill``/``decode``: the calls of a
+    decoder with a KV cache) also proposes the axes another prompt would move (see
+    :func:`_inferred`); ``windows`` bounds the length of sliding-window cache tensors."""
     first = members[0][1]
     cache_paths = set(dict(first.onnx_defaults))
     sizes: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -190,23 +213,55 @@ def _group(name: str, members: list[tuple[RecordedCall, BoundInputs]], constants
     classes: dict[tuple[int, ...], list[tuple[str, int]]] = {}
     for key, s in varying.items():
         classes.setdefault(s, []).append(key)
-    proposals = _propose(classes, cache_paths, {leaf.path: leaf.rank for leaf in first.leaves})
+    proposals = _propose(classes, cache_paths, {leaf.path: leaf.rank for leaf in first.leaves}, windows or {})
+    guessed = _inferred(sizes, varying, infer, {d.name for d, _ in proposals.values() if isinstance(d, Dim)})
     axes = []
     for (path, axis), s in sizes.items():
         if (path, axis) in varying:
             dim, note = proposals[varying[(path, axis)]]
             axes.append(RecordedAxis(path, axis, s, dim, note))
+        elif (path, axis) in guessed:
+            dim, note = guessed[(path, axis)]
+            axes.append(RecordedAxis(path, axis, s, dim, note, inferred=True))
         else:
             axes.append(RecordedAxis(path, axis, s, None, f"always {s[0]} in the recorded calls"))
     return CallGroup(name, tuple(c for c, _ in members), _top_level(first), tuple(axes), constants)
 
 
+def _inferred(
+    sizes: dict[tuple[str, int], tuple[int, ...]], varying: dict[tuple[str, int], tuple[int, ...]], infer: str,
+    used: set[str],
+) -> dict[tuple[str, int], tuple[Name, str]]:
+    """The axes of a decoder's calls that one prompt cannot show moving, proposed dynamic
+    anyway: the batch (axis 0 of every input of rank >= 2 that has the first input's batch
+    size in every call), and, for the prefill, the prompt length (axis 1 of those that have
+    the first input's length). Only when they never moved; each noted "inferred, not observed"."""
+    if not infer or not sizes:
+        return {}
+    first = next(iter(sizes))[0]  # the first tensor input: input_ids
+    ranks = {path: axis + 1 for path, axis in sizes}
+    out: dict[tuple[str, int], tuple[Name, str]] = {}
+    for axis, base in ((0, "batch"), (1, "seq")):
+        if (axis == 1 and infer != "prefill") or (first, axis) not in sizes or (first, axis) in varying:
+            continue
+        reference = sizes[(first, axis)]
+        members = [(path, a) for (path, a), s in sizes.items()
+                   if a == axis and ranks[path] >= 2 and s == reference and (path, a) not in varying]
+        name = _unique(base, used)
+        note = f"inferred, not observed (always {reference[0]} here)"
+        out.update({member: (Name(name), note) for member in members})
+    return out
+
+
 def _propose(
-    classes: dict[tuple[int, ...], list[tuple[str, int]]], cache_paths: set[str], ranks: dict[str, int]
+    classes: dict[tuple[int, ...], list[tuple[str, int]]], cache_paths: set[str], ranks: dict[str, int],
+    windows: dict[str, int] | None = None,
 ) -> dict[tuple[int, ...], tuple[Dim | Derived, str]]:
     """A dim per class of axes that vary together. Roots are dim names (:class:`Name`:
     dynamic, bounded by the model's guards, as torch.onnx reads a string), except the roots
-    of derived axes, which torch needs as a :class:`Dim` (``Dim('past') + 1``)."""
+    of derived axes, which torch needs as a :class:`Dim` (``Dim('past') + 1``); such a root
+    over the length of a sliding-window cache (``windows``: leaf path -> window) is bounded by
+    what the window keeps, ``Dim('past', max=window - 1)`` (the model's mask guards it)."""
     names: dict[tuple[int, ...], str] = {}
     used: set[str] = set()
     pending = []
@@ -225,6 +280,12 @@ def _propose(
     out: dict[tuple[int, ...], tuple[Dim | Derived, str]] = {
         sizes: (Dim(name) if sizes in strict else Name(name), "") for sizes, name in names.items()
     }
+    windows = windows or {}
+    for sizes in strict:
+        kept = [windows[path] - 1 for path, axis in classes[sizes] if path in windows and axis == ranks[path] - 2]
+        if kept and min(kept) > max(sizes):
+            out[sizes] = (Dim(names[sizes], max=min(kept)),
+                          f"at most {min(kept)}: a sliding window of {min(kept) + 1} keeps {min(kept)} tokens")
     for sizes in pending:
         if sizes in derived:
             root_sizes, k = derived[sizes]

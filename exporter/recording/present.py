@@ -53,11 +53,11 @@ def recorded_check_section(check: RecordedCheck) -> Section:
 @presents(RecordedExport)
 def recorded_export_section(result: RecordedExport) -> Section:
     sweep = "not run" if result.sweep is None else result.sweep.status
-    body: list[Block] = [
-        KeyValues((("group", result.group.name), ("example", f"call {result.group.example.index}"),
-                   ("spec", repr(result.session.spec)), ("sweep (session.verify())", str(sweep)))),
-        recorded_check_section(result.recorded),
-    ]
+    rows = [("group", result.group.name), ("example", f"call {result.group.example.index}"),
+            ("spec", repr(result.session.spec)), ("sweep (session.verify())", str(sweep))]
+    if result.bounded:
+        rows.append(("bounded by the model's guards", "; ".join(result.bounded)))
+    body: list[Block] = [KeyValues(tuple(rows)), recorded_check_section(result.recorded)]
     return Section(f"Exported from the recorded {result.group.name} calls",
                    badge=Badge.status("ok" if result.ok else "failed"), body=tuple(body))
 

@@ -88,8 +88,18 @@ class RangeReport(Presentable):
 
 
 def compare_ranges(group: CallGroup, session: Session) -> RangeReport:
-    """``group``'s observed sizes against the ranges ``session`` obtained (``session.dims``)."""
+    """``group``'s observed sizes against the ranges ``session`` obtained (``session.dims``).
+    Axes that share one ONNX dim (one name: ``input_ids.0`` and ``attention_mask.0`` are both
+    ``batch``) read one range, the one every axis of it was exported for (torch may bound one
+    axis's symbol, ``at least 2`` from a size-oblivious guard, and not another's)."""
     outcomes = {(o.input, o.axis): o for o in session.dims}
+    shared: dict[str, tuple[int | None, int | None]] = {}
+    for o in outcomes.values():
+        if o.obtained == "dynamic" and o.dim and o.dim.isidentifier():
+            low, high = shared.get(o.dim, (o.min, o.max))
+            lows = [v for v in (low, o.min) if v is not None]
+            highs = [v for v in (high, o.max) if v is not None]
+            shared[o.dim] = (max(lows) if lows else None, min(highs) if highs else None)
     axes = []
     for axis in group.axes:
         outcome = outcomes.get((axis.path, axis.axis))
@@ -98,7 +108,8 @@ def compare_ranges(group: CallGroup, session: Session) -> RangeReport:
             axes.append(AxisRange(axis.path, axis.axis, axis.observed, axis.policy, state, None, None,
                                   sizes=axis.sizes))
             continue
-        low, high = outcome.min, outcome.max
+        low, high = shared.get(outcome.dim or "", (outcome.min, outcome.max)) if outcome.dynamic else (
+            outcome.min, outcome.max)
         outside = tuple(
             (call.index, size) for call, size in zip(group.calls, axis.sizes, strict=True)
             if (low is not None and size < low) or (high is not None and size > high)

@@ -87,6 +87,7 @@ class Recorder:
         self._calls: tuple[RecordedCall, ...] = ()
         self._raised = 0
         self._state = "new"
+        self._problem = ""  # why the recording cannot be used, in one line (refused, failed to group)
 
     def __enter__(self) -> Recorder:
         if self._state != "new":
@@ -116,6 +117,11 @@ class Recorder:
             )
         self._calls = tuple(observer.calls)
         self._raised = observer.raised
+        refusal = _cache_refusal(self._calls)
+        if refusal is not None:
+            self._state = "refused"
+            self._problem = f"{len(self._calls)} calls of {name}.forward recorded, not exportable: {refusal}"
+            raise RecordingError(self._problem + "; " + _CACHE_ALTERNATIVES)
         self._state = "done"
 
     @property
@@ -127,7 +133,8 @@ class Recorder:
                 raise RecordingError(
                     {"new": "the record block has not run yet", "recording": "the record block has not ended yet",
                      "raised": "the record block raised: nothing was kept",
-                     "empty": "no call was observed in the record block"}.get(self._state, "nothing was recorded"),
+                     "empty": "no call was observed in the record block",
+                     "refused": self._problem}.get(self._state, "nothing was recorded"),
                     hint="use the recording after the with block: with exporter.record(model) as rec: ...; rec.export()",
                 )
             groups, notes = group_calls(self.model, self._calls)
@@ -158,12 +165,45 @@ class Recorder:
         return self.recording.summary()
 
     def __repr__(self) -> str:
-        if self._state != "done":
-            return f"<Recorder of {type(self.model).__name__}: {self._state}>"
-        return repr(self.recording)
+        """The recording's summary; never raises: a recording that cannot be shown (refused
+        at the block's end, or its calls could not be grouped) is one line saying why."""
+        try:
+            if self._state == "done":
+                return repr(self.recording)
+        except Exception as exc:  # noqa: BLE001 - a repr never raises: the problem is its text
+            self._problem = _one_line(exc)
+        problem = f": {self._problem}" if self._problem else ""
+        return f"<Recorder of {type(self.model).__name__}: {self._state}{problem}>"
 
     def _repr_html_(self) -> str | None:
-        return self.recording._repr_html_() if self._state == "done" else None
+        try:
+            return self.recording._repr_html_() if self._state == "done" else None
+        except Exception:  # noqa: BLE001 - IPython then shows __repr__'s one line
+            return None
+
+
+_CACHE_ALTERNATIVES = (
+    "record generate(..., cache=DynamicCache()) instead (past_key_values= before transformers 5; plain "
+    "layers, the model still masks its window), or prompts plus new tokens shorter than the window"
+)
+
+
+def _cache_refusal(calls: tuple[RecordedCall, ...]) -> str | None:
+    """Why a call's KV cache cannot be exported (a sliding window that filled up, a layer type
+    that keeps state besides its tensors), in one phrase naming the first such call, or None."""
+    from ..compat.kv_cache import kv_cache_refusal
+
+    for call in calls:
+        for value in (*call.args, *call.kwargs.values()):
+            reason = kv_cache_refusal(value)
+            if reason is not None:
+                return f"call {call.index}'s cache holds {reason}"
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "reason", "") or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def record(model: Any) -> Recorder:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..session import Session
     from ..verify import VerifyResult
 
-__all__ = ["RecordedCheck", "RecordedExport", "check_recorded", "export_group"]
+__all__ = ["RecordedCheck", "RecordedExport", "check_recorded", "export_group", "merged_spec"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -70,6 +70,7 @@ class RecordedExport(Presentable):
     recorded: RecordedCheck
     sweep: VerifyResult | None = None
     left_out: tuple[str, ...] = ()  # constant keyword inputs not passed (see export_group)
+    bounded: tuple[str, ...] = ()  # torch's ranges applied to the proposal: "past = Dim('past', max=4095)"
 
     @property
     def ok(self) -> bool:
@@ -128,20 +129,82 @@ def export_group(
     **options: Any,
 ) -> RecordedExport:
     """Export ``model`` with the group's proposed spec (``dynamic_shapes`` in ``options``
-    replaces it) and its :attr:`~CallGroup.example` call, then check it on the recorded calls
-    and, when ``sweep``, with ``session.verify()``. Raises the export's
+    widens or narrows it axis by axis: see :func:`merged_spec`) and its
+    :attr:`~CallGroup.example` call, then check it on the recorded calls and, when ``sweep``,
+    with ``session.verify()``. When capture rejects the spec only because the model's guards
+    bound a proposed dim (a sliding window's ``past <= 4095``), the bound is applied (torch's
+    suggested range) and said in :attr:`RecordedExport.bounded`. Raises the export's
     :class:`~exporter.ExportError` when a stage fails."""
-    from ..api import export
+    from ..inputs import bind_inputs
     from ..options import ExportOptions
+    from ..session import Session
 
-    spec = options.pop("dynamic_shapes", group.dynamic_shapes)
     args, kwargs = group.example.inputs()
     left_out = tuple(_through_var_keyword(model, kwargs))
     kwargs = {name: value for name, value in kwargs.items() if name not in left_out}
-    session = export(model, *args, options=ExportOptions(dynamic_shapes=spec, **options), **kwargs)
+    spec = merged_spec(group.dynamic_shapes, options.pop("dynamic_shapes", None), bind_inputs(model, args, kwargs))
+    session = Session(model, args, kwargs, ExportOptions(dynamic_shapes=spec, **options))
+    session, bounded = _bounded_by_guards(session)
+    session.run()
+    session.raise_for_status()
     recorded = check_recorded(session, group, tolerances, left_out)
     swept = session.verify(tolerances=tolerances) if sweep else None
-    return RecordedExport(group, session, recorded, swept, left_out)
+    return RecordedExport(group, session, recorded, swept, left_out, bounded)
+
+
+def merged_spec(proposal: Any, given: Any, bound: Any) -> Any:
+    """The proposal with ``given`` (any ``dynamic_shapes`` form) laid over it axis by axis: an
+    axis ``given`` names takes its policy (``{"input_ids": {0: "batch"}}`` widens one axis and
+    keeps the rest of the proposal); a ``Dim`` given under a proposed name (``Dim("past",
+    max=64)``) replaces that dim everywhere, in derived axes too (``past + 1``)."""
+    from ..dims import DimSpec
+    from ..dims.parse import parse_dynamic_shapes
+
+    if given is None:
+        return proposal
+    over = ({(e.path, e.axis): e.policy for e in given} if isinstance(given, DimSpec)
+            else parse_dynamic_shapes(given, bound))
+    return _laid_over(proposal, over, bound)
+
+
+def _laid_over(proposal: Any, over: Mapping[tuple[str, int], Any], bound: Any) -> Any:
+    from ..dims import Derived, Dim, DimSpec, Name
+    from ..dims.parse import parse_dynamic_shapes
+    from ..dims.spec import build
+
+    value = ({(e.path, e.axis): e.policy for e in proposal} if isinstance(proposal, DimSpec)
+             else parse_dynamic_shapes(proposal, bound))
+    strict = {p.name: p for p in over.values() if isinstance(p, Dim) and not isinstance(p, Name)}
+    for key, policy in value.items():
+        if isinstance(policy, Derived) and policy.root.name in strict:
+            value[key] = Derived(strict[policy.root.name], policy.scale, policy.offset)
+        elif isinstance(policy, Dim) and policy.name in strict:
+            value[key] = strict[policy.name]
+    value.update(over)
+    return build(bound, value)
+
+
+def _bounded_by_guards(session: Session, rounds: int = 3) -> tuple[Session, tuple[str, ...]]:
+    """``session`` with torch's suggested ranges applied while capture fails only on guards
+    that bound a dim (``Dim('past', max=4095)``, also in the derived ``past + 1``), and those
+    ranges; ``session`` unchanged when capture succeeds or a fix would do more than bound a dim."""
+    bounded: list[str] = []
+    for _ in range(rounds):
+        if session.run("capture").status != "failed":
+            break
+        fixes = session.suggested_fixes
+        if not fixes.fixes or any(fix.kind != "range" or fix.policy is None for fix in fixes):
+            break
+        over = {(axis.path, axis.index): fix.policy for fix in fixes for axis in fix.axes}
+        try:
+            spec = _laid_over(session.spec, over, session.inputs)
+        except Exception:  # noqa: BLE001 - a fix that does not fit: the capture error stands
+            break
+        if spec == session.spec:
+            break
+        bounded.extend(fix.text.split("  #")[0] for fix in fixes)
+        session = session.with_dims(spec)
+    return session, tuple(bounded)
 
 
 def _through_var_keyword(model: Any, kwargs: Mapping[str, Any]) -> list[str]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,6 +22,7 @@ from .solve import axis_ranges
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
+    from ..patches import SuggestedPatch
     from ..session import Session
 
 
@@ -61,7 +65,10 @@ class SuggestedFixes(Presentable):
 
     ``before`` is the user's spec, ``after`` the spec with the fixes applied, ``diff`` a
     unified diff of their ``dynamic_shapes`` code, ``unapplied`` the lines that named no
-    known dim, ``error`` why ``after`` could not be built (then ``after == before``)."""
+    known dim, ``error`` why ``after`` could not be built (then ``after == before``).
+    ``patches``: the model patches (:mod:`exporter.patches`) that apply to the model, offered
+    when its capture or verification failed, each with the diff of what it replaces;
+    :func:`apply_suggested_fixes` applies them first."""
 
     fixes: tuple[DimFix, ...]
     before: DimSpec
@@ -71,9 +78,15 @@ class SuggestedFixes(Presentable):
     error: str | None = None
     before_code: str = ""
     after_code: str = ""
+    patches: tuple[SuggestedPatch, ...] = ()
 
     def __bool__(self) -> bool:
-        return self.after != self.before
+        return self.after != self.before or bool(self.patches)
+
+    @property
+    def patch_names(self) -> tuple[str, ...]:
+        """What ``ExportOptions(patches=...)`` takes to apply :attr:`patches`."""
+        return tuple(p.name for p in self.patches)
 
     def __iter__(self) -> Iterator[DimFix]:
         return iter(self.fixes)
@@ -347,21 +360,51 @@ def build_fixes(
     return SuggestedFixes(tuple(fixes), spec, after, diff, tuple(unapplied), problem, before_code, after_code)
 
 
+_SOURCE_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)\b")
+
+
+def with_patches(fixes: SuggestedFixes, model: Any, applied: tuple[str, ...], failed: bool,
+                 source: str | None = None) -> SuggestedFixes:
+    """``fixes`` plus the model patches that apply to ``model`` and are not ``applied`` yet,
+    when the export or its verification ``failed``. ``source``: the failing stage's
+    ``file:line …``, when a stage failed there: then only the patches that replace the function
+    holding that line."""
+    if not failed:
+        return fixes
+    from ..patches import suggested_patches
+
+    match = _SOURCE_LINE.match(source or "")
+    at = (match["file"], int(match["line"])) if match and os.path.isfile(match["file"]) else None
+    if source and at is None:
+        return fixes  # a failure at a line no patch can be matched against: offer none
+    found = suggested_patches(model, exclude=applied, at=at)
+    return dataclasses.replace(fixes, patches=found) if found else fixes
+
+
 def apply_suggested_fixes(session: Session, max_rounds: int = 5, *, observer: Any = None,
                           cancel: Any = None) -> tuple[Session, tuple[SuggestedFixes, ...]]:
     """Re-export with the suggested fixes until capture succeeds, no new fix comes, or
     ``max_rounds`` rounds ran. Returns the last session and the fixes applied per round.
+    Suggested model patches come first, as a round of their own (the spec unchanged): a patch
+    often keeps dynamic a dim the dim fixes would make static; the dim fixes of a capture
+    that still fails come next.
     ``observer`` / ``cancel`` as for :meth:`Session.run`: once cancelled, the rounds stop and
     the session reached so far is returned (its capture not run)."""
     current = session
     history: list[SuggestedFixes] = []
     seen = {current.spec}
+    patched = False
     for _ in range(max_rounds):
         status = current.run("capture", observer=observer, cancel=cancel).status
-        if status in ("ok", "cancelled"):
+        if status == "cancelled":
             break
         fixes = current.suggested_fixes
-        if not fixes or fixes.after in seen:
+        if fixes.patches and not patched:  # a round of their own, the spec as it is
+            patched = True
+            history.append(fixes)
+            current = current.with_options(patches=current.options.patches + fixes.patch_names)
+            continue
+        if status == "ok" or not fixes or fixes.after in seen:
             break
         seen.add(fixes.after)
         history.append(fixes)

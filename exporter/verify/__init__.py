@@ -9,10 +9,13 @@ sizes are wrong and why.
 
 Sizes. Input axes that share one torch symbol (or one user ``Dim`` name) form a *dim group* and
 always change together. Each group is swept over its *requested* range (the user's ``Dim``
-min/max; ``[1, inf)`` for AUTO / DYNAMIC): the bounds, 1 and 2, an odd size, a size larger
-than the example; when none of those lies in the obtained range with the other parity or
-above the example, the example + 1 and about twice the example (past ``max_size``: a raw-audio
-length of 2640 is varied at 2641 and 5281); and for every remainder/divisibility guard torch
+min/max; ``[1, inf)`` for AUTO / DYNAMIC): the bounds, 1 and 2, an odd size and a size larger
+than the example, each at most ``max_size``; and, whatever ``max_size`` says, exactly twice
+the example (every divisibility of the example still holds: window partitions, strides), or
+the requested max when twice is past it, even outside the range torch obtained, and the
+example + 1 (- 1 past the range) when no other size in the obtained range has its parity (timm's halonet26t, example 256,
+was compared at 255 and 256 only and fails in onnxruntime at 512; a raw-audio length of 2640 is
+varied at 2641 and 5280); and for every remainder/divisibility guard torch
 recorded (``Mod(h, 4) == 0``), the nearest in-range size that keeps all the group's guards and
 the nearest that breaks each (Swin's window partition), see :func:`exporter.cases.guard_sizes`. Cases
 inside the obtained range run first. Each case says whether it lies inside the range torch *obtained* for the dim

@@ -18,6 +18,7 @@ from ..model_state import StateReport, preserved
 from ..node_metadata import fx_name_of
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
+from ..shapes.baked import baked_case_cause, baked_constants_of
 from .contract import ContractReport, check_contract
 from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
@@ -217,9 +218,12 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
     if static:
         listed = ", ".join(sorted({f"{g.axes_text} (requested {g.requested}, ONNX dim {d!r})" for g, d in static}))
         findings.append(Finding("static_in_onnx", f"dims declared dynamic but static in the ONNX model: {listed}"))
+    baked = baked_constants_of(session) if bad else ()
     for c in bad:
         what = {"ort_error": "onnxruntime fails", "error": "could not build inputs"}.get(c.status, "wrong")
-        findings.append(Finding("wrong_at_size", f"{what} at size {c.sizes_text}: {c.describe()}", c.name, c.sizes, _case_cause(c, groups)))
+        axes = [axis for g in groups if g.label in c.changed for axis in g.axes]
+        cause = "; ".join(filter(None, (baked_case_cause(baked, axes, c.error), _case_cause(c, groups)))) or None
+        findings.append(Finding("wrong_at_size", f"{what} at size {c.sizes_text}: {c.describe()}", c.name, c.sizes, cause))
     skipped: dict[tuple[str, ...], list[CaseResult]] = {}
     for c in others:
         if c.status == "eager_error":
@@ -391,8 +395,10 @@ def verify(
         make_inputs: hook called for every generated case with an :class:`InputCase`;
             return ``(args, kwargs)`` to replace its inputs, or None to keep them.
         max_size: largest size a generated case may use, except the sizes scaled to the
-            example (example + 1, about twice the example) and the sizes chosen from the
-            remainder guards, which stay near the example so every dim is varied.
+            example (exactly twice the example, or the requested ``Dim`` max when twice is
+            past it, always tried, even outside the range torch obtained; the example + 1
+            when no other size has its parity), and the sizes chosen from the remainder
+            guards, which stay near the example so every dim is varied.
         independent: sweep every torch symbol on its own. By default axes that callers size
             together move together: axes sharing a Dim or a name, axes torch found equal, and
             AUTO/DYNAMIC axes of different inputs at the same index with the same example size

@@ -40,6 +40,39 @@ def llama() -> Any:
     return transformers.LlamaForCausalLM(config).eval()
 
 
+def _decoder_config(cls_name: str, **extra: Any) -> Any:
+    import transformers
+
+    return getattr(transformers, cls_name)(
+        num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=HEADS,
+        head_dim=HEAD_DIM, intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=128,
+        bos_token_id=0, eos_token_id=0, pad_token_id=0, **extra,
+    )
+
+
+def mistral(**extra: Any) -> Any:
+    """Mistral's default config keeps ``sliding_window`` (4096): ``generate()`` builds a cache
+    of ``DynamicSlidingWindowLayer`` s."""
+    import transformers
+
+    return transformers.MistralForCausalLM(_decoder_config("MistralConfig", **extra)).eval()
+
+
+def gemma2() -> Any:
+    """Gemma2: sliding and full attention layers in turn (a hybrid cache)."""
+    import transformers
+
+    return transformers.Gemma2ForCausalLM(_decoder_config("Gemma2Config")).eval()
+
+
+def gemma3() -> Any:
+    """Gemma3 (text): one sliding and one full attention layer (a hybrid cache)."""
+    import transformers
+
+    config = _decoder_config("Gemma3TextConfig", layer_types=["sliding_attention", "full_attention"])
+    return transformers.Gemma3ForCausalLM(config).eval()
+
+
 def t5() -> Any:
     import transformers
 

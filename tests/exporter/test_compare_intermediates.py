@@ -246,3 +246,30 @@ def test_run_program_returns_the_programs_outputs_and_every_nodes_value():
     assert {n.name for n in session.stage_output("decompose").graph.nodes} == set(values)
     assert torch.equal(values["x"], x)  # the input placeholder, then every node after it
 
+
+
+def test_the_pairs_judged_together_give_the_rows_judged_one_at_a_time():
+    import numpy as np
+
+    from exporter.verify.intermediates.judge import node_row, node_rows
+    from exporter.verify.intermediates.ort_side import OrtRunner
+    from exporter.verify.intermediates.plan import pair_names, plan_of
+    from exporter.verify.program_run import program_inputs
+
+    session = _export(Block())
+    program, model = session.stage_output("decompose"), session.stage_output("optimize")
+    plan = plan_of(session.graphs, program, model)
+    x = torch.randn(5, 4)
+    _, _, fx_values = plan.fx.run(program_inputs(program, session, (x,), {}), plan.wanted, None)
+    nodes = [n for n in plan.nodes if n.pairs]
+    onnx_values = OrtRunner(model, session.ort_model).run(pair_names(nodes), session.feeds(x), keep=False)
+    first, second = (value for node in nodes[:2] for value, _ in node.pairs)
+    onnx_values[first] = onnx_values[first] + np.float32(0.5)  # a failing pair
+    onnx_values[second] = np.full_like(onnx_values[second], np.nan)  # a NaN pair
+
+    together = node_rows("c", nodes, onnx_values, fx_values, None)
+    alone = {n.name: node_row("c", n, onnx_values, fx_values, None) for n in nodes}
+
+    assert together == alone
+    assert {r.status for r in together.values()} == {"pass", "fail"}
+

@@ -272,24 +272,68 @@ def test_gpt2_prefill_with_use_cache_returns_present_outputs_and_verifies():
     assert result.ok, result.summary()
 
 
-def test_a_cache_with_sliding_window_layers_is_refused_before_export_with_what_to_do():
-    from transformers.cache_utils import DynamicCache, DynamicSlidingWindowLayer
+def _sliding_cache(tokens: int, window: int = 4):
+    """A hybrid cache as generate() builds it for Gemma2: a sliding layer, then a full one."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+
+    cache = DynamicCache()
+    cache.layers = [DynamicSlidingWindowLayer(sliding_window=window), DynamicLayer()]
+    for layer in cache.layers:
+        layer.update(torch.randn(1, 2, tokens, 4), torch.randn(1, 2, tokens, 4))
+    return cache
+
+
+def test_a_sliding_window_cache_flattens_by_layer_and_unflattens_to_its_layer_types_and_window():
+    from torch.utils import _pytree
+
+    from exporter.compat import key_path_to_str
+
+    compat.register_kv_cache_pytree()
+    cache = _sliding_cache(tokens=3)
+    leaves, spec = _pytree.tree_flatten(cache)
+    assert [key_path_to_str("cache", p) for p, _ in compat.tree_flatten_with_path(cache)] == [
+        f"cache.{n}" for n in ("0.key", "0.value", "1.key", "1.value")
+    ]
+    rebuilt = _pytree.tree_unflatten(leaves, spec)
+    assert [type(layer).__name__ for layer in rebuilt.layers] == ["DynamicSlidingWindowLayer", "DynamicLayer"]
+    assert all(a is b for a, b in zip(_pytree.tree_leaves(rebuilt), leaves, strict=True))  # no tensor created
+    sliding = rebuilt.layers[0]
+    assert (sliding.sliding_window, sliding.cumulative_length, sliding.get_seq_length()) == (4, 3, 3)
+    assert rebuilt.get_mask_sizes(1, 0) == cache.get_mask_sizes(1, 0) == (4, 0)
+    assert compat.kv_cache_leaf_names("cache", cache) == {
+        f"cache.{n}": f"past_key_values.{n}" for n in ("0.key", "0.value", "1.key", "1.value")
+    }
+    assert compat.kv_cache.kv_cache_refusal(cache) is None
+
+
+def test_a_full_sliding_window_and_other_layer_types_are_refused_before_export_with_what_to_do():
+    from transformers.cache_utils import DynamicCache, DynamicLayer
 
     from exporter.errors import SpecError
     from exporter.inputs import bind_inputs
-
-    compat.register_kv_cache_pytree()
-    cache = DynamicCache()
-    cache.layers = [DynamicSlidingWindowLayer(sliding_window=4)]
-    cache.layers[0].update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
 
     class Step(torch.nn.Module):
         def forward(self, x, cache):
             return x
 
-    with pytest.raises(SpecError, match="holds a DynamicSlidingWindowLayer") as info:
-        bind_inputs(Step(), (torch.ones(1),), {"cache": cache})
+    compat.register_kv_cache_pytree()
+    full = _sliding_cache(tokens=5)  # 5 tokens seen, the window keeps 3: the position is not in the tensors
+    reason = compat.kv_cache.kv_cache_refusal({"cache": full})
+    assert reason == ("a DynamicSlidingWindowLayer whose window of 4 is full (5 tokens seen, 3 kept): "
+                      "its position is not in its tensors")
+    with pytest.raises(SpecError, match="window of 4 is full") as info:
+        bind_inputs(Step(), (torch.ones(1),), {"cache": full})
     assert "use_cache=False" in info.value.hint
+
+    class OddLayer(DynamicLayer):  # any other layer type may keep state besides its tensors
+        pass
+
+    odd = DynamicCache()
+    odd.layers = [OddLayer()]
+    odd.layers[0].update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+    assert compat.kv_cache.kv_cache_refusal(odd) == "a OddLayer (state besides its tensors)"
+    with pytest.raises(SpecError, match="holds a OddLayer"):
+        bind_inputs(Step(), (torch.ones(1),), {"cache": odd})
 
 
 def test_benchmark_gives_eager_the_example_cache_on_every_call_and_leaves_it_as_it_was(gpt2):

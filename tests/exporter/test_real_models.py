@@ -44,6 +44,8 @@ def test_string_names_export_match_eager_at_a_second_size_and_verify(name):
         assert first.run("capture").status == "failed"
         changes = first.suggested_fixes.changes()
         assert changes and all(after == "STATIC" for _, _, _, after in changes)
+        # ViT has DINOv2's interpolation idiom, but its capture fails elsewhere: no patch is offered
+        assert not first.suggested_fixes.patches
         assert len(session.applied_fixes) == 1
     else:
         assert session is first  # no fix needed: bound guards narrowed the ranges instead

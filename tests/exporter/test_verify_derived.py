@@ -230,7 +230,9 @@ def test_plan_cases_never_sweeps_a_derived_group_and_sizes_it_in_every_case():
     assert plans and all(dict(p.sizes)["k"] == dict(p.sizes)["n"] + dict(p.sizes)["m"] for p in plans)
     assert "k larger" not in [p.name for p in plans] and {"n larger", "m larger"} <= {p.name for p in plans}
     small = plan_cases(groups, 8, None)  # "larger" would make k = 7 + 8 > 8: dropped, not clipped
-    assert all(dict(p.sizes)["k"] <= 8 for p in small)
+    # near and twice are scaled to the example, never bounded by max_size (k follows: 7 + 8)
+    assert all(dict(p.sizes)["k"] <= 8 for p in small if p.name not in ("near", "twice"))
+    assert dict(next(p for p in small if p.name == "twice").sizes) == {"n": 7, "m": 8, "k": 15}
     with pytest.raises(ValueError, match="follows from m and n"):
         plan_cases(groups, 512, {"k": [3]})
     assert [p.sizes for p in plan_cases(groups, 512, {"n": [5]})] == [(("n", 5), ("m", 4), ("k", 9))]

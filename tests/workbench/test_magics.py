@@ -383,6 +383,7 @@ def test_every_declared_export_option_is_offered_alike_by_the_command_line_and_t
     declared = list(flagged_fields(ExportOptions))
     assert [field.name for field, _ in declared] == [
         "opset_version", "dynamic_shapes", "strategy", "optimize", "runtime_asserts", "fully_masked_rows", "skip_passes",
+        "patches",
     ]
     cli, magic = _cli_export_parser(), workbench.magics.ExportMagics.onnx_export.parser
     for field, flag in declared:
@@ -399,7 +400,8 @@ def test_every_declared_export_option_is_offered_alike_by_the_command_line_and_t
     [
         [],
         ["--opset", "18", "--strategy", "strict", "--no-optimize", "--runtime-asserts", "--fully-masked-rows", "mean",
-         "--skip-pass", "NameFixPass", "--skip-pass", "RewritePass", "--dynamic", "x.0=batch", "--dynamic", "x.1=n:2:64"],
+         "--skip-pass", "NameFixPass", "--skip-pass", "RewritePass", "--dynamic", "x.0=batch", "--dynamic", "x.1=n:2:64",
+         "--patch", "tf_same_padding"],
     ],
     ids=["defaults", "every-flag"],
 )
@@ -423,6 +425,7 @@ def test_a_command_line_and_a_magic_line_build_the_same_export_options(words):
         assert built == ExportOptions(
             opset_version=18, strategy="strict", optimize=False, runtime_asserts=True, fully_masked_rows="mean",
             skip_passes=("NameFixPass", "RewritePass"), dynamic_shapes={"x": {0: Name("batch"), 1: Dim("n", min=2, max=64)}},
+            patches=("tf_same_padding",),
         )
     else:
         assert built == ExportOptions()

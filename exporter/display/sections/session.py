@@ -13,6 +13,7 @@ from ...verify.intermediates import IntermediateComparison
 from ...passes import Bisection
 from ...pipeline.stages import STAGES
 from ...presentation import presents
+from ...shapes.ranges_metadata import narrowed_ranges
 from ...verify.results import VerifyResult
 from ..blocks import Badge, Block, Cell, KeyValues, Note, Section, Table, Verdict, cell_text
 from ..cells import number
@@ -101,6 +102,9 @@ def session_section(session: Session, *, title: str | None = None, details: bool
               f"fully masked rows: {options.fully_masked_rows}" if options.fully_masked_rows != "zero" else ""]
     if any(extras):
         items.append(("options", ", ".join(e for e in extras if e)))
+    computed = vars(session)  # the cached properties computed so far
+    if details or "dims" in computed:  # computed with the final model, which carries them too
+        items.extend(_valid_ranges(session))
     body: list[Block] = [KeyValues(tuple(items))]
     stages = session.stages
     if stages:
@@ -115,13 +119,24 @@ def session_section(session: Session, *, title: str | None = None, details: bool
     analyses = _analyses_table(session)
     if analyses is not None:
         body.append(analyses)
-    computed = vars(session)  # the cached properties computed so far
     if details or (details is None and "dims" in computed):
         body.append(safe_section(dims_section, session.dims, "Dims"))
     if details or (details is None and "guards" in computed):
         body.append(safe_section(guards_section, session.guards, "Guards"))
     return Section(title or f"Session: {model}", _session_status(session), tuple(body),
                    verdict=_session_verdict(session))
+
+
+def _valid_ranges(session: Session) -> list[tuple[str, Cell]]:
+    """One ``valid range`` line per input axis whose range torch narrowed (the ONNX model
+    does not check it; its ``metadata_props`` say it too): ``x.2 height: 60..115 (why)``."""
+    if session.failed_stage is not None or not any(r.name == "capture" and r.ok for r in session.stages):
+        return []
+    try:
+        ranges = narrowed_ranges(session.dims, session.onnx_input_names)
+    except Exception:  # noqa: BLE001 - a summary shows what it can
+        return []
+    return [("valid range", str(r)) for r in ranges]
 
 
 def result_line(result: Any) -> str:

@@ -68,10 +68,10 @@ def _line(guard: Guard) -> str:
 def fixes_section(fixes: SuggestedFixes, title: str = "Suggested fixes") -> Section:
     """torch's suggested fixes: the lines applied, those that name no dim of the spec, the
     spec before and after."""
-    count = len(fixes.fixes)
-    if not fixes.fixes and not fixes.unapplied:
+    count = len(fixes.fixes) + len(fixes.patches)
+    if not fixes.fixes and not fixes.unapplied and not fixes.patches:
         return Section(title, Badge("none", "muted"), (Note("no suggested fixes"),))
-    body: list[Block] = []
+    body: list[Block] = [Details(f"model patch {p.name}: replaces {p.idiom}", (Pre(p.diff),)) for p in fixes.patches]
     if fixes.fixes:
         body.append(Code("\n".join(f.text for f in fixes.fixes)))
     body.extend(Note(f"{u}  (not applied: names no dim of this spec)", "warn") for u in fixes.unapplied)

@@ -22,8 +22,9 @@ on the failing case: its first bad node is the node verify names. ``exporter.gra
 :func:`compare_intermediates` and its results (the graph widget paints them).
 
 Modules: :mod:`.result` (the rows and the comparison), :mod:`.plan` (what is compared, worked
-out once per export), :mod:`.fx_side`, :mod:`.ort_side`, :mod:`.judge` (one node's row) and
-:mod:`.run` (the call).
+out once per export), :mod:`.fx_side`, :mod:`.ort_side`, :mod:`.judge` (the rows: pairs that pass
+measured together), :mod:`.inside` (the first bad node's translation searched on FX inputs, so
+that ``first_bad`` can name a node without an FX value) and :mod:`.run` (the call).
 """
 
 from typing import TYPE_CHECKING

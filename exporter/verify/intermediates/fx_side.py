@@ -31,6 +31,7 @@ class FxRunner:
         self._program = program
         self._interpreter: Any = None
         self._lock = threading.Lock()
+        self.last_bytes = 0  # the wanted values' bytes in the last budgeted run (0: none yet)
 
     def run(self, inputs: Sequence[Any], wanted: frozenset[str] | set[str], budget: int | None,
             cancel: CancelToken | None = None) -> tuple[list[Any], dict[str, int], dict[str, Any] | None]:
@@ -59,6 +60,8 @@ class FxRunner:
         finally:
             if mine:
                 self._lock.release()
+        if budget is not None:
+            self.last_bytes = sum(probe.sizes.values())
         flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
         outputs = [v for v, spec in zip(flat, program.graph_signature.output_specs) if spec.kind.name == "USER_OUTPUT"]
         return outputs, probe.sizes, (probe.kept if probe.fits else None)

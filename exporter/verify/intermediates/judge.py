@@ -1,16 +1,22 @@
-"""One ONNX node's row: each of its outputs against its FX value under verify's rule, the worst kept."""
+"""The rows of ONNX nodes: each output against its FX value under verify's rule, the worst kept.
+
+:func:`node_rows` judges a whole chunk at once: the pairs that are real floating-point tensors
+of one shape and dtype on both sides are measured together (one concatenated array per dtype,
+per-pair maxima by segment), which gives the numbers :func:`exporter.verify.tolerance.compare`
+gives for a passing pair with every element finite; every other pair (a failure, a NaN, another
+shape or dtype, an integer value) goes through :func:`node_row`, one pair at a time."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..tolerance import compare
+from ..tolerance import compare, tolerance_for
 from .plan import NodePlan
 from .result import IntermediateRow
 
-__all__ = ["node_row"]
+__all__ = ["node_row", "node_rows"]
 
 _RANK = {"mismatch": 0, "fail": 1, "pass": 2, "not compared": 3}
 
@@ -19,9 +25,79 @@ def node_row(case: str, node: NodePlan, onnx_values: Mapping[str, Any], fx_value
              tolerances: Any) -> IntermediateRow:
     rows = [_pair_row(case, node, value, fx, onnx_values.get(value), fx_values.get(fx), tolerances)
             for value, fx in node.pairs]
+    return _worst(rows)
+
+
+def node_rows(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[str, Any], fx_values: Mapping[str, Any],
+              tolerances: Any) -> dict[str, IntermediateRow]:
+    """:func:`node_row` of each node, the passing floating-point pairs measured in one go."""
+    passed = _batched_passes(case, nodes, onnx_values, fx_values, tolerances)
+    rows: dict[str, IntermediateRow] = {}
+    for node in nodes:
+        found = [passed.get((node.name, value)) or _pair_row(case, node, value, fx, onnx_values.get(value),
+                                                            fx_values.get(fx), tolerances)
+                 for value, fx in node.pairs]
+        rows[node.name] = _worst(found)
+    return rows
+
+
+def _worst(rows: list[IntermediateRow]) -> IntermediateRow:
     if len(rows) == 1:
         return rows[0]
     return min(rows, key=lambda r: (_RANK[r.status], -(r.max_abs or 0.0)))
+
+
+def _batched_passes(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[str, Any], fx_values: Mapping[str, Any],
+                    tolerances: Any) -> dict[tuple[str, str], IntermediateRow]:
+    """The rows of the pairs that pass with every element finite, keyed by (node, ONNX value):
+    real float tensors (float16/32/64) of one shape and dtype on both sides, grouped by dtype and
+    measured as one array (verify's rule: ``|got - want| <= atol + scale * max|want| + rtol *
+    |want|`` per element, in float64, as :func:`exporter.verify.tolerance.compare` computes it).
+    A pair left out is judged alone by :func:`node_row`'s path."""
+    import numpy as np
+    import torch
+
+    batched = _batched_dtypes()
+    groups: dict[Any, list[tuple[NodePlan, str, str, Any, Any]]] = {}
+    for node in nodes:
+        for value, fx in node.pairs:
+            got, want = onnx_values.get(value), fx_values.get(fx)
+            if (not isinstance(want, torch.Tensor) or want.dtype not in batched or not isinstance(got, np.ndarray)
+                    or got.dtype != batched[want.dtype] or got.shape != tuple(want.shape) or got.size == 0):
+                continue
+            groups.setdefault(want.dtype, []).append((node, value, fx, got, want))
+    out: dict[tuple[str, str], IntermediateRow] = {}
+    for dtype, pairs in groups.items():
+        name = str(dtype).removeprefix("torch.")
+        tol = tolerance_for(name, tolerances)
+        sizes = np.fromiter((got.size for _, _, _, got, _ in pairs), np.int64, len(pairs))
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        got_all = np.concatenate([got.reshape(-1) for _, _, _, got, _ in pairs])
+        want_all = torch.cat([want.detach().reshape(-1) for _, _, _, _, want in pairs]).cpu().numpy()
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            diff = np.subtract(got_all, want_all, dtype=np.float64)
+            np.abs(diff, out=diff)
+            magnitude = np.abs(want_all, dtype=np.float64)
+            max_abs = np.maximum.reduceat(diff, starts)
+            atol = tol.atol + tol.output_scale * np.maximum.reduceat(magnitude, starts)
+            finite = np.isfinite(max_abs) & np.isfinite(atol)
+            failing = np.zeros(len(pairs), dtype=bool)
+            # An element within atol passes (its allowed difference is atol + rtol*|w|): only a
+            # pair whose largest difference passes atol is looked at element by element.
+            for k in np.flatnonzero(finite & (max_abs > atol)):
+                part = slice(starts[k], starts[k] + sizes[k])
+                failing[k] = bool(np.count_nonzero(diff[part] > atol[k] + tol.rtol * magnitude[part]))
+            nonzero = magnitude > 0
+            relative = np.divide(diff, magnitude, out=np.zeros_like(diff), where=nonzero)
+            relative[~nonzero & (diff > 0)] = np.inf
+            max_rel = np.maximum.reduceat(relative, starts)
+        for i, (node, value, fx, got, want) in enumerate(pairs):
+            if not finite[i] or failing[i]:
+                continue  # judged alone: its worst elements, NaN / Inf counts
+            out[(node.name, value)] = IntermediateRow(
+                node.name, node.op, node.fx_nodes or (fx,), node.module, node.source, "pass", value, fx,
+                float(max_abs[i]), float(max_rel[i]), float(atol[i]), got.shape, tuple(want.shape), name)
+    return out
 
 
 def _pair_row(case: str, node: NodePlan, value: str, fx: str, got: Any, want: Any, tolerances: Any) -> IntermediateRow:
@@ -61,6 +137,16 @@ def _pair_row(case: str, node: NodePlan, value: str, fx: str, got: Any, want: An
                       reason=None if check.ok else check.elements_text() or None,
                       nonfinite_onnx=check.nonfinite_actual, nonfinite_fx=check.nonfinite_expected)
     return IntermediateRow(**fields)
+
+
+@functools.lru_cache(maxsize=1)
+def _batched_dtypes() -> dict[Any, Any]:
+    """torch dtype → numpy dtype of the pairs measured together."""
+    import numpy as np
+    import torch
+
+    return {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
+            torch.float16: np.dtype(np.float16)}
 
 
 @functools.lru_cache(maxsize=64)

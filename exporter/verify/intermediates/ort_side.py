@@ -4,6 +4,7 @@ as graph outputs."""
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ class OrtRunner:
         self._proto: Any = None
         self._directory: Any = None
         self._types: dict[str, Any] = {}
+        self._pending: tuple[tuple, threading.Thread, dict[str, Any]] | None = None
         self.runs = 0
 
     @functools.cached_property
@@ -48,25 +50,72 @@ class OrtRunner:
         """The model's initializer bytes (summed once: every chunk asks)."""
         return initializer_bytes(self._model)
 
+    def prepare(self, names: Sequence[str]) -> bool:
+        """Start building the one-chunk session of ``names`` on a thread of its own, to be
+        ready when :meth:`run` asks for it (the FX side and eager PyTorch run meanwhile:
+        onnxruntime builds a session outside the GIL). Only for a small model whose weights
+        stay inline, and when the session kept from the last call does not serve; True when a
+        build started. A :meth:`run` of other names waits for it and drops it."""
+        wanted = list(dict.fromkeys(names))
+        key = (id(self._model), tuple(wanted))
+        if self._pending is not None or self._cached(key) is not None:
+            return False
+        if self.weight_bytes > _CACHED_WEIGHTS or needs_external_data(self._model):
+            return False
+        box: dict[str, Any] = {}
+
+        def build() -> None:
+            try:
+                box["session"] = self._session(wanted)
+            except BaseException as exc:  # noqa: BLE001 - handed to run(), which raises it
+                box["error"] = exc
+
+        thread = threading.Thread(target=build, name="compare-intermediates-onnxruntime", daemon=True)
+        thread.start()
+        self._pending = (key, thread, box)
+        return True
+
     def run(self, names: Sequence[str], feeds: Mapping[str, Any], *, keep: bool = True) -> dict[str, Any]:
         """The values ``names`` on ``feeds``. ``keep``: keep this session for the next call
         (a one-chunk run; a chunk of a streamed run would evict the whole model's session)."""
         wanted = list(dict.fromkeys(names))
         self.runs += 1
         key = (id(self._model), tuple(wanted))
-        cached = _SESSIONS.get("entry")
-        if cached is not None and cached[0]() is self._model and cached[1] == key:
-            return self._read(cached[2], wanted, feeds)
-        session = self._session(wanted)
+        prepared = self._take_pending(key)
+        cached = self._cached(key)
+        if cached is not None:
+            return self._read(cached, wanted, feeds)
+        session = prepared if prepared is not None else self._session(wanted)
         values = self._read(session, wanted, feeds)
         if keep and self._directory is None and self.weight_bytes <= _CACHED_WEIGHTS:
             _SESSIONS["entry"] = (weakref.ref(self._model), key, session)
         return values
 
     def close(self) -> None:
+        self._take_pending(None)
         if self._directory is not None:
             self._directory.cleanup()
             self._directory = None
+
+    def _cached(self, key: tuple) -> Any:
+        cached = _SESSIONS.get("entry")
+        if cached is not None and cached[0]() is self._model and cached[1] == key:
+            return cached[2]
+        return None
+
+    def _take_pending(self, key: tuple | None) -> Any:
+        """The session :meth:`prepare` built, when it was for ``key`` (its build error raised);
+        None otherwise. Waits for the build either way: it edits the shared proto."""
+        if self._pending is None:
+            return None
+        pending_key, thread, box = self._pending
+        self._pending = None
+        thread.join()
+        if pending_key != key:
+            return None
+        if "error" in box:
+            raise box["error"]
+        return box["session"]
 
     def _base_proto(self) -> Any:
         import onnx_ir as ir

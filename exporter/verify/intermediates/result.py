@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import Failure
 from ...presentation import Presentable
+
+if TYPE_CHECKING:
+    from .inside import InsideFinding
 
 __all__ = ["METRICS", "IntermediateComparison", "IntermediateRow"]
 
@@ -85,7 +88,10 @@ class IntermediateComparison(Presentable):
     computed on the same inputs, the module unchanged since); None when none were compared.
     ``error_at``: what could not run when there is an ``error``: ``"inputs"`` (the ONNX inputs
     could not be built), ``"eager"`` (eager PyTorch raised), ``"program"`` (the decomposed
-    program cannot run at these inputs) or ``"onnxruntime"``."""
+    program cannot run at these inputs) or ``"onnxruntime"``. ``inside``: what the search
+    inside the first bad compared node's translation found (:mod:`.inside`): when it names a
+    node without an FX value of its own (the Sigmoid of a SiLU), that node's row is ``fail``
+    with the reason, and it is :attr:`first_bad`."""
 
     case: str
     status: str
@@ -99,6 +105,7 @@ class IntermediateComparison(Presentable):
     failure: Failure | None = None
     eager_from: str | None = None
     error_at: str | None = None
+    inside: InsideFinding | None = None
 
     @property
     def ok(self) -> bool:

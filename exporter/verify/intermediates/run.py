@@ -15,7 +15,8 @@ from ..program_run import program_inputs
 from ..eager import run_eager
 from ..values import edge_value_inputs
 from .fx_side import FxRunner, nbytes, program_vs_eager
-from .judge import node_row
+from .inside import InsideFinding, locate_inside
+from .judge import node_rows
 from .ort_side import OrtRunner
 from .plan import NodePlan, Plan, chunks, pair_names, plan_of
 from .result import IntermediateComparison, IntermediateRow
@@ -128,6 +129,21 @@ def _compare(session: ExportArtifacts, case: _Case, program: Any, model: Any, pl
         feeds = session.feeds(*case.args, **case.kwargs)  # before eager: a forward may write into its inputs
     except Exception as exc:  # noqa: BLE001
         return failed("inputs", f"could not build the ONNX inputs: {first_line(exc)}", exc)
+    runner = OrtRunner(model, session.ort_model)
+    try:
+        if max_bytes >= plan.fx.last_bytes:  # one chunk, as last time: its session is built meanwhile
+            runner.prepare(pair_names([n for n in plan.nodes if n.pairs]))
+        return _compare_prepared(name, session, case, program, model, plan, tolerances, max_bytes, cancel, start,
+                                 feeds, runner, failed)
+    finally:
+        runner.close()
+
+
+def _compare_prepared(name: str, session: ExportArtifacts, case: _Case, program: Any, model: Any, plan: Plan,
+                      tolerances: Any,
+                      max_bytes: int, cancel: CancelToken, start: float, feeds: Mapping[str, Any], runner: OrtRunner,
+                      failed: Any) -> IntermediateComparison:
+    """Eager PyTorch (unless verify kept its outputs), the FX run, the chunks, the result."""
     expected, eager_from = case.expected, "verify"
     if expected is None:
         eager_from = "this call"
@@ -146,22 +162,39 @@ def _compare(session: ExportArtifacts, case: _Case, program: Any, model: Any, pl
     del outputs, expected
     fx_runs = 1
     peak = sum(nbytes(v) for v in kept.values()) if kept is not None else 0
-    runner = OrtRunner(model, session.ort_model)
-    try:
-        rows, peak, fx_runs, error = _compare_chunks(name, chunks(plan, sizes, max_bytes), plan.fx, flat_inputs, kept,
-                                                     feeds, runner, tolerances, peak, fx_runs, cancel)
-    finally:
-        runner.close()
+    rows, peak, fx_runs, error = _compare_chunks(name, chunks(plan, sizes, max_bytes), plan.fx, flat_inputs, kept,
+                                                 feeds, runner, tolerances, peak, fx_runs, cancel)
     if error is not None:
         message, cause = error
         return failed("onnxruntime", message, cause, fx_runs=fx_runs, chunks=runner.runs, program_differs=program_differs,
                       eager_from=eager_from)
     all_rows = tuple(rows.get(n.name) or plan.skipped[n.name] for n in plan.nodes)
+    inside = None
+    first = next((r for r in all_rows if r.bad), None)
+    if first is not None:
+        cancel.check()
+        runs = [fx_runs]
+
+        def fetch(names: set[str]) -> dict[str, Any]:
+            runs[0] += 1
+            return plan.fx.run(flat_inputs, frozenset(names), None, cancel)[2] or {}
+
+        inside = locate_inside(name, plan, first, fetch, feeds, model, program, tolerances)
+        fx_runs = runs[0]
+        if inside is not None and inside.culprit not in (None, first.onnx_node):
+            all_rows = tuple(_culprit_row(row, inside) if row.onnx_node == inside.culprit else row for row in all_rows)
     bad = any(r.bad for r in all_rows) or program_differs is not None
     return IntermediateComparison(
         name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
-        time.perf_counter() - start, eager_from=eager_from,
+        time.perf_counter() - start, eager_from=eager_from, inside=inside,
     )
+
+
+def _culprit_row(row: IntermediateRow, inside: InsideFinding) -> IntermediateRow:
+    """The row of a node without an FX value that the search inside a translation named: it
+    fails, with the translation's error on FX inputs as its numbers."""
+    return replace(row, status="fail", onnx_value=inside.onnx_value, fx_value=inside.fx_node, max_abs=inside.max_abs,
+                   max_rel=inside.max_rel, atol_applied=inside.atol_applied, reason=inside.reason)
 
 
 def _compare_chunks(name: str, chunked: Sequence[Sequence[NodePlan]], fx: FxRunner, inputs: Sequence[Any],
@@ -187,8 +220,7 @@ def _compare_chunks(name: str, chunked: Sequence[Sequence[NodePlan]], fx: FxRunn
         held = sum(nbytes(v) for v in onnx_values.values()) + sum(nbytes(fx_values[fx]) for node in chunk
                                                                  for _, fx in node.pairs if fx in fx_values)
         peak = max(peak, held)
-        for node in chunk:
-            rows[node.name] = node_row(name, node, onnx_values, fx_values, tolerances)
+        rows.update(node_rows(name, chunk, onnx_values, fx_values, tolerances))
         del onnx_values
         if kept is None:
             del fx_values

@@ -1,0 +1,194 @@
+"""What a model patch is: a declared object that swaps known export-hostile code for an
+equivalent the exporter can keep dynamic, on the model's *classes* and *module functions*, for
+the duration of a ``with`` block.
+
+A :class:`Patch` declares its ``name``, the ``idiom`` it replaces and the ``symptom`` that idiom
+causes; :meth:`Patch.targets` finds what to replace for one model (walking the classes of its
+submodules, never reading or writing the instance's own attributes); :meth:`Patch.applies_to`
+says whether there is anything; :meth:`Patch.patched` replaces it and puts the originals back on
+exit, also after an exception; :meth:`Patch.diff` shows what is replaced, as a unified diff of
+the original source and the replacement. Replacing an attribute is process-wide, so entries are
+counted: nested or concurrent blocks (captures in several threads) replace a target once and the
+last one out restores it. The shape follows onnx-diagnostic's ``torch_export_patches``, but a
+patch here runs only when asked (``ExportOptions(patches=...)``).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import difflib
+import inspect
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "model_classes", "replaced", "source_of", "unpatched"]
+
+
+@dataclass(frozen=True)
+class PatchTarget:
+    """One attribute to replace: ``owner`` (a class or a module) ``.attribute`` becomes
+    ``replacement`` (a plain function). ``original_source`` / ``replacement_source`` are what
+    :meth:`Patch.diff` compares."""
+
+    owner: Any = field(compare=False)
+    attribute: str
+    replacement: Any = field(compare=False, repr=False)
+    original_source: str = field(default="", repr=False)
+    replacement_source: str = field(default="", repr=False)
+    owner_name: str = ""
+
+    @property
+    def label(self) -> str:
+        """``transformers.models.dinov2.modeling_dinov2.Dinov2Embeddings.interpolate_pos_encoding``."""
+        return f"{self.owner_name}.{self.attribute}"
+
+    def diff(self) -> str:
+        return "\n".join(difflib.unified_diff(
+            self.original_source.splitlines(), self.replacement_source.splitlines(),
+            f"{self.label} (original)", f"{self.label} (patched)", lineterm="",
+        ))
+
+
+@dataclass(frozen=True)
+class SuggestedPatch:
+    """A patch offered as a fix for one model: its name (what ``ExportOptions(patches=...)``
+    takes), the idiom it replaces, and the diff of what it replaces in this model."""
+
+    name: str
+    idiom: str
+    diff: str
+    targets: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"patch": self.name, "idiom": self.idiom, "replaces": ", ".join(self.targets)}
+
+
+def model_classes(model: Any) -> tuple[type, ...]:
+    """Every class in the MRO of the model's submodules' classes (the model's own included),
+    each once, in module order: where a patch looks for the code it replaces."""
+    modules = model.modules() if hasattr(model, "modules") else (model,)
+    seen: dict[type, None] = {}
+    for module in modules:
+        for cls in type(module).__mro__:
+            if cls is not object:
+                seen.setdefault(cls, None)
+    return tuple(seen)
+
+
+def source_of(function: Any) -> str:
+    """The source text of ``function`` dedented, or "" when Python has none (a builtin, a REPL)."""
+    import textwrap
+
+    try:
+        return textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return ""
+
+
+# Replaced attributes by (id(owner), attribute): [target, original, depth]. A target shared by
+# two blocks is replaced once (by the first) and restored by the last one out.
+_LOCK = threading.Lock()
+_ACTIVE: dict[tuple[int, str], list[Any]] = {}
+
+
+def unpatched(owner: Any, attribute: str) -> Any:
+    """``vars(owner)[attribute]`` as it is outside every patch block (the original while a
+    block has replaced it), or None when ``owner`` has no such attribute of its own."""
+    with _LOCK:
+        entry = _ACTIVE.get((id(owner), attribute))
+        if entry is not None:
+            return entry[1]
+    return vars(owner).get(attribute)
+
+
+def _enter(target: PatchTarget) -> tuple[int, str]:
+    key = (id(target.owner), target.attribute)
+    with _LOCK:
+        entry = _ACTIVE.get(key)
+        if entry is None:
+            # The raw attribute (a class's __dict__ entry, a module's global), put back as it was.
+            original = vars(target.owner)[target.attribute]
+            setattr(target.owner, target.attribute, target.replacement)
+            entry = _ACTIVE[key] = [target, original, 0]
+        entry[2] += 1
+    return key
+
+
+def _exit(key: tuple[int, str]) -> None:
+    with _LOCK:
+        entry = _ACTIVE[key]
+        entry[2] -= 1
+        if entry[2] == 0:
+            target, original = entry[0], entry[1]
+            setattr(target.owner, target.attribute, original)
+            del _ACTIVE[key]
+
+
+@contextlib.contextmanager
+def replaced(targets: tuple[PatchTarget, ...]) -> Iterator[None]:
+    """While the block runs, each target's attribute is its replacement; the originals are
+    put back on exit (also after an exception), by the last block out when blocks nest."""
+    entered: list[tuple[int, str]] = []
+    try:
+        for target in targets:
+            entered.append(_enter(target))
+        yield
+    finally:
+        for key in reversed(entered):
+            _exit(key)
+
+
+class Patch(abc.ABC):
+    """A rewrite of one known idiom, offered as a fix. Subclasses declare ``name``, ``idiom``
+    and ``symptom`` and implement :meth:`targets`."""
+
+    name: ClassVar[str]
+    idiom: ClassVar[str]  # the code it replaces, in a sentence
+    symptom: ClassVar[str]  # what that code does to an export
+
+    @abc.abstractmethod
+    def targets(self, model: Any) -> tuple[PatchTarget, ...]:
+        """What to replace for ``model``: found on its classes and their modules, never on
+        the instance. Empty when the model has none of the idiom."""
+
+    def applies_to(self, model: Any) -> bool:
+        return bool(self.targets(model))
+
+    def patched(self, model: Any) -> contextlib.AbstractContextManager[None]:
+        """A context in which ``model``'s classes and module functions carrying the idiom are
+        replaced; restored on exit. The model object itself is not touched."""
+        return replaced(self.targets(model))
+
+    def diff(self, model: Any) -> str:
+        """A unified diff per replaced function: the original source against the replacement."""
+        return "\n".join(target.diff() for target in self.targets(model))
+
+    def covers(self, model: Any, file: str, line: int) -> bool:
+        """Whether ``file:line`` lies in a function this patch replaces for ``model``: a
+        failure raised there is one the patch can change."""
+        for target in self.targets(model):
+            original = inspect.unwrap(unpatched(target.owner, target.attribute) or target.replacement)
+            original = getattr(original, "__func__", original)  # a staticmethod / classmethod
+            try:
+                lines, start = inspect.getsourcelines(original)
+                where = inspect.getsourcefile(original)
+            except (OSError, TypeError):
+                continue
+            if where is not None and os.path.samefile(where, file) and start <= line < start + len(lines):
+                return True
+        return False
+
+    def suggestion(self, model: Any) -> SuggestedPatch | None:
+        """This patch as a fix for ``model``, or None when it does not apply."""
+        targets = self.targets(model)
+        if not targets:
+            return None
+        return SuggestedPatch(self.name, self.idiom, "\n".join(t.diff() for t in targets),
+                              tuple(t.label for t in targets))
+
+    def __repr__(self) -> str:
+        return f"<Patch {self.name}: {self.idiom}>"

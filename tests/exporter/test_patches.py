@@ -1,0 +1,256 @@
+"""Model patches (exporter.patches) on tiny transformers configs of models that need them: the
+export without the patch is wrong at another size, the export with it matches the *unpatched*
+eager model at several sizes, and the user's model and its classes are as before afterwards."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import torch
+
+from exporter import ExportOptions, Session, SpecError
+from exporter.patches import PATCH_NAMES, applied, patch_named, suggested_patches
+from exporter.report import report_html
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+
+IMAGE_DIMS = {"pixel_values": {0: "batch", 2: "height", 3: "width"}}
+
+
+def _dinov2() -> torch.nn.Module:
+    config = transformers.Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=64, image_size=32, patch_size=8)
+    torch.manual_seed(0)
+    return transformers.Dinov2Model(config).eval()
+
+
+def _mobilenet(version: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if version == 1:
+        model = transformers.MobileNetV1Model(transformers.MobileNetV1Config(depth_multiplier=0.25, image_size=32))
+    else:
+        model = transformers.MobileNetV2Model(transformers.MobileNetV2Config(depth_multiplier=0.25, image_size=32))
+    for module in model.modules():  # the default init shrinks activations to ~1e-39 over 14 layers
+        if isinstance(module, torch.nn.Conv2d):
+            torch.nn.init.kaiming_normal_(module.weight)
+    return model.eval()
+
+
+def _focalnet() -> torch.nn.Module:
+    config = transformers.FocalNetConfig(image_size=32, patch_size=4, embed_dim=8, depths=[1, 1], focal_levels=[2, 2],
+                                         hidden_sizes=[8, 16])
+    torch.manual_seed(0)
+    return transformers.FocalNetModel(config).eval()
+
+
+def _image(height: int, width: int, batch: int = 2) -> torch.Tensor:
+    return torch.randn(batch, 3, height, width, generator=torch.Generator().manual_seed(height * 100 + width))
+
+
+def _assert_matches_eager(session: Session, model: torch.nn.Module, sizes: list[tuple[int, int]]) -> None:
+    """ONNX (onnxruntime) vs the eager model, run with no patch active, at each size."""
+    for height, width in sizes:
+        x = _image(height, width, batch=3)
+        with torch.no_grad():
+            expected = model(x).last_hidden_state
+        actual = torch.as_tensor(session.run_onnx(x)[0])
+        assert actual.shape == expected.shape, (height, width)
+        scale = float(expected.abs().max())
+        assert scale > 1e-3, "outputs too small to compare"
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4 * scale, msg=f"at {height}x{width}")
+
+
+def _state(model: torch.nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same_state(model: torch.nn.Module, before: dict) -> bool:
+    after = model.state_dict()
+    return after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before)
+
+
+# -- options and registry ----------------------------------------------------------------------
+
+
+def test_patches_option_takes_registry_names_once_and_refuses_others_listing_them():
+    assert ExportOptions(patches=["tf_same_padding", "tf_same_padding"]).patches == ("tf_same_padding",)
+    assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
+    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple") as info:
+        ExportOptions(patches=("tf_same_paddin",))
+    assert "did you mean 'tf_same_padding'" in str(info.value)
+    assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple")
+
+
+def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
+    dinov2, mobilenet = _dinov2(), _mobilenet(2)
+    assert [s.name for s in suggested_patches(dinov2)] == ["pos_embed_interpolation"]
+    assert [s.name for s in suggested_patches(mobilenet)] == ["tf_same_padding"]
+    assert [s.name for s in suggested_patches(_focalnet())] == ["pad_to_patch_multiple"]
+    assert suggested_patches(torch.nn.Linear(2, 2)) == ()
+    assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
+
+
+def test_pos_embed_diff_removes_exactly_the_early_return_at_the_training_size():
+    diff = patch_named("pos_embed_interpolation").diff(_dinov2())
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert changed == [
+        "-    if not torch.jit.is_tracing() and num_patches == num_positions and height == width:",
+        "-        return self.position_embeddings",
+    ]
+    assert "Dinov2Embeddings.interpolate_pos_encoding (original)" in diff
+
+
+def test_tf_padding_diff_shows_the_branch_on_the_size_replaced():
+    diff = patch_named("tf_same_padding").diff(_mobilenet(1))
+    assert "-    if in_height % stride_height == 0:" in diff
+    assert "+    pad = ((size + stride - 1) // stride - 1) * stride + kernel - size" in diff
+    assert "modeling_mobilenet_v1.apply_tf_padding (patched)" in diff
+
+
+def test_patch_context_restores_class_and_module_after_an_exception_and_nested_in_threads():
+    import transformers.models.dinov2.modeling_dinov2 as dinov2_module
+    import transformers.models.mobilenet_v2.modeling_mobilenet_v2 as mobilenet_module
+
+    dinov2, mobilenet = _dinov2(), _mobilenet(2)
+    method = vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"]
+    function = mobilenet_module.apply_tf_padding
+    instance_attributes = set(vars(dinov2.embeddings))
+    seen_in_thread = []
+
+    def nested() -> None:
+        with applied(dinov2, ("pos_embed_interpolation",)):
+            seen_in_thread.append(vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"])
+
+    with pytest.raises(RuntimeError, match="inside"):
+        with applied(dinov2, ("pos_embed_interpolation",)), applied(mobilenet, ("tf_same_padding",)):
+            patched = vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"]
+            assert patched is not method and mobilenet_module.apply_tf_padding is not function
+            thread = threading.Thread(target=nested)
+            thread.start()
+            thread.join()
+            # the inner block ended first: the outer one's replacement is still in place
+            assert vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"] is patched
+            raise RuntimeError("inside")
+    assert seen_in_thread == [patched]
+    assert vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"] is method
+    assert mobilenet_module.apply_tf_padding is function
+    assert set(vars(dinov2.embeddings)) == instance_attributes
+
+
+# -- DINOv2: position-embedding interpolation ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dinov2_exports():
+    import transformers.models.dinov2.modeling_dinov2 as dinov2_module
+
+    model = _dinov2()
+    before = _state(model)
+    method = vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"]
+    plain = Session(model, (_image(32, 32),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    plain.run()
+    patched = plain.with_options(patches=("pos_embed_interpolation",))
+    patched.run()
+    return model, before, method, plain, patched
+
+
+def test_dinov2_without_the_patch_fails_in_onnxruntime_at_another_image_size(dinov2_exports):
+    _, _, _, plain, _ = dinov2_exports
+    assert plain.succeeded
+    with pytest.raises(Exception, match="broadcast"):
+        plain.run_onnx(_image(40, 40))  # 25 patches; the graph adds the 16-patch table
+
+
+def test_dinov2_with_the_patch_matches_the_unpatched_eager_model_at_three_sizes(dinov2_exports):
+    model, _, _, _, patched = dinov2_exports
+    assert patched.succeeded
+    assert "model patches pos_embed_interpolation" in patched.result("capture").detail
+    _assert_matches_eager(patched, model, [(32, 32), (40, 48), (64, 33)])
+
+
+def test_dinov2_patched_export_leaves_the_model_and_its_class_as_they_were(dinov2_exports):
+    import transformers.models.dinov2.modeling_dinov2 as dinov2_module
+
+    model, before, method, _, patched = dinov2_exports
+    assert patched.succeeded
+    assert vars(dinov2_module.Dinov2Embeddings)["interpolate_pos_encoding"] is method
+    assert "interpolate_pos_encoding" not in vars(model.embeddings)
+    assert _same_state(model, before)
+
+
+def test_dinov2_failed_verify_offers_the_patch_and_applying_it_passes_verify(dinov2_exports):
+    _, _, _, fresh, _ = dinov2_exports
+    quick = {"sizes": {"height": [40]}, "edge_values": False, "locate": False}
+    result = fresh.verify(**quick)
+    assert result.status == "failed"
+    fixes = fresh.suggested_fixes
+    assert fixes.patch_names == ("pos_embed_interpolation",) and bool(fixes)
+    assert fixes.after == fixes.before  # capture succeeded: no dim fix, the patch is the fix
+    fixed = fresh.apply_suggested_fixes()
+    assert fixed.options.patches == ("pos_embed_interpolation",)
+    assert fixed.spec == fresh.spec
+    assert fixed.applied_fixes[-1].patch_names == ("pos_embed_interpolation",)
+    assert fixed.verify(**quick).status == "passed"
+    assert not fixed.suggested_fixes.patches  # applied: not offered again
+
+
+# -- MobileNetV1/V2: TensorFlow SAME padding ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_mobilenet_v1_without_the_patch_has_a_wrong_shape_at_an_odd_size_and_with_it_matches_eager():
+    model = _mobilenet(1)
+    before = _state(model)
+    plain = Session(model, (_image(32, 32),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    plain.run()
+    assert plain.succeeded
+    wrong = torch.as_tensor(plain.run_onnx(_image(33, 33))[0])
+    with torch.no_grad():
+        expected = model(_image(33, 33)).last_hidden_state
+    assert wrong.shape != expected.shape  # [2, 256, 1, 1] instead of [2, 256, 2, 2]
+
+    patched = plain.with_options(patches=("tf_same_padding",))
+    patched.run()
+    _assert_matches_eager(patched, model, [(32, 32), (33, 35), (48, 40)])
+    assert _same_state(model, before)
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_capture_refusal_is_fixed_by_the_patch_keeping_height_and_width_dynamic():
+    model = _mobilenet(2)
+    plain = Session(model, (_image(32, 32),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    assert plain.run().status == "failed"  # int(features.shape[-2]) pins height and width
+    fixes = plain.suggested_fixes
+    assert fixes.patch_names == ("tf_same_padding",)
+    assert fixes.after != fixes.before  # the dim fixes alone would make height and width static
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.options.patches == ("tf_same_padding",)
+    assert fixed.spec == plain.spec  # the patch was enough: no dim made static
+    assert fixed.run().ok
+    _assert_matches_eager(fixed, model, [(32, 32), (33, 35)])
+    html = report_html(fixed, graphs=False)
+    assert "model patches applied while capturing: tf_same_padding" in html
+
+
+# -- FocalNet: padding to a multiple of the patch size ------------------------------------------
+
+
+def test_focalnet_without_the_patch_drops_patches_at_an_odd_size_and_with_it_matches_eager():
+    model = _focalnet()
+    before = _state(model)
+    plain = Session(model, (_image(32, 32),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    plain.run()
+    assert plain.succeeded
+    with torch.no_grad():
+        expected = model(_image(33, 33)).last_hidden_state
+    wrong = torch.as_tensor(plain.run_onnx(_image(33, 33))[0])
+    assert (wrong.shape[1], expected.shape[1]) == (16, 25)  # the 32x32 example's 4x4 patches, not 5x5
+
+    patched = plain.with_options(patches=("pad_to_patch_multiple",))
+    patched.run()
+    _assert_matches_eager(patched, model, [(32, 32), (33, 33), (35, 31), (69, 40)])
+    assert _same_state(model, before)
