@@ -21,11 +21,12 @@ import difflib
 import inspect
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "model_classes", "replaced", "source_of", "unpatched"]
+__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "method_targets", "model_classes", "replaced", "source_of",
+           "unpatched"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,22 @@ def model_classes(model: Any) -> tuple[type, ...]:
             if cls is not object:
                 seen.setdefault(cls, None)
     return tuple(seen)
+
+
+def method_targets(model: Any, attribute: str,
+                   rewrite: Callable[[Any], tuple[Any, str, str] | None]) -> tuple[PatchTarget, ...]:
+    """A target per class of ``model`` whose own method ``attribute`` ``rewrite`` rewrites:
+    ``rewrite(method)`` gives ``(replacement, original_source, replacement_source)``, or None
+    for a method without the idiom."""
+    found = []
+    for cls in model_classes(model):
+        method = unpatched(cls, attribute)
+        if not callable(method):
+            continue
+        rewritten = rewrite(method)
+        if rewritten is not None:
+            found.append(PatchTarget(cls, attribute, *rewritten, f"{cls.__module__}.{cls.__qualname__}"))
+    return tuple(found)
 
 
 def source_of(function: Any) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Patch, PatchTarget, model_classes, source_of, unpatched
+from .base import Patch, PatchTarget, method_targets, source_of
 
 __all__ = ["PadToPatchMultiple"]
 
@@ -61,15 +61,10 @@ class PadToPatchMultiple(Patch):
                "needs padding")
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        found = []
-        for cls in model_classes(model):
-            method = unpatched(cls, METHOD)
-            if not callable(method):
-                continue
-            source = source_of(method)
-            replacement = next((r for marks, r in _VARIANTS if all(m in source for m in marks)), None)
-            if replacement is None:
-                continue
-            found.append(PatchTarget(cls, METHOD, replacement, source, source_of(replacement),
-                                     f"{cls.__module__}.{cls.__qualname__}"))
-        return tuple(found)
+        return method_targets(model, METHOD, _rewrite)
+
+
+def _rewrite(method: Any) -> tuple[Any, str, str] | None:
+    source = source_of(method)
+    replacement = next((r for marks, r in _VARIANTS if all(m in source for m in marks)), None)
+    return None if replacement is None else (replacement, source, source_of(replacement))

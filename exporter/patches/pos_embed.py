@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from .base import Patch, PatchTarget, model_classes, unpatched
+from .base import Patch, PatchTarget, method_targets
 from .rewrite import without_statements
 
 __all__ = ["PositionEmbeddingInterpolation"]
@@ -50,14 +50,9 @@ class PositionEmbeddingInterpolation(Patch):
                "broadcast) at any other image size")
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        found = []
-        for cls in model_classes(model):
-            method = unpatched(cls, METHOD)
-            if not callable(method):
-                continue
-            rewritten = without_statements(method, _early_return_unless_tracing)
-            if rewritten is None:
-                continue
-            found.append(PatchTarget(cls, METHOD, rewritten.function, rewritten.original_source, rewritten.source,
-                                     f"{cls.__module__}.{cls.__qualname__}"))
-        return tuple(found)
+        return method_targets(model, METHOD, _rewrite)
+
+
+def _rewrite(method: Any) -> tuple[Any, str, str] | None:
+    rewritten = without_statements(method, _early_return_unless_tracing)
+    return None if rewritten is None else (rewritten.function, rewritten.original_source, rewritten.source)

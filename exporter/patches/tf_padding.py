@@ -38,26 +38,21 @@ def _same_padding(size: Any, kernel: int, stride: int) -> Any:
 
 def apply_tf_padding(features: Any, conv_layer: Any) -> Any:
     """TensorFlow "SAME" padding for ``conv_layer``, symbolic in the input's height and width."""
-    import torch
-
-    stride_height, stride_width = conv_layer.stride
-    kernel_height, kernel_width = conv_layer.kernel_size
-    pad_along_height = _same_padding(features.shape[-2], kernel_height, stride_height)
-    pad_along_width = _same_padding(features.shape[-1], kernel_width, stride_width)
-    pad_left = pad_along_width // 2
-    pad_top = pad_along_height // 2
-    padding = (pad_left, pad_along_width - pad_left, pad_top, pad_along_height - pad_top)
-    return torch.nn.functional.pad(features, padding, "constant", 0.0)
+    return _padded(features, conv_layer, (1, 1))
 
 
 def apply_tf_padding_dilated(features: Any, conv_layer: Any) -> Any:
     """TensorFlow "SAME" padding for ``conv_layer``, symbolic in the input's height and width,
     each side scaled by the convolution's dilation (MobileNetV2's variant)."""
+    return _padded(features, conv_layer, conv_layer.dilation)
+
+
+def _padded(features: Any, conv_layer: Any, dilation: tuple[int, int]) -> Any:
     import torch
 
     stride_height, stride_width = conv_layer.stride
     kernel_height, kernel_width = conv_layer.kernel_size
-    dilation_height, dilation_width = conv_layer.dilation
+    dilation_height, dilation_width = dilation
     pad_along_height = _same_padding(features.shape[-2], kernel_height, stride_height)
     pad_along_width = _same_padding(features.shape[-1], kernel_width, stride_width)
     pad_left = pad_along_width // 2
@@ -98,6 +93,6 @@ class TfSamePadding(Patch):
             if not _is_tf_same_padding(source):
                 continue
             replacement = apply_tf_padding_dilated if "dilation" in source else apply_tf_padding
-            replacement_source = source_of(replacement) + "\n\n" + source_of(_same_padding)
+            replacement_source = "\n\n".join(source_of(f) for f in (replacement, _padded, _same_padding))
             found.append(PatchTarget(module, FUNCTION, replacement, source, replacement_source, module.__name__))
         return tuple(found)
