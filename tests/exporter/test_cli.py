@@ -87,7 +87,7 @@ def test_demo_summary_reports_stages_dims_and_checks(demo):
     assert "batch = Dim('batch')" in summary and "'attention_mask': {0: batch, 1: seq}" in summary
     assert "| x.0 | 2 | Dim('batch') | dynamic |" in summary
     assert "| attention_mask.1 | 7 | Dim('seq') | dynamic |" in summary
-    assert re.search(r"\| equality \| `attention_mask.shape\[0\] == x.shape\[0\]` \| x.0, attention_mask.0 \| examples.py:\d+ \| `mask = ",
+    assert re.search(r"\| equality \| `attention_mask.shape\[0\] == x.shape\[0\]` \| x.0, attention_mask.0 \| `examples.py:\d+: mask = ",
                      summary)
     assert "**Verification PASSED" in summary  # the verdict line first
     swept = dict(re.findall(r"^\| (batch|seq) \| [^|]+ \| ([\d, ]+) \|$", summary, re.MULTILINE))
