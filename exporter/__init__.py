@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(("ExportOptions", "Serializer", "export"), ".api"),
+    **dict.fromkeys(("ExportOptions", "export"), ".api"),
     "Axis": ".axis",
     **dict.fromkeys(("STRATEGIES", "CaptureAttempt", "CaptureStrategy"), ".pipeline.capture"),
     **dict.fromkeys(("AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Policy"), ".dims"),
     **dict.fromkeys(("CaptureError", "DecomposeError", "ExportError", "OptimizeError", "SerializeError", "SpecError",
                      "TranslateError"), ".errors"),
-    **dict.fromkeys(("OnnxSerializer", "Pt2Serializer"), ".serialize"),
+    **dict.fromkeys(("OnnxSerializer", "Pt2Serializer", "Serializer"), ".serializers"),
     **dict.fromkeys(("STAGES", "Session", "StageResult"), ".session"),
     **dict.fromkeys(("ContractReport", "Tolerance", "VerifyResult"), ".verify"),
     **dict.fromkeys(("BenchmarkResult", "LatencyStats", "ProfileResult", "SweepResult"), ".bench"),
@@ -34,7 +34,7 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from .api import ExportOptions, Serializer, export
+    from .api import ExportOptions, export
     from .axis import Axis
     from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
     from .dims import AUTO, DYNAMIC, STATIC, Dim, DimSpec, Policy
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .guards import Guard, Guards
     from .pipeline.capture import STRATEGIES, CaptureAttempt, CaptureStrategy
     from .recording import Recording, RecordingError, record
-    from .serialize import OnnxSerializer, Pt2Serializer
+    from .serializers import OnnxSerializer, Pt2Serializer, Serializer
     from .session import STAGES, Session, StageResult
     from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
     from .verify import ContractReport, Tolerance, VerifyResult

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from .options import ExportOptions
+from .serializers import Serializer
 from .session import Session
 
 __all__ = ["ExportOptions", "Serializer", "export"]
-
-
-@runtime_checkable
-class Serializer(Protocol):
-    """Writes a session's artefact to a path or a binary file object (what
-    :meth:`Session.save` calls; the built-in ones read only an
-    :class:`~exporter.artifacts.ExportArtifacts` of it)."""
-
-    def serialize(self, session: Session, destination: Any) -> Any: ...
 
 
 def export(model: Any, /, *args: Any, options: ExportOptions | None = None, **kwargs: Any) -> Session:

@@ -44,7 +44,7 @@ from .errors import ExportError, first_line, user_source_line
 from .option_fields import arguments_of
 from .options import ExportOptions, options_from_arguments
 from .ports import default_opset, ports_section
-from .serialize import check_destination
+from .serializers import check_destination
 from .sweep.cli import add_sweep_parser
 from .session import Session
 
@@ -88,7 +88,7 @@ def parse_factory_reference(text: str) -> tuple[str, str]:
 
 def parse_output(text: str) -> Path:
     """``-o``: a path ending in ``.onnx`` or ``.pt2``. An existing directory is let through, for
-    :func:`~exporter.serialize.check_destination` to say so plainly before the export."""
+    :func:`~exporter.serializers.check_destination` to say so plainly before the export."""
     path = Path(text)
     if path.suffix not in OUTPUT_FORMATS and not path.is_dir():
         known = " or ".join(f"{suffix} ({what})" for suffix, what in OUTPUT_FORMATS.items())
@@ -485,7 +485,7 @@ def output_paths(options: argparse.Namespace) -> tuple[Path, ...]:
 def check_output(options: argparse.Namespace) -> None:
     """Fail in a fraction of a second, before torch is imported, if an output cannot be
     written: a directory given as the file, a directory that cannot be created or written.
-    Every message about an output path is :func:`~exporter.serialize.check_destination`'s."""
+    Every message about an output path is :func:`~exporter.serializers.check_destination`'s."""
     for target in output_paths(options):
         check_destination(target, create_parents=True)
 

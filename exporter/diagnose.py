@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from .dims import DimSpec
     from .guards import Guard
     from .inputs import BoundInputs
-    from .pipeline.capture import CaptureAttempt
-    from .pipeline.stage import StageResult
+    from .pipeline.records import CaptureAttempt, StageResult
     from .shapes.fixes import SuggestedFixes
     from .shapes.violations import RejectedRange
 

@@ -11,17 +11,15 @@ import copy
 import enum
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .axis import Axis
 from .compat.formats import traceback_frames
 from .frames import source_label, user_frame
 from .presentation import Presentable
 
-if TYPE_CHECKING:
-    from .session import Session
-
 __all__ = [
+    "ErrorSession",
     "ExportError",
     "SpecError",
     "CaptureError",
@@ -77,6 +75,22 @@ _STATUS_WORDS = {
 }
 
 
+class ErrorSession(Protocol):
+    """What :attr:`ExportError.session` is: the :class:`~exporter.Session` of the failed export
+    (every stage that ran, the failed one, the fixes torch suggests, and
+    ``apply_suggested_fixes()``). Named here by what a
+    handler reads, so the error module stays below the session."""
+
+    @property
+    def stages(self) -> tuple[Any, ...]: ...
+
+    @property
+    def failed_stage(self) -> Any: ...
+
+    @property
+    def suggested_fixes(self) -> Any: ...
+
+
 class ExportError(Exception):
     """Base of every error raised by the exporter.
 
@@ -99,7 +113,7 @@ class ExportError(Exception):
         axis: int | None = None,
         source: str | None = None,
         hint: str | None = None,
-        session: Session | None = None,
+        session: ErrorSession | None = None,
         stage: str | None = None,
     ) -> None:
         if stage is not None:
@@ -126,7 +140,7 @@ class ExportError(Exception):
     def _format(self) -> str:
         return _report_text(self.stage, self.reason, where=self.where, source=self.source, hint=self.hint)
 
-    def with_session(self, session: Session) -> ExportError:
+    def with_session(self, session: ErrorSession) -> ExportError:
         """A copy of this error that carries ``session``: a stage's error is cached and shared
         by derived sessions, so raising it must not change (or lengthen the traceback of) the
         stored one."""

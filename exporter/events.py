@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from .pipeline.capture import CaptureAttempt
-    from .pipeline.stage import StageResult
+    from .pipeline.records import CaptureAttempt, StageResult
 
 __all__ = ["CancelToken", "Cancelled", "LoggerObserver", "Observer", "ProgressBarObserver", "Reporter", "fan_out"]
 

@@ -25,7 +25,7 @@ from .compat import formats, pytree_keystr, tree_flatten_with_path
 from .inputs import key_path_to_str
 
 if TYPE_CHECKING:
-    from .pipeline.capture import CaptureAttempt
+    from .pipeline.records import CaptureAttempt
     from .inputs import BoundInputs
 
 __all__ = [

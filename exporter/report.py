@@ -23,17 +23,18 @@ import datetime
 import os
 from pathlib import Path
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from .display import Badge, Block, Document, KeyValues, Note, Section, Svg, Table, error_section, failure_blocks, render
 from .display.sections import attempts_table, dims_section, guards_section, session_section, stages_table
+from .display.sections.session import PresentedSession
 from .graphs.draw import side_by_side
 
 if TYPE_CHECKING:
     from .bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
+    from .graphs.session_graphs import SessionGraphs
     from .passes import Bisection
     from .pipeline.pass_records import OptimizerPasses
-    from .session import Session
     from .verify import VerifyResult
 
     Timing = Union[BenchmarkResult, SweepResult, Comparison, ProfileResult]
@@ -42,6 +43,23 @@ if TYPE_CHECKING:
     BenchmarkArgument = Union[Timing, Sequence[Timing], bool, None]
 
 __all__ = ["report_document", "report_html", "write_report"]
+
+
+class ReportedSession(PresentedSession, Protocol):
+    """What the report reads of a :class:`~exporter.Session`: its summary's members, its
+    graphs, the optimizer's passes, and the analyses it keeps or runs when asked (``verify=True``)."""
+
+    @property
+    def passes(self) -> OptimizerPasses: ...
+
+    @property
+    def graphs(self) -> SessionGraphs: ...
+
+    def run(self, until: str = "optimize") -> Any: ...
+
+    def verify(self) -> VerifyResult: ...
+
+    def benchmark(self) -> Any: ...
 
 
 def _guarded(title: str, anchor: str, build: Callable[[], Section]) -> Section:
@@ -53,7 +71,7 @@ def _guarded(title: str, anchor: str, build: Callable[[], Section]) -> Section:
     return Section(title, section.badge, section.body, anchor, section.verdict)
 
 
-def _summary(session: Session) -> Section:
+def _summary(session: ReportedSession) -> Section:
     base = session_section(session, details=False)
     keep: list[Block] = [b for b in base.body if isinstance(b, KeyValues)]
     if session.options.patches:  # exporter.patches: what the capture replaced in the model's code
@@ -61,7 +79,7 @@ def _summary(session: Session) -> Section:
     return Section("Summary", base.badge, tuple(keep), verdict=base.verdict)
 
 
-def _stages(session: Session) -> Section:
+def _stages(session: ReportedSession) -> Section:
     stages = session.stages
     body: list[Block] = [stages_table(stages)]
     failed = session.failed_stage
@@ -73,7 +91,7 @@ def _stages(session: Session) -> Section:
     return Section("Stages", session_section(session, details=False).badge, tuple(body))
 
 
-def _graphs(session: Session) -> Section:
+def _graphs(session: ReportedSession) -> Section:
     if not session.succeeded:
         return Section("Graphs", Badge("not drawn", "muted"), (Note("no graphs: the export did not finish"),))
     view = side_by_side(session)
@@ -103,14 +121,14 @@ def _analysis(result: object, title: str, hint: str) -> Section:
 _TIMINGS = ("benchmark", "benchmark_sweep", "compare", "profile")
 
 
-def _kept(session: Session) -> dict[str, Any]:
+def _kept(session: ReportedSession) -> dict[str, Any]:
     try:
         return dict(session.analyses)
     except Exception:  # noqa: BLE001 - a report shows what it can
         return {}
 
 
-def _recorded_passes(session: Session) -> OptimizerPasses | None:
+def _recorded_passes(session: ReportedSession) -> OptimizerPasses | None:
     """``session.passes`` when the optimize stage ran its passes; None otherwise."""
     result = next((r for r in session.stages if r.name == "optimize"), None)
     passes = result.passes if result is not None else None
@@ -123,7 +141,7 @@ def _passes(passes: OptimizerPasses, bisection: Bisection | None) -> Section:
     return Section("Optimizer passes", section.badge, body, verdict=section.verdict)
 
 
-def report_document(session: Session, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
+def report_document(session: ReportedSession, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
                     graphs: bool = True) -> Document:
     """The report's :class:`~exporter.display.Document`. Runs the session's stages (a failure
     is shown, not raised). ``verify``: a :class:`~exporter.verify.VerifyResult`, or True to run
@@ -161,17 +179,17 @@ def report_document(session: Session, *, verify: VerifyArgument = None, benchmar
     return Document(title, tuple(sections), subtitle=f"written {when}")
 
 
-def report_html(session: Session, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
+def report_html(session: ReportedSession, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
                 graphs: bool = True) -> str:
     """The report as one HTML string (see :func:`report_document`)."""
     return report_document(session, verify=verify, benchmark=benchmark, graphs=graphs).to_html()
 
 
-def write_report(session: Session, path: str | os.PathLike, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
+def write_report(session: ReportedSession, path: str | os.PathLike, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
                  graphs: bool = True) -> Path:
     """Write the report to ``path`` atomically (a failure leaves no partial file) and return
     the path. Raises :class:`~exporter.errors.SerializeError` if the file cannot be written."""
-    from .serialize import _write_atomically
+    from .atomic_save import _write_atomically
 
     target = Path(path)
     text = report_html(session, verify=verify, benchmark=benchmark, graphs=graphs)

@@ -49,7 +49,7 @@ from .pipeline.stage import StageContext, StageResult
 from .pipeline.stages import STAGES, cache_key, stage_named
 from .presentation import Presentable
 from .report import write_report
-from .serialize import default_serializer
+from .serializers import default_serializer
 from .shapes import apply_suggested_fixes, dim_outcomes, dim_warnings, infer_dim_spec, suggested_fixes_of
 from .shapes.fixes import with_patches
 from .shapes.ranges_metadata import with_range_metadata
@@ -64,9 +64,10 @@ if TYPE_CHECKING:
     import onnxruntime
     import pandas
 
-    from .api import Serializer
+    from .serializers import Serializer
     from .bench import BenchmarkResult, ProfileResult, SweepResult
-    from .graphs import IntermediateComparison, SessionGraphs
+    from .graphs import SessionGraphs
+    from .verify.intermediates import IntermediateComparison
     from .guards import Guards
     from .passes import Bisection
     from .shapes import DimOutcomes, SuggestedFixes

@@ -35,7 +35,7 @@ from exporter.option_fields import arguments_of
 from exporter.options import ExportOptions, options_from_arguments
 from exporter.ports import ports_section
 from exporter.recording import CallGroup, RecordingError, record
-from exporter.serialize import SAVE_FORMATS, check_destination
+from exporter.serializers import SAVE_FORMATS, check_destination
 from exporter.session import Session
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-# Lazy (exporter._lazy): verify's intermediates engine, re-exported here, reads graphs_of.
+# Lazy (exporter._lazy). verify's intermediates engine (which reads graphs_of) is re-exported here
+# for convenience; its types are named from exporter.verify.intermediates, never through here.
 _EXPORTS = {
     **dict.fromkeys(("IntermediateComparison", "IntermediateRow", "compare_intermediates"), "..verify.intermediates"),
     **dict.fromkeys(("MappingEntry", "NodeMapping", "RemovedNode", "map_nodes"), ".mapping"),
@@ -31,7 +32,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from ..frames import source_of_stack
     from ..node_metadata import fx_name_of, module_path_of, normalize_module_path
-    from ..verify.intermediates import IntermediateComparison, IntermediateRow, compare_intermediates
     from .mapping import MappingEntry, NodeMapping, RemovedNode, map_nodes
     from .model import Graph, GraphNode, ValueInfo, module_ancestors
     from .session_graphs import KINDS, SessionGraphs, graphs_of

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import abc
 import time
-import traceback
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..compat import clear_dim_marks, formats, onnx_capture_patches, record_shape_guards, size_oblivious_capture
 from ..model_state import preserved
 from ..patches import applied
 from ..errors import CaptureError, ExportError, Status, first_line, user_source_line
-from .stage import StageResult
+from .records import CaptureAttempt, StageResult
 
 if TYPE_CHECKING:
     from ..dims import DimSpec
@@ -39,56 +37,6 @@ __all__ = [
     "capture",
     "suggested_fixes",
 ]
-
-
-@dataclass(frozen=True)
-class CaptureAttempt:
-    """One try of one strategy."""
-
-    strategy: str
-    seconds: float
-    program: Any = None  # torch.export.ExportedProgram on success
-    error: BaseException | None = None
-    skipped_reason: str | None = None
-    guards: tuple[Any, ...] = ()  # _torch_compat.ShapeGuardEvent: shape guards torch added, in order
-    # On failure: (model, args, kwargs, dynamic_shapes) as given to torch.
-    context: Any = field(default=None, compare=False, repr=False)
-    # model_state.StateReport: what the trace changed on the model (put back when it ended).
-    model_state: Any = field(default=None, compare=False, repr=False)
-
-    @property
-    def success(self) -> bool:
-        return self.program is not None
-
-    @property
-    def outcome(self) -> str:
-        if self.skipped_reason:
-            return "skipped"
-        return "ok" if self.success else "failed"
-
-    @property
-    def first_error_line(self) -> str | None:
-        if self.skipped_reason:
-            return self.skipped_reason
-        if self.error is not None and formats.is_constraint_violation(self.error):
-            # torch's first line is "Constraints violated (seq)! For more information, run with
-            # TORCH_LOGS=...": the capture error says what is violated, in the user's terms.
-            return f"{type(self.error).__name__}: the dim spec was rejected (the capture error says why)"
-        return first_line(self.error) if self.error is not None else None
-
-    @property
-    def full_error(self) -> str | None:
-        if self.error is None:
-            return None
-        return "".join(traceback.format_exception(self.error))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "outcome": self.outcome,
-            "seconds": round(self.seconds, 4),
-            "error": self.first_error_line,
-        }
 
 
 class CaptureStrategy(abc.ABC):

@@ -10,70 +10,21 @@ consumes. :meth:`Stage.run` never raises for a failure: success or failure it re
 from __future__ import annotations
 
 import abc
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import ExportError, Failure, Status, first_line, user_source_line
+from ..errors import ExportError, Status, first_line, user_source_line
+from .records import StageResult
 
 if TYPE_CHECKING:
     from ..dims import DimSpec
     from ..events import CancelToken, Observer
     from ..inputs import BoundInputs
     from ..options import ExportOptions
-    from .capture import CaptureAttempt
-    from .pass_records import OptimizerPasses
 
 __all__ = ["Stage", "StageContext", "StageResult", "run_guarded"]
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """What one stage produced: its :class:`~exporter.errors.Status` (``ok``, ``failed``,
-    ``skipped``, ``cancelled``), timing, output, and on failure the error to raise and its
-    :class:`~exporter.errors.Failure` record. ``strategy`` is the capture strategy that
-    produced a capture result."""
-
-    name: str
-    status: Status
-    seconds: float
-    output: Any = None
-    error: ExportError | None = None
-    attempts: tuple[CaptureAttempt, ...] = ()
-    cached: bool = False
-    detail: str = ""
-    strategy: str | None = None
-    # What torch / onnxscript printed or logged while the stage ran (a failed capture's partial
-    # FX graph, draft export's banner): kept here instead of filling the notebook cell.
-    library_output: str = ""
-    # What the user should know about a stage that gave its output: the trace changed the
-    # model (put back), the optimizer failed and the unoptimized model is used.
-    warnings: tuple[str, ...] = ()
-    # The optimize stage pass by pass, when it ran.
-    passes: OptimizerPasses | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", Status(self.status))
-
-    @property
-    def ok(self) -> bool:
-        return self.status in (Status.OK, Status.SKIPPED, Status.WARNING)
-
-    @functools.cached_property
-    def failure(self) -> Failure | None:
-        return Failure.from_exception(self.error, self.name) if self.error is not None else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.name,
-            "status": self.status.value,
-            "seconds": round(self.seconds, 4),
-            "cached": self.cached,
-            "strategy": self.strategy,
-            "detail": self.detail or (self.failure.first_line if self.failure else ""),
-        }
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .violations import plain_violation, rejected_ranges
 
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
-    from ..pipeline.stage import StageResult
+    from ..pipeline.records import StageResult
 
 
 DYNAMIC_RESULT, STATIC_RESULT, FAILED_RESULT = "dynamic", "static", "failed"

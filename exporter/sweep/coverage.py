@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
+from .buckets import failure_buckets
 from .dashboard import SHORT
-
-if TYPE_CHECKING:
-    from .results import SweepResults
+from .record import UnitRecord, status_counts
 
 __all__ = ["coverage_markdown"]
 
@@ -21,13 +20,12 @@ def _cell(text: object) -> str:
     return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
 
 
-def coverage_markdown(results: SweepResults, *, title: str = "Export coverage", scope: str | None = None,
+def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export coverage", scope: str | None = None,
                       command: str = REGENERATE) -> str:
-    """Markdown for ``results``: the counts, the comparison with ``torch.onnx.export``, one row
+    """Markdown for a sweep's ``records``: the counts, the comparison with ``torch.onnx.export``, one row
     per unit by zoo, the failure buckets, the package versions. ``scope`` says which models
     the run covers (a subset, say); ``command`` is how to regenerate the page."""
-    records = results.records
-    counts = results.counts()
+    counts = status_counts(records)
     versus = Counter(r.versus for r in records if r.versus)
     versions = next((r.versions for r in records if r.versions), {})
     lines = [f"# {title}", ""]
@@ -58,7 +56,7 @@ def coverage_markdown(results: SweepResults, *, title: str = "Export coverage", 
             lines.append(f"| {_cell(r.model)} | {r.spec} | {SHORT.get(r.status, r.status)} | {_cell(r.failed_stage)} | "
                          f"{_cell(r.baseline)} | {_cell(r.versus)} | {_cell(why)[:160]} |")
         lines.append("")
-    buckets = results.buckets()
+    buckets = failure_buckets(records)
     if len(buckets):
         lines += ["## Failure buckets", "", "| units | stage | failure class | models |", "| ---: | --- | --- | --- |"]
         lines += [f"| {row.count} | {row.stage} | {_cell(row.failure_class)} | {_cell(row.models)} |"

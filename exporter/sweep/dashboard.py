@@ -8,13 +8,12 @@ import html
 import json
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-from .record import STATUSES, UnitRecord
+from .buckets import failure_buckets
+from .record import STATUSES, UnitRecord, status_counts
 from .repro import reproduction_code
-
-if TYPE_CHECKING:
-    from .results import SweepResults
 
 __all__ = ["dashboard_html"]
 
@@ -95,9 +94,8 @@ def _chips(counts: dict[str, int]) -> str:
     return "".join(f'<span style="background:{COLORS.get(s, "#6e7781")}">{n} {_e(s)}</span>' for s, n in counts.items())
 
 
-def dashboard_html(results: SweepResults, *, title: str = "Zoo sweep") -> str:
-    """The dashboard of ``results`` as one HTML document that opens offline."""
-    records = results.records
+def dashboard_html(records: Sequence[UnitRecord], *, title: str = "Zoo sweep") -> str:
+    """The dashboard of a sweep's ``records`` as one HTML document that opens offline."""
     specs = [s for s in ("dynamic", "static") if any(r.spec == s for r in records)] or ["dynamic"]
     units: dict[str, dict[str, Any]] = {}
     rows: dict[tuple[str, str], dict[str, UnitRecord]] = {}
@@ -106,7 +104,7 @@ def dashboard_html(results: SweepResults, *, title: str = "Zoo sweep") -> str:
         data["code"] = reproduction_code(record)
         units[record.unit_id] = data
         rows.setdefault((record.zoo, record.model), {})[record.spec] = record
-    counts = results.counts()
+    counts = status_counts(records)
     versus = Counter(r.versus for r in records if r.versus)
     versions = next((r.versions for r in records if r.versions), {})
 
@@ -135,7 +133,7 @@ def dashboard_html(results: SweepResults, *, title: str = "Zoo sweep") -> str:
                     if base and base.baseline else "<td></td><td></td>")
         body.append(f'<tr class="unit" data-zoo="{_e(zoo)}"><td>{_e(model)}</td>{"".join(cells)}{baseline}</tr>')
     spec_heads = "".join(f"<th>{_e(s)}</th>" for s in specs)
-    buckets = results.buckets()
+    buckets = failure_buckets(records)
     bucket_rows = "".join(
         f"<tr><td class='num'>{row.count}</td><td>{_e(row.stage)}</td><td>{_e(row.status)}</td>"
         f"<td class='err'>{_e(row.failure_class)}</td><td>{_e(row.models)}</td></tr>" for row in buckets.itertuples())

@@ -4,14 +4,13 @@ changed how they fail, appeared or went."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .record import UnitRecord
 
 if TYPE_CHECKING:
     import pandas
-
-    from .results import SweepResults
 
 __all__ = ["KINDS", "DiffRow", "SweepDiff", "diff_results"]
 
@@ -85,10 +84,10 @@ def _kind(before: UnitRecord | None, after: UnitRecord | None) -> str | None:
     return None
 
 
-def diff_results(before: SweepResults, after: SweepResults) -> SweepDiff:
-    """Compare two sweeps unit by unit (by unit id)."""
-    old = {r.unit_id: r for r in before.records}
-    new = {r.unit_id: r for r in after.records}
+def diff_results(before: Sequence[UnitRecord], after: Sequence[UnitRecord]) -> SweepDiff:
+    """Compare two sweeps' records unit by unit (by unit id)."""
+    old = {r.unit_id: r for r in before}
+    new = {r.unit_id: r for r in after}
     rows, unchanged = [], 0
     for unit_id in [*new, *(u for u in old if u not in new)]:
         a, b = old.get(unit_id), new.get(unit_id)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["FAILED", "STATUSES", "UnitRecord"]
+__all__ = ["FAILED", "STATUSES", "UnitRecord", "status_counts"]
 
 #: A record's ``status``, best first: ``passed`` (exported, ONNX matches eager PyTorch at the
 #: example and at other sizes), ``not_verified`` (exported, some dim never compared at another
@@ -94,3 +95,9 @@ class UnitRecord:
         for name in ("seconds", "host", "pid", "started", "finished", "speedup"):
             data.pop(name)
         return data
+
+
+def status_counts(records: Iterable[UnitRecord]) -> dict[str, int]:
+    """How many units ended in each status, best first."""
+    counted = Counter(r.status for r in records)
+    return {status: counted[status] for status in STATUSES if counted[status]}

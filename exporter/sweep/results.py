@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .buckets import failure_buckets
-from .record import STATUSES, UnitRecord
+from .record import UnitRecord, status_counts
 from .store import RecordStore
 from .table import records_frame
 
@@ -44,8 +44,7 @@ class SweepResults:
 
     def counts(self) -> dict[str, int]:
         """How many units ended in each status, best first."""
-        counted = Counter(r.status for r in self.records)
-        return {status: counted[status] for status in STATUSES if counted[status]}
+        return status_counts(self.records)
 
     def to_frame(self) -> pandas.DataFrame:
         """One row per unit: status, the stage and failure class of a failure, verify's
@@ -88,13 +87,13 @@ class SweepResults:
         from .diff import diff_results
 
         before = previous if isinstance(previous, SweepResults) else load_results(previous)
-        return diff_results(before, self)
+        return diff_results(before.records, self.records)
 
     def dashboard(self, path: str | os.PathLike[str] | None = None, *, title: str = "Zoo sweep") -> str:
         """The self-contained HTML dashboard (written to ``path`` when given)."""
         from .dashboard import dashboard_html
 
-        html = dashboard_html(self, title=title)
+        html = dashboard_html(self.records, title=title)
         if path is not None:
             Path(path).write_text(html)
         return html
@@ -103,7 +102,7 @@ class SweepResults:
         """The coverage page (:func:`~exporter.sweep.coverage.coverage_markdown`)."""
         from .coverage import coverage_markdown
 
-        return coverage_markdown(self, **options)
+        return coverage_markdown(self.records, **options)
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write ``records.jsonl`` (and ``records.parquet`` with pyarrow) to ``directory``."""

@@ -21,15 +21,12 @@ that fixes it where there is one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..artifacts import ExportArtifacts, ExportInputs
 from ..cases import is_mask
 from ..masked_attention import attention_nodes
 from ..program_symbols import input_placeholders
-
-if TYPE_CHECKING:
-    from .divergence import Divergence
 
 __all__ = ["EdgeValue", "Explanation", "edge_values", "edge_value_inputs", "explain"]
 
@@ -185,7 +182,18 @@ class Explanation:
     options: tuple[tuple[str, Any], ...] = ()
 
 
-def explain(edge: EdgeValue, session: ExportArtifacts, divergence: Divergence | None = None) -> Explanation:
+class Located(Protocol):
+    """Where a divergence was located (a :class:`~exporter.verify.divergence.Divergence`): which
+    case, and which stage's output first differed."""
+
+    @property
+    def case(self) -> str: ...
+
+    @property
+    def stage(self) -> str: ...
+
+
+def explain(edge: EdgeValue, session: ExportArtifacts, divergence: Located | None = None) -> Explanation:
     """A failing edge case in plain words. The cause comes from the program, not from the
     model's name: a fully masked row that reaches a masked ``scaled_dot_product_attention``
     (or a softmax); a divergence located in the captured program for this case rules the

@@ -26,7 +26,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from exporter.ort_model import OrtModel
-from exporter.serialize import STALE_SECONDS, OnnxSerializer, Pt2Serializer
+from exporter.serializers import STALE_SECONDS, OnnxSerializer, Pt2Serializer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="kills forked saves (POSIX)")
 
@@ -42,6 +42,7 @@ HELPER = textwrap.dedent(
     import onnx_ir as ir
     import exporter.atomic_save as atomic_save
     import exporter.serialize as serialize
+    import exporter.serializers as serializers
     from exporter.ort_model import OrtModel
 
     @dataclass(frozen=True)
@@ -60,13 +61,13 @@ HELPER = textwrap.dedent(
         atomic_save._step_hook = hook
         tempfile.tempdir = job["tmp"]
         if job["kind"] == "pt2":
-            serialize.Pt2Serializer().serialize(Saved(exported_program=programs[job["source"]]), job["target"])
+            serializers.Pt2Serializer().serialize(Saved(exported_program=programs[job["source"]]), job["target"])
         else:
             ort_model = OrtModel(ir.load(job["source"]))
             if job["kind"] == "reuse":  # the session's own external-data copy is written first, then reused
                 serialize.PROTOBUF_LIMIT = 1024
                 assert Path(ort_model.source).is_file() and ort_model.external_path is not None
-            serialize.OnnxSerializer(external_data=job["kind"] != "plain").serialize(Saved(ort_model), job["target"])
+            serializers.OnnxSerializer(external_data=job["kind"] != "plain").serialize(Saved(ort_model), job["target"])
         Path(job["steps"]).write_text(json.dumps(steps))
 
     programs = {}

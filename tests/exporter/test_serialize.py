@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from exporter import ExportOptions, OnnxSerializer, SerializeError, Serializer, export
-from exporter.serialize import check_destination, os_reason
+from exporter.serializers import check_destination, os_reason
 
 
 class Tiny(torch.nn.Module):

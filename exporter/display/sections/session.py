@@ -4,7 +4,7 @@ if any, what has not run, the analyses it keeps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...bench.compare import Comparison
 from ...bench.latency import BenchmarkResult, SweepResult
@@ -22,11 +22,48 @@ from ..rendering import render, repr_html, safe_section
 from .shapes import dims_section, guards_section
 
 if TYPE_CHECKING:
-    from ...pipeline.capture import CaptureAttempt
-    from ...pipeline.stage import StageResult
-    from ...session import Session
+    from ...dims import DimSpec
+    from ...guards import Guards
+    from ...options import ExportOptions
+    from ...pipeline.records import CaptureAttempt, StageResult
+    from ...shapes.outcomes import DimOutcomes
 
-__all__ = ["attempts_table", "result_line", "session_html", "session_section", "stages_table"]
+__all__ = ["PresentedSession", "attempts_table", "result_line", "session_html", "session_section", "stages_table"]
+
+
+class PresentedSession(Protocol):
+    """What a session's summary reads of a :class:`~exporter.Session` (named by what it reads,
+    so presentation stays below the session that presents itself with it)."""
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def spec(self) -> DimSpec: ...
+
+    @property
+    def options(self) -> ExportOptions: ...
+
+    @property
+    def stages(self) -> tuple[StageResult, ...]: ...
+
+    @property
+    def failed_stage(self) -> StageResult | None: ...
+
+    @property
+    def succeeded(self) -> bool: ...
+
+    @property
+    def dims(self) -> DimOutcomes: ...
+
+    @property
+    def guards(self) -> Guards: ...
+
+    @property
+    def onnx_input_names(self) -> dict[str, str]: ...
+
+    @property
+    def analyses(self) -> dict[str, Any]: ...
 
 
 def _seconds(value: float) -> str:
@@ -50,7 +87,7 @@ def attempts_table(attempts: Sequence[CaptureAttempt]) -> Table:
     return Table.from_rows(("strategy", "outcome", "seconds", "error"), rows, badges=("outcome",))
 
 
-def _session_status(session: Session) -> Badge:
+def _session_status(session: PresentedSession) -> Badge:
     stages = session.stages
     if any(r.status == Status.FAILED for r in stages):
         return Badge.status(Status.FAILED)
@@ -61,7 +98,7 @@ def _session_status(session: Session) -> Badge:
     return Badge.status(Status.NOT_RUN) if not stages else Badge("partial", "info")
 
 
-def _session_verdict(session: Session) -> Verdict | None:
+def _session_verdict(session: PresentedSession) -> Verdict | None:
     failed = session.failed_stage
     if failed is not None:
         sentence = failure_sentence(failed.failure) if failed.failure is not None else failed.detail
@@ -80,7 +117,7 @@ def _session_verdict(session: Session) -> Verdict | None:
 
 
 @presents("exporter.session.Session")  # by name: importing the session here would close a loop (session.report())
-def session_section(session: Session, *, title: str | None = None, details: bool | None = None) -> Section:
+def session_section(session: PresentedSession, *, title: str | None = None, details: bool | None = None) -> Section:
     """The compact summary of a :class:`~exporter.Session`: model, dim spec, options, one row
     per stage run so far, the failure if any, what has not run. Nothing is run to show it.
 
@@ -127,7 +164,7 @@ def session_section(session: Session, *, title: str | None = None, details: bool
                    verdict=_session_verdict(session))
 
 
-def _valid_ranges(session: Session) -> list[tuple[str, Cell]]:
+def _valid_ranges(session: PresentedSession) -> list[tuple[str, Cell]]:
     """One ``valid range`` line per input axis whose range torch narrowed (the ONNX model
     does not check it; its ``metadata_props`` say it too): ``x.2 height: 60..115 (why)``."""
     if session.failed_stage is not None or not any(r.name == "capture" and r.ok for r in session.stages):
@@ -150,7 +187,7 @@ def result_line(result: Any) -> str:
     return section.verdict.text if section.verdict else cell_text(section.badge) if section.badge else section.title
 
 
-def _analyses_table(session: Session) -> Table | None:
+def _analyses_table(session: PresentedSession) -> Table | None:
     try:
         analyses = session.analyses
     except Exception:  # noqa: BLE001 - a summary shows what it can
@@ -161,6 +198,6 @@ def _analyses_table(session: Session) -> Table | None:
     return Table.from_rows(("analysis", "status", "result"), rows, badges=("status",))
 
 
-def session_html(session: Session) -> str:
+def session_html(session: PresentedSession) -> str:
     """The HTML a notebook shows for a session (``Session._repr_html_``); never raises."""
     return repr_html(session)

@@ -28,33 +28,13 @@ from typing import Any, cast
 from ...errors import first_line
 from ..tolerance import compare
 from .plan import NodePlan, Plan
-from .result import IntermediateRow
+from .result import InsideFinding, IntermediateRow
 
 __all__ = ["InsideFinding", "locate_inside"]
 
 MAX_INNER = 64  # a larger subgraph is not a translation's inside: not searched
 _LAYOUT = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Identity", "Flatten", "Cast",
                      "CastLike", "Slice", "Split", "Concat", "Gather", "Tile"})
-
-
-@dataclass(frozen=True)
-class InsideFinding:
-    """What the search inside the first bad node's subgraph found. ``inner``: its nodes
-    without an FX value (topological order); ``bad_on_fx_inputs``: the bad node is still wrong
-    when its subgraph runs on FX values (``max_abs`` / ``max_rel`` / ``atol_applied``: its
-    error there, against FX node ``fx_node``); ``culprit``: the node named, ``onnx_value`` its
-    output that matched nothing (None: see ``reason``)."""
-
-    bad_node: str
-    inner: tuple[str, ...]
-    bad_on_fx_inputs: bool
-    culprit: str | None
-    reason: str
-    fx_node: str | None = None
-    onnx_value: str | None = None
-    max_abs: float | None = None
-    max_rel: float | None = None
-    atol_applied: float | None = None
 
 
 def subgraph(plan: Plan, bad: NodePlan) -> tuple[list[NodePlan], dict[str, str], list[Any]]:

@@ -4,20 +4,37 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import Failure
 from ...presentation import Presentable
 
-if TYPE_CHECKING:
-    from .inside import InsideFinding
-
-__all__ = ["METRICS", "IntermediateComparison", "IntermediateRow"]
+__all__ = ["METRICS", "InsideFinding", "IntermediateComparison", "IntermediateRow"]
 
 METRICS = ("max_abs", "max_rel")
 _COLUMNS = ["onnx_node", "onnx_op", "onnx_value", "fx_nodes", "fx_value", "module", "source", "status",
             "max_abs", "max_rel", "atol_applied", "onnx_shape", "fx_shape", "dtype", "nonfinite_onnx",
             "nonfinite_fx", "reason"]
+
+
+@dataclass(frozen=True)
+class InsideFinding:
+    """What the search inside the first bad node's subgraph found. ``inner``: its nodes
+    without an FX value (topological order); ``bad_on_fx_inputs``: the bad node is still wrong
+    when its subgraph runs on FX values (``max_abs`` / ``max_rel`` / ``atol_applied``: its
+    error there, against FX node ``fx_node``); ``culprit``: the node named, ``onnx_value`` its
+    output that matched nothing (None: see ``reason``)."""
+
+    bad_node: str
+    inner: tuple[str, ...]
+    bad_on_fx_inputs: bool
+    culprit: str | None
+    reason: str
+    fx_node: str | None = None
+    onnx_value: str | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    atol_applied: float | None = None
 
 
 @dataclass(frozen=True)

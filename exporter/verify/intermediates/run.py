@@ -15,19 +15,47 @@ from ..program_run import program_inputs
 from ..eager import run_eager
 from ..values import edge_value_inputs
 from .fx_side import FxRunner, nbytes, program_vs_eager
-from .inside import InsideFinding, locate_inside
+from .inside import locate_inside
 from .judge import node_rows
 from .ort_side import OrtRunner
 from .plan import NodePlan, Plan, chunks, pair_names, plan_of
-from .result import IntermediateComparison, IntermediateRow
+from .result import InsideFinding, IntermediateComparison, IntermediateRow
 
 if TYPE_CHECKING:
-    from ..results import CaseResult, VerifyResult
+    from ..case_runs import CaseRuns
     from ..tolerance import Tolerance
 
 __all__ = ["DEFAULT_MAX_BYTES", "IntermediatesSource", "compare_inputs", "compare_intermediates"]
 
 DEFAULT_MAX_BYTES = 256 << 20
+
+
+class VerifiedCase(Protocol):
+    """What the comparison reads of one of verify's cases (a :class:`~exporter.verify.CaseResult`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sizes(self) -> tuple[tuple[str, int], ...]: ...
+
+    @property
+    def edge(self) -> Any:
+        """The :class:`~exporter.verify.values.EdgeValue` the case tried, if any."""
+        ...
+
+
+class Verification(Protocol):
+    """What the comparison reads of a verify result (a :class:`~exporter.verify.VerifyResult`):
+    its cases, and the inputs and eager outputs it kept."""
+
+    @property
+    def cases(self) -> Sequence[VerifiedCase]: ...
+
+    @property
+    def case_runs(self) -> CaseRuns | None: ...
+
+    def case(self, name: str) -> VerifiedCase: ...
 
 
 class IntermediatesSource(ExportArtifacts, ExportGraphs, Protocol):
@@ -36,7 +64,7 @@ class IntermediatesSource(ExportArtifacts, ExportGraphs, Protocol):
     the inputs it ran on and eager PyTorch's outputs there)."""
 
     @property
-    def last_verify(self) -> VerifyResult | None: ...
+    def last_verify(self) -> Verification | None: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +79,7 @@ class _Case:
 
 def compare_intermediates(
     session: IntermediatesSource,
-    case: str | CaseResult | None = None,
+    case: str | VerifiedCase | None = None,
     *,
     args: Sequence[Any] | None = None,
     kwargs: Mapping[str, Any] | None = None,
@@ -227,7 +255,7 @@ def _compare_chunks(name: str, chunked: Sequence[Sequence[NodePlan]], fx: FxRunn
     return rows, peak, fx_runs, None
 
 
-def _case_inputs(session: IntermediatesSource, case: str | CaseResult | None, args: Sequence[Any] | None,
+def _case_inputs(session: IntermediatesSource, case: str | VerifiedCase | None, args: Sequence[Any] | None,
                  kwargs: Mapping[str, Any] | None) -> _Case:
     if args is not None or kwargs is not None:
         return _Case(case if isinstance(case, str) else "inputs", tuple(args or ()), dict(kwargs or {}))
@@ -249,7 +277,7 @@ def _case_inputs(session: IntermediatesSource, case: str | CaseResult | None, ar
     return _Case(case.name, *_rebuild(session, case))
 
 
-def _rebuild(session: ExportArtifacts, case: CaseResult) -> tuple[tuple, dict]:
+def _rebuild(session: ExportArtifacts, case: VerifiedCase) -> tuple[tuple, dict]:
     """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
     if case.edge is not None:
         args, kwargs = edge_value_inputs(session, case.edge)
