@@ -323,7 +323,7 @@ def find_factory(module: Any, name: str, where: str | None = None) -> Any:
     )
 
 
-def call_factory(factory: Any, arguments: dict[str, Any]) -> tuple[Any, tuple, dict, Any]:
+def call_factory(factory: Any, arguments: dict[str, Any]) -> tuple[Any, tuple[Any, ...], dict[str, Any], Any]:
     """Call the factory and normalise what it returns to ``(model, args, kwargs, dynamic_shapes)``."""
     try:
         result = factory(**arguments)
@@ -349,7 +349,7 @@ def call_factory(factory: Any, arguments: dict[str, Any]) -> tuple[Any, tuple, d
     return model, tuple(args), dict(kwargs or {}), dims
 
 
-def load_factory_model(reference: tuple[str, str], arguments: dict[str, Any]) -> tuple[Any, tuple, dict, Any]:
+def load_factory_model(reference: tuple[str, str], arguments: dict[str, Any]) -> tuple[Any, tuple[Any, ...], dict[str, Any], Any]:
     module_name, function = reference
     with importable_from(os.getcwd()):
         module = load_module(module_name)

@@ -15,6 +15,8 @@ This module imports torch; ``import exporter`` does not import it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -84,7 +86,7 @@ class MLP(nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
-def block_inputs(batch: int, seq: int, *, seed: int = 1) -> tuple[tuple, dict]:
+def block_inputs(batch: int, seq: int, *, seed: int = 1) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Inputs for :class:`TransformerBlock` at any size: ``((x,), {"attention_mask": mask})``.
 
     Sequence ``i`` of the batch has its last ``i`` positions masked out (never all of them),
@@ -100,7 +102,7 @@ def block_inputs(batch: int, seq: int, *, seed: int = 1) -> tuple[tuple, dict]:
     return (x,), {"attention_mask": mask}
 
 
-def demo_block(batch: int = 2, seq: int = 7, *, seed: int = 0) -> tuple[nn.Module, tuple, dict, dict]:
+def demo_block(batch: int = 2, seq: int = 7, *, seed: int = 0) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """A pre-norm transformer block (d_model 64, 4 heads) with an attention mask keyword.
 
     Returns ``(model, args, kwargs, dynamic_shapes)``; the batch and sequence axes of ``x``
@@ -114,7 +116,7 @@ def demo_block(batch: int = 2, seq: int = 7, *, seed: int = 0) -> tuple[nn.Modul
     return model, args, kwargs, dynamic_shapes
 
 
-def mlp(batch: int = 4, *, seed: int = 0) -> tuple[nn.Module, tuple, dict, dict]:
+def mlp(batch: int = 4, *, seed: int = 0) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """A two-layer MLP (16 → 32 → 8) with a dynamic ``batch`` axis.
 
     Returns ``(model, args, kwargs, dynamic_shapes)``.

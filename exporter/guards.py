@@ -289,7 +289,7 @@ def guards_from_events(events: Iterable[Any], bound: BoundInputs, strategy: str 
     """:class:`Guards` from ``ShapeGuardEvent``s, deduplicated, in the order torch added them."""
     printer = _printer()
     inputs = input_sources(bound)
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     records = []
     for event in events:
         guard = _record(event, bound, strategy, printer, inputs)

@@ -217,7 +217,7 @@ class _TensorState:
         self.alias = tensor.detach()
         self.value = tensor.detach().clone() if copy and self.storage is not None else None
 
-    def _storage_now(self) -> tuple | None:
+    def _storage_now(self) -> tuple[Any, ...] | None:
         return _storage(self.tensor)
 
     def restore(self) -> tuple[bool, bool, str] | None:
@@ -247,7 +247,7 @@ class _TensorState:
         return restored, written, after
 
 
-def _storage(tensor: Any) -> tuple | None:
+def _storage(tensor: Any) -> tuple[Any, ...] | None:
     """Where a real tensor's values live; None for a FakeTensor or meta tensor (no data)."""
     if _trace_kind(tensor) is not None:
         return None
@@ -347,7 +347,7 @@ class _ModuleSnapshot:
             if isinstance(value, torch.Tensor):
                 yield name, "attribute", value
 
-    def _restore_entries(self, kind: str, saved: dict, now: dict) -> list[StateChange]:
+    def _restore_entries(self, kind: str, saved: dict[str, Any], now: dict[str, Any]) -> list[StateChange]:
         found = []
         for name in list(now):
             if name not in saved:

@@ -186,7 +186,7 @@ class ExportOptions:
 
 
 def options_from_arguments(
-    arguments: argparse.Namespace, model: Any, args: tuple, kwargs: dict, *,
+    arguments: argparse.Namespace, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
     dynamic_shapes: Any = None, **fields: Any,
 ) -> ExportOptions:
     """The ``ExportOptions`` a front end's parsed flags ask for (the flags generated from the

@@ -66,7 +66,7 @@ class OrtModel:
         self._output_session: onnxruntime.InferenceSession | None = None  # self._session when outputs are readable
         self._external: Path | None = None  # the model saved with external data, once written
         self._tempdir: str | None = None
-        self._tempdir_finalizer: weakref.finalize | None = None
+        self._tempdir_finalizer: weakref.finalize[..., Any] | None = None
 
     @property
     def model(self) -> onnx_ir.Model:

@@ -51,7 +51,7 @@ def feed_shape(value: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def feeds(session: ExportArtifacts, model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+def feeds(session: ExportArtifacts, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """ONNX input feeds for inputs given like the model's forward (``Session.feeds`` for every
     dtype)."""
     bound = bind_inputs(session.model, args, kwargs)

@@ -44,8 +44,8 @@ def program_of(model: Any) -> Any | None:
     return model.program if isinstance(model, ProgramModel) else None
 
 
-def as_model(model: Any, args: tuple, kwargs: dict,
-             options: ExportOptions | None) -> tuple[Any, tuple, dict, ExportOptions | None]:
+def as_model(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+             options: ExportOptions | None) -> tuple[Any, tuple[Any, ...], dict[str, Any], ExportOptions | None]:
     """``(model, args, kwargs, options)`` with an ExportedProgram wrapped: its example inputs
     when none are given, and AUTO on the axes it keeps symbolic when no spec is given."""
     if not is_exported_program(model):

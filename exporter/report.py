@@ -185,7 +185,7 @@ def report_html(session: ReportedSession, *, verify: VerifyArgument = None, benc
     return report_document(session, verify=verify, benchmark=benchmark, graphs=graphs).to_html()
 
 
-def write_report(session: ReportedSession, path: str | os.PathLike, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
+def write_report(session: ReportedSession, path: str | os.PathLike[str], *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
                  graphs: bool = True) -> Path:
     """Write the report to ``path`` atomically (a failure leaves no partial file) and return
     the path. Raises :class:`~exporter.errors.SerializeError` if the file cannot be written."""

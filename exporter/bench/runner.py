@@ -28,7 +28,7 @@ class OrtRunner:
 
     def __init__(
         self,
-        model: bytes | str | os.PathLike,
+        model: bytes | str | os.PathLike[str],
         *,
         threads: int,
         provider: str = "CPUExecutionProvider",
@@ -171,7 +171,7 @@ def bench_config(runner: OrtRunner | None, threads: int, provider: str, budget: 
     )
 
 
-def source_mb(source: bytes | str | os.PathLike) -> float:
+def source_mb(source: bytes | str | os.PathLike[str]) -> float:
     """The size in MiB of what onnxruntime loads: the bytes, or a model file and its
     external data files (``<name>.data``)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -189,7 +189,7 @@ def default_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def inputs_for(session: ExportArtifacts, sizes: Mapping[Any, int] | None, inputs: tuple[tuple, dict] | None, seed: int) -> tuple[tuple, dict, tuple[tuple[str, int], ...]]:
+def inputs_for(session: ExportArtifacts, sizes: Mapping[Any, int] | None, inputs: tuple[tuple[Any, ...], dict[str, Any]] | None, seed: int) -> tuple[tuple[Any, ...], dict[str, Any], tuple[tuple[str, int], ...]]:
     if inputs is not None:
         return tuple(inputs[0]), dict(inputs[1]), ()
     if not sizes:

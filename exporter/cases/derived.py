@@ -66,13 +66,13 @@ def _relations(expression: str, pattern: re.Pattern[str], values: Mapping[str, A
         return None
 
 
-def _equations(guards: Sequence[Any], pattern: re.Pattern[str], values: Mapping[str, Any]) -> list[tuple[Any, frozenset, tuple[Any, ...]]]:
+def _equations(guards: Sequence[Any], pattern: re.Pattern[str], values: Mapping[str, Any]) -> list[tuple[Any, frozenset[Any], tuple[Any, ...]]]:
     """``(difference, symbols written alone on one side, guards)``: each equation
     ``difference == 0`` the guards state, by an ``==`` or by a pair of opposite ``<=``."""
     import sympy
 
-    equations: list[tuple[Any, frozenset, tuple[Any, ...]]] = []
-    bounds: list[tuple[Any, frozenset, Any]] = []  # difference <= 0
+    equations: list[tuple[Any, frozenset[Any], tuple[Any, ...]]] = []
+    bounds: list[tuple[Any, frozenset[Any], Any]] = []  # difference <= 0
     for guard in guards:
         found = _relations(guard.expression, pattern, values)
         if found is None:

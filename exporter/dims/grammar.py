@@ -214,7 +214,7 @@ class AxisRequestsAction(argparse.Action):
         setattr(namespace, self.dest, collected)
 
 
-def spec_from_requests(model: Any, args: tuple, kwargs: dict, base: Any, requests: Sequence[AxisRequest]) -> Any:
+def spec_from_requests(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], base: Any, requests: Sequence[AxisRequest]) -> Any:
     """The spec ``base`` (a factory's ``dynamic_shapes``, or None) with each request set on top,
     as ``{leaf path: {axis: policy}}`` for ``ExportOptions(dynamic_shapes=...)``; None when there
     are neither. Each request is checked against the example inputs: an unknown input, an axis

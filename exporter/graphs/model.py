@@ -129,7 +129,7 @@ class Graph:
 
         return pd.DataFrame([node.to_dict() for node in self.nodes], columns=_COLUMNS)
 
-    def op_counts(self, module: str | None = None, *, recursive: bool = True) -> Counter:
+    def op_counts(self, module: str | None = None, *, recursive: bool = True) -> Counter[str]:
         """How many nodes of each op, in ``module`` (and its submodules unless
         ``recursive=False``), or in the whole graph."""
         return Counter(node.op for node in self.nodes_in(module, recursive=recursive))

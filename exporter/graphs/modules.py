@@ -24,7 +24,7 @@ def fold_module(path: str | None, depth: int | None) -> str:
     return ".".join(path.split(".")[:depth])
 
 
-def op_summary(counts: Counter) -> str:
+def op_summary(counts: Counter[str]) -> str:
     """``Counter({'MatMul': 2, 'Add': 2})`` → ``MatMul×2, Add×2`` (most frequent first)."""
     return ", ".join(f"{op}×{n}" if n > 1 else op for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -33,7 +33,7 @@ def module_rows(fx: Graph, onnx: Graph, depth: int | None = None) -> list[dict[s
     """One row per module path found on either side (``""`` is the top level): module,
     module_class, fx_nodes, onnx_nodes, fx_ops, onnx_ops. Each node counts in its innermost
     module, or in its ancestor at ``depth`` when given."""
-    sides: dict[str, dict[str, Counter]] = {}
+    sides: dict[str, dict[str, Counter[str]]] = {}
     for key, graph in (("fx", fx), ("onnx", onnx)):
         for node in graph.nodes:
             path = fold_module(node.module, depth)
@@ -60,7 +60,7 @@ def short_op(op: str, *, namespace: bool = True) -> str:
     return short if namespace else short.removeprefix("aten.")
 
 
-def module_sort_key(path: str) -> tuple:
+def module_sort_key(path: str) -> tuple[Any, ...]:
     """Model order for module paths: ``blocks.2`` before ``blocks.10``; ``(unknown)`` last."""
     if path == UNKNOWN:
         return ((2, 0, ""),)

@@ -59,7 +59,7 @@ class CaptureStrategy(abc.ABC):
         runtime assert, later dropped from the ONNX model, instead of rejecting the spec."""
         return {"prefer_deferred_runtime_asserts_over_guards": self.runtime_asserts}
 
-    def __call__(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> CaptureAttempt:
+    def __call__(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> CaptureAttempt:
         from ..program_model import program_of  # imports torch
 
         start = time.perf_counter()
@@ -93,7 +93,7 @@ class CaptureStrategy(abc.ABC):
                               model_state=state)
 
     @abc.abstractmethod
-    def _capture(self, model: Any, args: tuple, kwargs: dict, dynamic_shapes: Any) -> Any:
+    def _capture(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> Any:
         """Return a ``torch.export.ExportedProgram`` or raise."""
 
 

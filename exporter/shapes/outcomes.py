@@ -432,7 +432,7 @@ def _derived_names(outcomes: list[DimOutcome]) -> tuple[DimOutcome, ...]:
     return tuple(replace(o, dim=say(o.dim)) if o.dynamic and say(o.dim) != o.dim else o for o in outcomes)
 
 
-def _with_caps(lo: int, hi: int | None, found: list) -> tuple[int, int | None]:
+def _with_caps(lo: int, hi: int | None, found: list[Any]) -> tuple[int, int | None]:
     """A program range narrowed by the ranges solved from the guards (``shapes.solve``)."""
     for size_range in found:
         if size_range.is_static:

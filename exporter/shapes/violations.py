@@ -213,7 +213,7 @@ def rejected_ranges(fixes: SuggestedFixes, guards: Guards | None, bound: Any) ->
     return tuple(out)
 
 
-def _candidates(members: list[Axis], ranges: dict, guards: Guards | None, kinds: tuple[str, ...]) -> list[Guard]:
+def _candidates(members: list[Axis], ranges: dict[Axis, Any], guards: Guards | None, kinds: tuple[str, ...]) -> list[Guard]:
     """The guards that may explain a narrowed range: those that solved it, then every other
     guard of its axes (the solver keeps the first guards that narrow, and a later one may set
     the end: Wav2Vec2's ``length // 10 - 1 > 1`` after ``1 < length``); the user's code first."""

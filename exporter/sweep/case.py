@@ -17,6 +17,6 @@ class SweepCase:
     is called; the sweep never shares one between units."""
 
     model: Any
-    args: tuple = ()
+    args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     dynamic_shapes: Any = None

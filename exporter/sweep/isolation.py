@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .outcome import is_out_of_memory, package_versions, short
 from .record import UnitRecord
@@ -51,7 +52,7 @@ def _environment(limits: Limits) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _kill(process: subprocess.Popen[Any]) -> None:
     """Kill the unit's process group (it runs in its own session) and reap it."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -69,7 +70,7 @@ def _record(unit: Unit, status: str, started: float, *, stage: str | None, error
     )
 
 
-def _wait(process: subprocess.Popen, timeout: float, cancel: threading.Event | None) -> None:
+def _wait(process: subprocess.Popen[Any], timeout: float, cancel: threading.Event | None) -> None:
     """Wait for ``process`` up to ``timeout`` seconds (``TimeoutExpired`` after), or until
     ``cancel`` is set (:class:`Cancelled`)."""
     if cancel is None:

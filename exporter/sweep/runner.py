@@ -83,7 +83,7 @@ def _run_stages(unit: Unit, progress: _Progress) -> None:
         return
     case, example_outputs = built
     session = _export(unit, case, progress)
-    checked_cases: Sequence[tuple[tuple, dict, Sequence[Any]]] = [(tuple(case.args), dict(case.kwargs), example_outputs)]
+    checked_cases: Sequence[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]] = [(tuple(case.args), dict(case.kwargs), example_outputs)]
     if session is not None:
         if unit.verify:
             checked_cases = _verify(session, progress) or checked_cases
@@ -115,7 +115,7 @@ def _build(unit: Unit, progress: _Progress) -> tuple[SweepCase, list[Any]] | Non
     return case, [leaf for _, leaf in compat.tree_flatten_with_path(outputs)]
 
 
-def _grown_case(case: SweepCase) -> list[tuple[tuple, dict, list[Any]]]:
+def _grown_case(case: SweepCase) -> list[tuple[tuple[Any, ...], dict[str, Any], list[Any]]]:
     """The example with every named dim one larger (the same name, the same size), and eager
     PyTorch's outputs there: where the baseline is checked when verify gives no sizes (our
     export failed, or verify is off). Empty when the spec's form is not a dict by input name
@@ -191,7 +191,7 @@ def _export(unit: Unit, case: SweepCase, progress: _Progress) -> Any:
     return session
 
 
-def _verify(session: Any, progress: _Progress) -> list[tuple[tuple, dict, Sequence[Any]]]:
+def _verify(session: Any, progress: _Progress) -> list[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]]:
     """Verify; return the size cases it compared (inputs and eager outputs) for the baseline."""
     started = progress.begin("verify")
     result = session.verify()
@@ -207,7 +207,7 @@ def _verify(session: Any, progress: _Progress) -> list[tuple[tuple, dict, Sequen
     else:
         progress.fail("verify", "verify_failed", result.error or result.verdict)
     runs = result.case_runs
-    kept: list[tuple[tuple, dict, Sequence[Any]]] = []
+    kept: list[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]] = []
     for case in result.cases:
         run = runs.get(case.name) if runs is not None else None
         if run is not None and run.expected is not None and case.compared and not case.is_edge_value:
@@ -223,7 +223,7 @@ def _benchmark(session: Any, progress: _Progress) -> None:
         progress.fields["speedup"] = round(float(result.speedup), 3)
 
 
-def _baseline(unit: Unit, case: SweepCase, checked: Sequence[tuple[tuple, dict, Sequence[Any]]],
+def _baseline(unit: Unit, case: SweepCase, checked: Sequence[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]],
               progress: _Progress) -> None:
     """The same call through ``torch.onnx.export(..., dynamo=True)``, run in onnxruntime at the
     example and at the sizes verify compared, and how it compares with ours."""
@@ -261,7 +261,7 @@ def _set_baseline(progress: _Progress, status: str, error: str | None) -> None:
     progress.fields.update(baseline=status, baseline_error=short(error) if error else None, versus=versus(ours, status))
 
 
-def _ort_runner(program: Any) -> Callable[[tuple, dict], list[Any]]:
+def _ort_runner(program: Any) -> Callable[[tuple[Any, ...], dict[str, Any]], list[Any]]:
     """Run ``torch.onnx.export``'s model in onnxruntime on inputs given as to the module:
     keyword inputs fed by name (the ONNX inputs are named after them), the others in order."""
     import numpy
@@ -273,7 +273,7 @@ def _ort_runner(program: Any) -> Callable[[tuple, dict], list[Any]]:
     session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
-    def run(args: tuple, kwargs: dict) -> list[Any]:
+    def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         named = {k: v for k, v in kwargs.items() if k in names and isinstance(v, torch.Tensor)}
         rest = [leaf for _, leaf in compat.tree_flatten_with_path(
             (args, {k: v for k, v in kwargs.items() if k not in named})) if isinstance(leaf, torch.Tensor)]
@@ -284,7 +284,7 @@ def _ort_runner(program: Any) -> Callable[[tuple, dict], list[Any]]:
     return run
 
 
-def _compare(run: Callable[[tuple, dict], list[Any]], args: tuple, kwargs: dict, expected: Sequence[Any]) -> str | None:
+def _compare(run: Callable[[tuple[Any, ...], dict[str, Any]], list[Any]], args: tuple[Any, ...], kwargs: dict[str, Any], expected: Sequence[Any]) -> str | None:
     """None when the outputs of ``run`` match ``expected`` under verify's own tolerances
     (:func:`exporter.verify.tolerance.compare`), else what differs."""
     import torch

@@ -12,7 +12,7 @@ from .intermediates.fx_side import FxRunner
 __all__ = ["program_inputs", "run_program"]
 
 
-def program_inputs(program: Any, session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> list[Any]:
+def program_inputs(program: Any, session: ExportInputs, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
     """The flat inputs of a program's graph module, from inputs given like the model's forward:
     user inputs, parameters, buffers and constants in the signature's order."""
     user = iter(bind_inputs(session.model, args, dict(kwargs)).values)
@@ -30,7 +30,7 @@ def program_inputs(program: Any, session: ExportInputs, args: tuple, kwargs: Map
     return inputs
 
 
-def run_program(program: Any, session: ExportInputs, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def run_program(program: Any, session: ExportInputs, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """Run a program's FX graph directly (no input-shape checks) on inputs given like the
     model's forward. Returns its user outputs and the value of every FX node by name."""
     import torch

@@ -153,7 +153,7 @@ def _mask_value(example: Any, kind: str) -> Any:
     return rows.reshape(example.shape)
 
 
-def edge_value_inputs(session: ExportInputs, edge: EdgeValue) -> tuple[tuple, dict]:
+def edge_value_inputs(session: ExportInputs, edge: EdgeValue) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The example ``(args, kwargs)`` with ``edge.input`` set to the edge value."""
     import torch
 

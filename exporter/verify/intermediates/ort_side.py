@@ -42,7 +42,7 @@ class OrtRunner:
         self._proto: Any = None
         self._directory: Any = None
         self._types: dict[str, Any] = {}
-        self._pending: tuple[tuple, threading.Thread, dict[str, Any]] | None = None
+        self._pending: tuple[tuple[Any, ...], threading.Thread, dict[str, Any]] | None = None
         self.runs = 0
 
     @functools.cached_property
@@ -97,13 +97,13 @@ class OrtRunner:
             self._directory.cleanup()
             self._directory = None
 
-    def _cached(self, key: tuple) -> Any:
+    def _cached(self, key: tuple[Any, ...]) -> Any:
         cached = _SESSIONS.get("entry")
         if cached is not None and cached[0]() is self._model and cached[1] == key:
             return cached[2]
         return None
 
-    def _take_pending(self, key: tuple | None) -> Any:
+    def _take_pending(self, key: tuple[Any, ...] | None) -> Any:
         """The session :meth:`prepare` built, when it was for ``key`` (its build error raised);
         None otherwise. Waits for the build either way: it edits the shared proto."""
         if self._pending is None:
@@ -175,4 +175,4 @@ class OrtRunner:
 
 _INLINE_WEIGHTS = 256 << 20
 _CACHED_WEIGHTS = 64 << 20
-_SESSIONS: dict[str, tuple[Any, tuple, Any]] = {}
+_SESSIONS: dict[str, tuple[Any, tuple[Any, ...], Any]] = {}

@@ -72,8 +72,8 @@ class _Case:
     """The inputs of the comparison, and eager PyTorch's outputs on them when verify kept them."""
 
     name: str
-    args: tuple
-    kwargs: dict
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     expected: tuple[Any, ...] | None = None
 
 
@@ -111,7 +111,7 @@ def compare_intermediates(
     return _run(session, _case_inputs(session, case, args, kwargs), tolerances, max_bytes, cancel, start)
 
 
-def compare_inputs(session: ExportArtifacts, name: str, args: tuple, kwargs: dict, expected: tuple[Any, ...] | None = None,
+def compare_inputs(session: ExportArtifacts, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], expected: tuple[Any, ...] | None = None,
                    *, tolerances: Mapping[str, Tolerance] | Tolerance | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                    cancel: CancelToken | None = None) -> IntermediateComparison:
     """:func:`compare_intermediates` on inputs already built (verify's own case, named
@@ -277,7 +277,7 @@ def _case_inputs(session: IntermediatesSource, case: str | VerifiedCase | None, 
     return _Case(case.name, *_rebuild(session, case))
 
 
-def _rebuild(session: ExportArtifacts, case: VerifiedCase) -> tuple[tuple, dict]:
+def _rebuild(session: ExportArtifacts, case: VerifiedCase) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The inputs verify built for ``case`` (see :func:`compare_intermediates`)."""
     if case.edge is not None:
         args, kwargs = edge_value_inputs(session, case.edge)
