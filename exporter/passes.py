@@ -81,7 +81,7 @@ class _Checker:
     """Runs one case's inputs through the model after a prefix of the passes, against the
     eager outputs computed once."""
 
-    def __init__(self, session: ExportArtifacts, args: tuple, kwargs: dict, tolerances: Any) -> None:
+    def __init__(self, session: ExportArtifacts, args: tuple[Any, ...], kwargs: dict[str, Any], tolerances: Any) -> None:
         from .verify.eager import run_eager
 
         self.session, self.args, self.kwargs, self.tolerances = session, args, kwargs, tolerances

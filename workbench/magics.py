@@ -116,7 +116,7 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def parse_call(source: str, namespace: dict[str, Any]) -> tuple[Any, tuple, dict]:
+def parse_call(source: str, namespace: dict[str, Any]) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     """``model(x, attention_mask=m)`` → ``(model, (x,), {"attention_mask": m})``, evaluated in
     ``namespace`` without calling the model. A malformed or failing expression is a ``UsageError``."""
     source = source.strip()
@@ -339,7 +339,7 @@ class ExportMagics(Magics):
             return ""
         return ast.unparse(body[-1]) if body else ""
 
-    def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple, dict]:
+    def _call(self, line_call: str, cell: str | None) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
         namespace = self._shell.user_ns
         if cell is None:
             if not line_call.strip():
@@ -413,13 +413,13 @@ class ExportMagics(Magics):
             print(render(result).to_text())
 
     @staticmethod
-    def _session(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace) -> Session:
+    def _session(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: argparse.Namespace) -> Session:
         export_options = ExportMagics._options(model, args, kwargs, options)
         with _usage_errors():  # the call's inputs against forward's signature, the spec against them
             return Session(model, args, kwargs, export_options)
 
     @staticmethod
-    def _options(model: Any, args: tuple, kwargs: dict, options: argparse.Namespace, *,
+    def _options(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: argparse.Namespace, *,
                  dynamic_shapes: Any = None) -> ExportOptions:
         with _usage_errors():
             if options.save is not None:

@@ -66,7 +66,7 @@ class Variant:
                 )
         return cls(**fields)
 
-    def key(self, threads: int) -> tuple:
+    def key(self, threads: int) -> tuple[Any, ...]:
         """What makes two variants the same measurement."""
         if self.engine == "eager":
             return ("eager", self.threads or threads)
@@ -109,7 +109,7 @@ def ort_contender(name: str, runner: Any, binding: Any) -> Contender:
     return Contender(name, runner.session.run_with_iobinding, binding)
 
 
-def eager_contender(name: str, model: Any, args: tuple, kwargs: Mapping[str, Any], threads: int) -> Contender:
+def eager_contender(name: str, model: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], threads: int) -> Contender:
     """Eager PyTorch as a contender. Inputs holding a container object other than a tuple,
     list or dict (a transformers ``DynamicCache``, which the model grows by the new positions
     on every call) are rebuilt around the same tensors for each call, so every call sees the

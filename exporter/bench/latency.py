@@ -332,7 +332,7 @@ def _eager_context(model: Any) -> Any:
         torch.set_num_threads(previous)
 
 
-def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple,
+def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple[Any, ...],
                       kwargs: Mapping[str, Any], threads: int, provider: str,
                       reporter: Reporter | None = None) -> tuple[list[Contender], list[VariantTiming]]:
     """A contender per variant that could be set up, and a row per variant (with its error,
@@ -380,7 +380,7 @@ def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], fee
 def benchmark(
     session: ExportArtifacts,
     *,
-    inputs: tuple[tuple, dict] | None = None,
+    inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
     sizes: Mapping[str, int] | None = None,
     budget: float = 1.0,
     min_runs: int = 50,

@@ -130,7 +130,7 @@ def parse_profile(events: Sequence[Mapping[str, Any]], model: Any, skip_runs: in
 def profile(
     session: ExportArtifacts,
     *,
-    inputs: tuple[tuple, dict] | None = None,
+    inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
     sizes: Mapping[str, int] | None = None,
     runs: int = 20,
     threads: int | None = None,

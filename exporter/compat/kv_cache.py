@@ -242,7 +242,7 @@ def holds_kv_cache(value: Any, depth: int = 2) -> bool:
     return False
 
 
-def prepare_kv_cache_pytree(model: Any, args: tuple, kwargs: Any) -> bool:
+def prepare_kv_cache_pytree(model: Any, args: tuple[Any, ...], kwargs: Any) -> bool:
     """Install :func:`register_kv_cache_pytree` before inputs are flattened when they hold a
     ``DynamicCache`` or the model is a transformers model (which may return one)."""
     if "transformers.cache_utils" not in sys.modules:

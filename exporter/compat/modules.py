@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["module_state", "tensors_state", "trace_tensor_kind", "train_mode_dependent_modules"]
 
 
-def module_state(model: Any) -> tuple:
+def module_state(model: Any) -> tuple[Any, ...]:
     """A cheap fingerprint of what a capture of ``model`` depends on besides its code: the
     train/eval mode of every submodule and the identity and in-place version counter
     (``Tensor._version``) of every parameter and buffer. ``model.eval()``, swapping a
@@ -26,7 +26,7 @@ def module_state(model: Any) -> tuple:
     return tuple(modes), tuple((id(t), t._version) for t in tensors if t is not None)
 
 
-def tensors_state(values: Any) -> tuple:
+def tensors_state(values: Any) -> tuple[Any, ...]:
     """The identity and in-place version counter (``Tensor._version``) of every tensor among
     the pytree leaves of ``values``: an in-place write into one of them changes it."""
     import torch

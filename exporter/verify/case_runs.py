@@ -21,10 +21,10 @@ class CaseRun:
     """One case's inputs, given like the model's forward, and eager PyTorch's outputs on them
     (None when eager PyTorch raised)."""
 
-    args: tuple
+    args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
     expected: tuple[Any, ...] | None
-    inputs_state: tuple = ()  # compat.tensors_state of the inputs when they ran
+    inputs_state: tuple[Any, ...] = ()  # compat.tensors_state of the inputs when they ran
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -33,7 +33,7 @@ class CaseRuns:
     once every case had run."""
 
     runs: Mapping[str, CaseRun]
-    state: tuple
+    state: tuple[Any, ...]
 
     def __repr__(self) -> str:
         return f"CaseRuns({', '.join(self.runs)})"
@@ -52,7 +52,7 @@ class CaseRuns:
         return run.expected
 
 
-def keep_case_runs(model: Any, runs: Mapping[str, tuple[tuple, Mapping[str, Any], Sequence[Any] | None]],
+def keep_case_runs(model: Any, runs: Mapping[str, tuple[tuple[Any, ...], Mapping[str, Any], Sequence[Any] | None]],
                    first: Iterable[str] = (), max_bytes: int | None = None) -> CaseRuns:
     """The runs to keep, ``first`` (the failing cases) then the others in order, while the
     tensors they hold total at most ``max_bytes`` (:data:`MAX_KEPT_BYTES` by default): verify

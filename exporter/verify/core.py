@@ -37,7 +37,7 @@ def _run_case(
     ort_session: onnxruntime.InferenceSession,
     name: str,
     sizes: tuple[tuple[str, int], ...],
-    args: tuple,
+    args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     output_names: Sequence[str],
     tolerances: Mapping[str, Tolerance] | Tolerance | None,
@@ -371,7 +371,7 @@ def verify(
     *,
     tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
     sizes: Mapping[Any, Sequence[int]] | None = None,
-    make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None = None,
+    make_inputs: Callable[[InputCase], tuple[tuple[Any, ...], dict[str, Any]] | None] | None = None,
     max_size: int = 512,
     independent: bool = False,
     edge_values: bool = True,
@@ -468,7 +468,7 @@ def _edge_cases(session: ExportArtifacts, program: Any) -> tuple[EdgeValue, ...]
         return ()
 
 
-def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: str = "") -> VerifyResult:
+def _error_result(exc: BaseException, start: float, groups: tuple[Any, ...] = (), prefix: str = "") -> VerifyResult:
     text = f"{prefix}: {first_line(exc)}" if prefix else first_line(exc)
     return VerifyResult("error", groups=groups, seconds=time.perf_counter() - start, error=text,
                         failure=Failure.from_exception(exc, "verify"))
@@ -476,13 +476,13 @@ def _error_result(exc: BaseException, start: float, groups: tuple = (), prefix: 
 
 def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Sequence[DimGroup], plans: Sequence[CasePlan],
                   contract: ContractReport, ort_session: onnxruntime.InferenceSession, tolerances: Mapping[str, Tolerance] | Tolerance | None,
-                  make_inputs: Callable[[InputCase], tuple[tuple, dict] | None] | None, locate: bool, seed: int,
+                  make_inputs: Callable[[InputCase], tuple[tuple[Any, ...], dict[str, Any]] | None] | None, locate: bool, seed: int,
                   reporter: Reporter, start: float, cases: list[CaseResult],
                   edge_cases: Sequence[EdgeValue] = (), named: frozenset[str] | None = None) -> VerifyResult:
     output_names = [v.name for v in model.graph.outputs]
     example_sizes = tuple((g.label, g.example) for g in groups)
     total = len(plans) + len(edge_cases) + 1
-    inputs: dict[str, tuple[tuple, dict, list[Any] | None]] = {}
+    inputs: dict[str, tuple[tuple[Any, ...], dict[str, Any], list[Any] | None]] = {}
 
     reporter.progress("verify", 0, total, "example inputs")
     result, expected = _run_case(session, ort_session, "example", example_sizes, session.inputs.args,

@@ -53,7 +53,7 @@ class Divergence:
 def first_divergence(
     session: ExportArtifacts,
     case: str,
-    args: tuple,
+    args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     expected: Sequence[Any],
     *,

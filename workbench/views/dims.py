@@ -229,7 +229,7 @@ def outcome_lines(outcome: DimOutcome) -> list[str]:
     return lines
 
 
-def torch_details(guards: tuple, notes: tuple[str, ...] = ()) -> str:
+def torch_details(guards: tuple[Any, ...], notes: tuple[str, ...] = ()) -> str:
     """torch's own text (the guards' expressions, their full lines, how torch tied the axes),
     folded in a ``<details>`` closed by default; "" when there is none."""
     lines = [f"[{g.kind}] {g.expression}" + (f"  at {g.location}: {g.code}" if g.location else "") for g in guards]
