@@ -9,8 +9,9 @@ nothing here imports it). A function that needs less asks for the narrower recor
 - :class:`ExportArtifacts`: that, plus what the pipeline produced (each stage's output, the
   guards) and the model as onnxruntime runs it;
 - :class:`CapturedExport`: that, plus the capture stage's result and the guards torch
-  recorded (what :mod:`exporter.shapes` reads);
-- :class:`ExportGraphs`: an export's FX and ONNX graphs and the mapping between them.
+  recorded (what :mod:`exporter.shapes` reads).
+
+An export's graphs are read through :class:`exporter.graphs.session_graphs.ExportGraphs`.
 
 The final model as onnxruntime runs it is an :class:`~exporter.ort_model.OrtModel` (its source,
 one cached ``InferenceSession``, make room before building another one of a large model,
@@ -25,13 +26,12 @@ from .dims import DimSpec
 from .inputs import BoundInputs
 
 if TYPE_CHECKING:
-    from .graphs.session_graphs import SessionGraphs
     from .guards import Guards
     from .options import ExportOptions
     from .ort_model import OrtModel
     from .pipeline.stage import StageResult
 
-__all__ = ["CapturedExport", "ExportArtifacts", "ExportGraphs", "ExportInputs"]
+__all__ = ["CapturedExport", "ExportArtifacts", "ExportInputs"]
 
 
 class ExportInputs(Protocol):
@@ -105,13 +105,4 @@ class ExportArtifacts(ExportInputs, Protocol):
 
     def with_options(self, **changes: Any) -> ExportArtifacts:
         """The same export with other options (computed lazily, sharing the stage cache)."""
-        ...
-
-
-class ExportGraphs(Protocol):
-    """Has the FX and ONNX graphs of an export (a :class:`~exporter.Session`)."""
-
-    @property
-    def graphs(self) -> SessionGraphs:
-        """Each graph built when first asked for, and the FX ↔ ONNX node mapping."""
         ...

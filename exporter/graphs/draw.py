@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .dot import SideStyle, side_digraph, side_digraphs
 from .mapping import MappingEntry, NodeMapping
@@ -33,11 +33,8 @@ from .model import Graph, module_ancestors
 from .overlay import OverlaySource, check_reducer, overlay_values, reduce_values
 from .pass_graphs import PassGraphs
 from .plumbing import fold_plumbing
-from .session_graphs import SessionGraphs
+from .session_graphs import ExportGraphs, SessionGraphs
 from .svg import DotMissing, layout_svgs, side_by_side_svg
-
-if TYPE_CHECKING:
-    from ..artifacts import ExportGraphs
 
 __all__ = ["CHANGE_COLOURS", "GraphView", "before_after", "fx_alone", "side_by_side"]
 

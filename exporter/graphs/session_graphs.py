@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..artifacts import ExportArtifacts
 from .fx import fx_graph
@@ -18,7 +18,7 @@ from ..node_metadata import onnx_node_name
 from .. import compat
 from ..program_symbols import dim_names
 
-__all__ = ["SessionGraphs", "graphs_of"]
+__all__ = ["ExportGraphs", "SessionGraphs", "graphs_of"]
 
 KINDS = ("fx", "fx_decomposed", "onnx", "onnx_optimized")
 
@@ -94,3 +94,12 @@ class SessionGraphs:
 def graphs_of(session: ExportArtifacts) -> SessionGraphs:
     """The graphs of a session (built lazily, on first read of each)."""
     return SessionGraphs(session)
+
+
+class ExportGraphs(Protocol):
+    """Has the FX and ONNX graphs of an export (a :class:`~exporter.Session`)."""
+
+    @property
+    def graphs(self) -> SessionGraphs:
+        """Each graph built when first asked for, and the FX ↔ ONNX node mapping."""
+        ...

@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from ..artifacts import CapturedExport
 from ..compat import formats
@@ -23,7 +23,8 @@ from .solve import axis_ranges
 if TYPE_CHECKING:
     from ..inputs import BoundInputs
     from ..patches import SuggestedPatch
-    from ..session import Session
+    from ..options import ExportOptions
+    from ..pipeline.records import StageResult
 
 
 def is_size_one_broadcast(text: str) -> bool:
@@ -381,8 +382,30 @@ def with_patches(fixes: SuggestedFixes, model: Any, applied: tuple[str, ...], fa
     return dataclasses.replace(fixes, patches=found) if found else fixes
 
 
-def apply_suggested_fixes(session: Session, max_rounds: int = 5, *, observer: Any = None,
-                          cancel: Any = None) -> tuple[Session, tuple[SuggestedFixes, ...]]:
+class FixableSession(Protocol):
+    """What applying fixes needs of a session (an :class:`exporter.Session`)."""
+
+    @property
+    def spec(self) -> DimSpec: ...
+
+    @property
+    def options(self) -> ExportOptions: ...
+
+    @property
+    def suggested_fixes(self) -> SuggestedFixes: ...
+
+    def run(self, until: str = ..., *, observer: Any = ..., cancel: Any = ...) -> StageResult: ...
+
+    def with_options(self, **changes: Any) -> Self: ...
+
+    def with_dims(self, dynamic_shapes: Any = ..., *, dynamic_axes: Any = ...) -> Self: ...
+
+
+FixedSession = TypeVar("FixedSession", bound=FixableSession)
+
+
+def apply_suggested_fixes(session: FixedSession, max_rounds: int = 5, *, observer: Any = None,
+                          cancel: Any = None) -> tuple[FixedSession, tuple[SuggestedFixes, ...]]:
     """Re-export with the suggested fixes until capture succeeds, no new fix comes, or
     ``max_rounds`` rounds ran. Returns the last session and the fixes applied per round.
     Suggested model patches come first, as a round of their own (the spec unchanged): a patch

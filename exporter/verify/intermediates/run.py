@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...artifacts import ExportArtifacts, ExportGraphs
+from ...artifacts import ExportArtifacts
+from ...graphs.session_graphs import ExportGraphs
 from ...cases import dim_groups, make_case_inputs, plan_cases
 from ...errors import Failure, first_line
 from ...events import CancelToken, Cancelled
