@@ -22,6 +22,7 @@ from ..shapes.baked import baked_case_cause, baked_constants_of
 from .contract import ContractReport, check_contract
 from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
+from .ties import tie_cause
 from .eager import clone_tensors, expected_outputs
 from .results import CaseResult, Finding, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
@@ -251,6 +252,21 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
             if check.check != "dynamic is symbolic":
                 findings.append(Finding("contract", f"{check.subject}: {check.message}"))
     return findings
+
+
+def _with_tie_cause(findings: list[Finding], session: ExportArtifacts, divergence: Divergence,
+                    inputs: tuple[tuple[Any, ...], Mapping[str, Any]]) -> list[Finding]:
+    """The failing case's finding with the likely cause when its first divergence is indices
+    picked among equal values (:mod:`.ties`): the ONNX model is as right as the op allows."""
+    try:
+        cause = tie_cause(session, divergence, *inputs)
+    except Exception:  # noqa: BLE001 - an explanation that cannot be made is left out
+        return findings
+    if cause is None:
+        return findings
+    return [replace(f, cause="; ".join(filter(None, (cause, f.cause))))
+            if f.case == divergence.case and f.kind in ("wrong_at_example", "wrong_at_size", "wrong_at_value") else f
+            for f in findings]
 
 
 def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup],
@@ -534,6 +550,8 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
             except Exception as exc:  # noqa: BLE001
                 divergence = Divergence(wrong.name, "unknown", f"could not locate: {first_line(exc)}")
     findings = _findings(cases, groups, contract, session, divergence, named)
+    if divergence is not None and divergence.stage == "onnx":
+        findings = _with_tie_cause(findings, session, divergence, inputs[divergence.case][:2])
     if training:
         findings.insert(0, _training_finding(training))
     failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok or bool(training)

@@ -134,3 +134,20 @@ def test_the_subcommand_writes_the_dashboard_and_coverage_and_diffs(local_run, t
     out = capsys.readouterr().out
     assert "2 units:" in out and "no change (2 unchanged)" in out
     assert "baked" in (tmp_path / "d.html").read_text() and "| mlp | dynamic | pass |" in (tmp_path / "c.md").read_text()
+
+
+def test_the_transformers_zoo_draws_all_zero_weight_matrices_and_leaves_the_rest():
+    import torch
+
+    from exporter.sweep.zoos.transformers import randomize_zero_matrices
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    torch.nn.init.zeros_(model[0].weight)
+    torch.nn.init.zeros_(model[0].bias)
+    untouched = model[1].weight.detach().clone()
+
+    randomize_zero_matrices(model)
+
+    assert model[0].weight.any()  # a zero-initialised router would make every score tie
+    assert not model[0].bias.any()  # biases and norms start at zero in checkpoints too
+    assert torch.equal(model[1].weight, untouched)

@@ -19,7 +19,7 @@ from typing import Any
 from ..case import SweepCase
 from ..zoo import Zoo, ZooEntry
 
-__all__ = ["ZOO", "TransformersZoo", "shrink_config", "tiny_model"]
+__all__ = ["ZOO", "TransformersZoo", "randomize_zero_matrices", "shrink_config", "tiny_model"]
 
 VOCAB = 128
 HIDDEN = 32
@@ -117,6 +117,21 @@ def _inputs(model: Any, config: Any) -> tuple[dict[str, Any], dict[str, dict[int
     return kwargs, names
 
 
+def randomize_zero_matrices(model: Any, std: float = 0.02) -> Any:
+    """``model`` with every all-zero weight matrix drawn from N(0, ``std``), in place.
+    transformers zero-initialises some layers (AFMoE's router gate), which a checkpoint never
+    leaves at zero: every routing score then ties and ``topk`` picks experts by tie-breaking,
+    which PyTorch and onnxruntime do differently. The sweep measures the export, not that."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() >= 2 and parameter.is_floating_point() and not parameter.any():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+    return model
+
+
 def tiny_model(model_type: str) -> SweepCase:
     """A tiny ``model_type`` base model with random weights and its natural inputs."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -127,7 +142,7 @@ def tiny_model(model_type: str) -> SweepCase:
     mapped = MODEL_MAPPING_NAMES[model_type]
     class_name: str = mapped if isinstance(mapped, str) else mapped[0]
     config = shrink_config(CONFIG_MAPPING[model_type]())
-    model = getattr(transformers, class_name)(config).eval()
+    model = randomize_zero_matrices(getattr(transformers, class_name)(config).eval())
     kwargs, names = _inputs(model, config)
     return SweepCase(model, (), kwargs, names)
 
