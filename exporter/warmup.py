@@ -35,6 +35,7 @@ from ._quiet import captured_library_output, quiet_library_warnings
 from .dims import Dim
 from .masked_attention import translations
 from .options import ExportOptions
+from .pipeline.local_decompositions import decomposition_tables
 from .pipeline.translate import registry_opset
 from .pipeline.translations import onnx_registry
 from .session import Session
@@ -148,7 +149,7 @@ def _another_thread_importing() -> bool:
 def _build_registries() -> None:
     opset = registry_opset(compat.default_opset())
     registry = onnx_registry(opset)
-    compat.onnx_decomposition_tables(registry)
+    decomposition_tables(registry)
     onnx_registry(opset, translations(ExportOptions().fully_masked_rows, opset))
 
 

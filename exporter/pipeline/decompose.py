@@ -6,7 +6,8 @@ What ``torch.onnx.export`` does between capture and translation (its
 1. unbacked symbols an earlier re-run of the program's graph left pending are dropped (a
    retrace would fail on them);
 2. ONNX-friendly decompositions: every op the registry translates is kept whole (the table is
-   built and split once per registry, not on every call as ``run_decompositions`` does),
+   built and split once per registry, not on every call as ``run_decompositions`` does; the
+   few ops torch decomposes into a graph it cannot run again use :mod:`.local_decompositions`),
    retraced size-obliviously, and under the RNN while_loop decompositions when the program is
    dynamic and has an LSTM/GRU (as it was captured: the default decomposition would pin the
    sequence length again here, silently). When the retrace cannot change the graph (every
@@ -25,6 +26,7 @@ import contextlib
 from typing import Any
 
 from .. import compat
+from .local_decompositions import decomposition_tables
 from .translations import onnx_registry, use_translated_equivalents
 
 __all__ = ["decompose", "views_as_reshapes"]
@@ -34,7 +36,7 @@ def decompose(program: Any, opset_version: int) -> Any:
     """``program`` (an ExportedProgram) decomposed for ONNX translation at ``opset_version``:
     a new ExportedProgram; ``program`` is left as it was."""
     registry = onnx_registry(opset_version)
-    tables = compat.onnx_decomposition_tables(registry)
+    tables = decomposition_tables(registry)
     rnn = bool(program.range_constraints) and compat.program_has_rnn(program)
     compat.drop_leftover_unbacked_symbols(program)
     rnn_loops = compat.rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()

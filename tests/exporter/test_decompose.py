@@ -126,3 +126,50 @@ def test_translated_whole_programs_need_no_retrace_and_reshape_only_when_its_dec
     tables = compat.onnx_decomposition_tables(registry)
     assert compat.retrace_changes_graph(program, registry, tables)  # aten.reshape decomposes to a view
     assert not compat.retrace_changes_graph(program, registry, tables, undone=frozenset({torch.ops.aten.reshape.default}))
+
+
+class OneMinusIntegerMask(torch.nn.Module):
+    """``1.0 - attention_mask`` on an int64 mask, as XLNet and ProphetNet write it: torch's
+    own rsub decomposition leaves a graph its type-promotion pass cannot run."""
+
+    def forward(self, x, attention_mask):
+        return x * (1.0 - attention_mask)[..., None]
+
+
+@pytest.mark.parametrize("spec", ["static", "dynamic"])
+def test_one_minus_an_integer_mask_exports_and_matches_eager(spec):
+    from exporter import ExportOptions, export
+
+    x, mask = torch.randn(2, 5, 3), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    dims = {"x": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}} if spec == "dynamic" else None
+    session = export(OneMinusIntegerMask(), x, mask, options=ExportOptions(dynamic_shapes=dims))
+
+    assert not [n for n in session.decomposed_program.graph.nodes if "rsub" in str(n.target)]
+    assert session.verify().status == "passed"
+
+
+@pytest.mark.parametrize(("values", "other", "alpha"), [
+    (torch.tensor([0, 1, 5, -3]), 1.0, 1),
+    (torch.tensor([0, 1, 255, 7], dtype=torch.uint8), 1, 1),
+    (torch.tensor([0, 2, -7]), 2.5, 3),
+    (torch.tensor([0, 2, -7], dtype=torch.int32), 4, 2),
+])
+def test_the_local_rsub_of_an_integer_tensor_gives_torchs_rsub_and_its_dtype(values, other, alpha):
+    from exporter.pipeline.local_decompositions import rsub_scalar
+
+    expected = torch.rsub(values, other, alpha=alpha)
+    got = rsub_scalar(values, other, alpha)
+
+    assert got.dtype == expected.dtype
+    assert torch.equal(got, expected)
+
+
+def test_one_minus_a_float_tensor_keeps_torchs_decomposition_and_its_graph():
+    class OneMinus(torch.nn.Module):
+        def forward(self, x):
+            return 1.0 - x
+
+    program = torch.export.export(OneMinus(), (torch.randn(2, 3),))
+    targets = [str(n.target) for n in decompose(program, compat.default_opset()).graph.nodes if n.op == "call_function"]
+
+    assert "aten.sub.Tensor" in targets and "aten.neg.default" not in targets
