@@ -70,7 +70,9 @@ def onnx_registry_with(opset_version: int, translations: Translations) -> Any:
     torchlib's own and over the ones before it. A translation whose arguments are not tensors
     (map_impl's body) has no inferable ONNX signature: torch logs a warning and dispatches every
     such node to it, which is what a custom translation wants. A copy, built once per opset and
-    table: the shared registry is not changed."""
+    table: the shared registry is not changed. A function with ``handles_complex = True`` is
+    registered for complex-valued inputs (ONNX sees a complex tensor as a real one with a
+    trailing dim of 2), where torchlib has none."""
     import copy
     import logging
 
@@ -84,7 +86,7 @@ def onnx_registry_with(opset_version: int, translations: Translations) -> Any:
     registration_logger.setLevel(logging.ERROR)
     try:
         for target, function in translations:
-            registry.register_op(target, function, is_complex=False)
+            registry.register_op(target, function, is_complex=bool(getattr(function, "handles_complex", False)))
     finally:
         registration_logger.setLevel(level)
     return registry

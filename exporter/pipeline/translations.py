@@ -17,6 +17,10 @@ out, nodes recorded as they are created.
   ``aten._grouped_mm`` calls): the mixture-of-experts matmul, one ``Split`` of the rows by the
   per-expert token counts, one ``MatMul`` per expert (their number is static), ``Concat``.
 
+- ``aten.unsqueeze`` on a complex tensor (Llama 4's rotary embedding: ``freqs_cis[:, :,
+  None, :]``): torchlib translates unsqueeze for real tensors only. ONNX carries a complex
+  tensor as a real one with a trailing dim of 2, so a negative dim moves one further left.
+
 One more entry wraps a translation instead of adding one: ``aten.scaled_dot_product_attention``
 on more than 4 dims (timm's Twins and Hiera attend over 5-D tensors; torchlib takes 4-D only)
 folds the extra leading dims into the batch around the 4-D translation that would otherwise win
@@ -39,7 +43,7 @@ from .sdpa_nd import fold_leading_dims
 
 __all__ = [
     "translation_table", "project_translations", "onnx_registry", "map_impl", "symbolic_round", "grouped_mm",
-    "use_translated_equivalents", "attention_translation",
+    "use_translated_equivalents", "attention_translation", "unsqueeze_complex",
 ]
 
 
@@ -198,6 +202,16 @@ def _grouped_matmuls(mat_a: Any, mat_b: Any, offs: Any, bias: Any, dtype: Any, r
         return op.Concat(*outs, axis=1)
     raise refuse(f"of {rank_a}-D by {rank_b}-D operands")
 
+def unsqueeze_complex(self: Any, dim: int) -> Any:
+    """``aten.unsqueeze(self, dim)`` for a complex ``self``, carried as real values with a
+    trailing dim of 2: ``dim`` counts from the end of the complex shape when negative."""
+    from onnxscript import opset18 as op
+
+    return op.Unsqueeze(self, op.Constant(value_ints=[dim - 1 if dim < 0 else dim]))
+
+
+unsqueeze_complex.handles_complex = True  # type: ignore[attr-defined]
+
 
 # Custom ops that compute exactly what a translated op computes, by their qualified name: the
 # decomposed graph calls the translated op instead (see ``use_translated_equivalents``).
@@ -241,6 +255,7 @@ def translation_table() -> dict[Any, Callable[..., Any]]:
         torch.ops.higher_order.map_impl: map_impl,
         builtins.round: symbolic_round,
         torch.ops.aten._grouped_mm.default: grouped_mm,
+        torch.ops.aten.unsqueeze.default: unsqueeze_complex,
     }
 
 

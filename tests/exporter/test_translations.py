@@ -267,3 +267,36 @@ def test_exportdb_example_exports_and_matches_eager(name):
     resized = _resized(example)
     if resized is not None:
         assert_same(session, resized, clone(kwargs))
+
+
+# --- unsqueeze of a complex tensor ---------------------------------------------------------------
+
+class ComplexRotary(torch.nn.Module):
+    """Rotary embedding in complex numbers, as Llama 4 writes it: the angles as ``polar``
+    values, unsqueezed (a negative and a positive dim) to meet the query's heads."""
+
+    def forward(self, x, angles):
+        freqs = torch.polar(torch.ones_like(angles), angles)          # (seq, pairs), complex
+        pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))  # (batch, seq, heads, pairs)
+        rotated = pairs * freqs.unsqueeze(-2).unsqueeze(0)
+        return torch.view_as_real(rotated).flatten(3)
+
+
+def test_unsqueeze_of_a_complex_tensor_translates_for_complex_inputs_only():
+    registry = translations.onnx_registry(18)
+    entries = registry.get_decomps(torch.ops.aten.unsqueeze.default)
+
+    assert [e.onnx_function for e in entries if e.is_complex] == [translations.unsqueeze_complex]
+    assert translations.unsqueeze_complex not in [e.onnx_function for e in entries if not e.is_complex]
+
+
+@pytest.mark.parametrize("seq", ["static", "dynamic"])
+def test_a_complex_rotary_embedding_exports_and_matches_eager_at_other_sizes(seq):
+    x, angles = torch.randn(2, 5, 3, 8), torch.randn(5, 4)
+    dims = {"x": {0: "batch", 1: "seq"}, "angles": {0: "seq"}} if seq == "dynamic" else None
+    session = exported(Session(ComplexRotary(), (x, angles), {}, ExportOptions(dynamic_shapes=dims)))
+
+    assert "Unsqueeze" in op_types(session)
+    result = session.verify()
+    assert result.status == "passed", result.summary()
+    assert (len(result.cases) > 1) == (seq == "dynamic")
