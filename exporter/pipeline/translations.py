@@ -207,7 +207,8 @@ def unsqueeze_complex(self: Any, dim: int) -> Any:
     trailing dim of 2: ``dim`` counts from the end of the complex shape when negative."""
     from onnxscript import opset18 as op
 
-    return op.Unsqueeze(self, op.Constant(value_ints=[dim - 1 if dim < 0 else dim]))
+    axes: Any = [dim - 1 if dim < 0 else dim]  # a constant input, as torchlib's own unsqueeze passes it
+    return op.Unsqueeze(self, axes)
 
 
 unsqueeze_complex.handles_complex = True  # type: ignore[attr-defined]
