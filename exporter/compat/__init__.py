@@ -67,6 +67,7 @@ from .patches import (
     program_has_rnn,
     rnn_while_loop_active,
     rnn_while_loop_decompositions,
+    scan,
 )
 from .program import draft_export_report, fx_node_origins, guards_code, output_paths
 from .pytree import key_path_to_str, pytree_children, pytree_keystr, tree_flatten_with_path, tree_replace_leaves
@@ -139,6 +140,7 @@ __all__ = [
     "rnn_while_loop_decompositions",
     "retrace_changes_graph",
     "run_decompositions",
+    "scan",
     "size_expression",
     "size_oblivious_available",
     "size_oblivious_capture",

@@ -129,10 +129,15 @@ def copy_program(program: Any) -> Any:
 
 def insert_type_promotion_nodes(graph_module: Any) -> None:
     """torch.onnx's explicit type promotion (in place): ONNX ops do not promote their inputs.
-    Re-runs the graph's nodes on fake tensors."""
+    Re-runs the graph's nodes on fake tensors, without autograd: with it, a ``scan`` over
+    inputs that require grad (a model's parameters) runs its autograd path, whose partitioned
+    body also returns the sizes it saves for backward, and scan's fake kernel fails stacking
+    them ("'SymInt' object has no attribute 'unsqueeze'"; Mamba's selective scan as a scan)."""
+    import torch
     from torch.onnx._internal.exporter import _fx_passes
 
-    _fx_passes.insert_type_promotion_nodes(graph_module)
+    with torch.no_grad():
+        _fx_passes.insert_type_promotion_nodes(graph_module)
 
 
 def remove_assertion_nodes(graph_module: Any) -> Any:

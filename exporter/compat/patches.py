@@ -8,8 +8,18 @@ from typing import Any, Iterator
 
 __all__ = [
     "jit_isinstance_as_isinstance", "onnx_capture_patches", "program_has_rnn", "rnn_while_loop_active",
-    "rnn_while_loop_decompositions",
+    "rnn_while_loop_decompositions", "scan",
 ]
+
+
+def scan(combine_fn: Any, init: Any, xs: Any) -> Any:
+    """``torch._higher_order_ops.scan.scan``: ``combine_fn(carry, x) -> (carry, y)`` over the
+    first dim of ``xs``, giving ``(last carry, ys stacked)``. torch.export captures it as one
+    ``higher_order.scan`` node, whatever the length (a Python loop unrolls and pins it); the
+    ONNX translation is a ``Scan``. Used by model patches that rewrite a loop over a sequence."""
+    from torch._higher_order_ops.scan import scan as torch_scan
+
+    return torch_scan(combine_fn, init, xs)
 
 # torch.onnx.export captures under two patches plain torch.export does not apply
 # (torch/onnx/_internal/exporter/_capture_strategies.py): with dynamic shapes,

@@ -21,12 +21,13 @@ import difflib
 import inspect
 import os
 import threading
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "method_targets", "model_classes", "replaced", "source_of",
-           "unpatched"]
+__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "method_targets", "model_classes", "plain_function", "replaced",
+           "source_of", "unpatched"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,23 @@ def method_targets(model: Any, attribute: str,
         if rewritten is not None:
             found.append(PatchTarget(cls, attribute, *rewritten, f"{cls.__module__}.{cls.__qualname__}"))
     return tuple(found)
+
+
+def plain_function(value: Any) -> types.FunctionType | None:
+    """``value`` as the Python function it runs: itself, or the function that transformers'
+    hub-kernel wrapper closes over (``@use_kernel_func_from_hub_with_fallback`` turns a module
+    function into an ``nn.Module`` whose ``forward`` calls it); None for anything else."""
+    if isinstance(value, types.FunctionType):
+        return inspect.unwrap(value)
+    forward = getattr(type(value), "forward", None)
+    for cell in getattr(forward, "__closure__", None) or ():
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(content, types.FunctionType):
+            return inspect.unwrap(content)  # a functools.wraps fallback around the model's function
+    return None
 
 
 def source_of(function: Any) -> str:
@@ -190,6 +208,7 @@ class Patch(abc.ABC):
         for target in self.targets(model):
             original = inspect.unwrap(unpatched(target.owner, target.attribute) or target.replacement)
             original = getattr(original, "__func__", original)  # a staticmethod / classmethod
+            original = plain_function(original) or original
             try:
                 lines, start = inspect.getsourcelines(original)
                 where = inspect.getsourcefile(original)

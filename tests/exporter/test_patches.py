@@ -46,6 +46,13 @@ def _focalnet() -> torch.nn.Module:
     return transformers.FocalNetModel(config).eval()
 
 
+def _mamba() -> torch.nn.Module:
+    config = transformers.MambaConfig(vocab_size=64, hidden_size=16, state_size=4, num_hidden_layers=2, expand=2,
+                                      conv_kernel=4, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.MambaModel(config).eval()
+
+
 def _image(height: int, width: int, batch: int = 2) -> torch.Tensor:
     return torch.randn(batch, 3, height, width, generator=torch.Generator().manual_seed(height * 100 + width))
 
@@ -78,10 +85,10 @@ def _same_state(model: torch.nn.Module, before: dict) -> bool:
 def test_patches_option_takes_registry_names_once_and_refuses_others_listing_them():
     assert ExportOptions(patches=["tf_same_padding", "tf_same_padding"]).patches == ("tf_same_padding",)
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
-    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple") as info:
+    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
-    assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple")
+    assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -89,6 +96,7 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(dinov2)] == ["pos_embed_interpolation"]
     assert [s.name for s in suggested_patches(mobilenet)] == ["tf_same_padding"]
     assert [s.name for s in suggested_patches(_focalnet())] == ["pad_to_patch_multiple"]
+    assert [s.name for s in suggested_patches(_mamba())] == ["selective_scan_loop"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -254,3 +262,54 @@ def test_focalnet_without_the_patch_drops_patches_at_an_odd_size_and_with_it_mat
     patched.run()
     _assert_matches_eager(patched, model, [(32, 32), (33, 33), (35, 31), (69, 40)])
     assert _same_state(model, before)
+
+
+# -- Mamba: the selective scan's loop over the sequence -----------------------------------------
+
+TEXT_DIMS = {"input_ids": {0: "batch", 1: "seq"}}
+
+
+def _ids(batch: int, seq: int) -> torch.Tensor:
+    return torch.randint(0, 64, (batch, seq), generator=torch.Generator().manual_seed(batch * 100 + seq))
+
+
+def test_mamba_capture_refusal_at_the_scan_loop_is_fixed_by_the_patch_keeping_seq_dynamic():
+    model = _mamba()
+    before = _state(model)
+    plain = Session(model, (_ids(2, 12),), {}, ExportOptions(dynamic_shapes=TEXT_DIMS))
+    assert plain.run().status == "failed"  # the loop unrolled at 12 steps pins seq
+    assert "in mamba_selective_scan" in plain.failed_stage.error.source
+    fixes = plain.suggested_fixes
+    assert fixes.patch_names == ("selective_scan_loop",)
+    assert "-        for index in range(seq_len):" in fixes.patches[0].diff
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.options.patches == ("selective_scan_loop",) and fixed.spec == plain.spec
+    assert fixed.run().ok
+    assert "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
+    for batch, seq in [(2, 12), (1, 1), (3, 29)]:
+        ids = _ids(batch, seq)
+        with torch.no_grad():  # the unpatched model, run eagerly
+            expected = model(ids).last_hidden_state
+        actual = torch.as_tensor(fixed.run_onnx(ids)[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at batch={batch}, seq={seq}")
+    assert _same_state(model, before)
+
+
+def test_the_selective_scan_replacement_computes_what_the_loop_computes_bit_for_bit():
+    import transformers.models.mamba.modeling_mamba as modeling
+
+    from exporter.patches.selective_scan import mamba_selective_scan
+
+    generator = torch.Generator().manual_seed(0)
+    batch, inner, seq, state = 2, 6, 9, 4
+    hidden, dt, z = (torch.randn(batch, inner, seq, generator=generator) for _ in range(3))
+    A = -torch.rand(inner, state, generator=generator)
+    B, C = (torch.randn(batch, state, seq, generator=generator) for _ in range(2))
+    D, bias = torch.randn(inner, generator=generator), torch.randn(inner, generator=generator)
+    kwargs = {"D": D, "z": z, "delta_bias": bias, "delta_softplus": True, "return_last_state": True}
+
+    expected = modeling.mamba_selective_scan(hidden, dt, A, B, C, **kwargs)
+    actual = mamba_selective_scan(hidden, dt, A, B, C, **kwargs)
+
+    assert all(torch.equal(a, e) for a, e in zip(actual, expected, strict=True))

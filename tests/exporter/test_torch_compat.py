@@ -354,3 +354,20 @@ def test_copy_program_keeps_names_signature_and_provenance_and_leaves_the_origin
     copy.graph_module.recompile()
     assert [str(n.target) for n in program.graph.nodes if n.op == "call_function"] == ["aten.mul.Tensor"]
     assert torch.equal(copy.module()(torch.ones(3)), torch.full((3,), 3.0))
+
+
+def test_compat_scan_carries_a_state_and_stacks_outputs_and_exports_as_one_scan_node():
+    def step(total, x):
+        total = total + x
+        return total, total * 2
+
+    xs = torch.arange(6.0).reshape(3, 2)
+    last, ys = compat.scan(step, torch.zeros(2), xs)
+    assert torch.equal(last, xs.sum(0)) and torch.equal(ys, 2 * xs.cumsum(0))
+
+    class Running(torch.nn.Module):
+        def forward(self, xs):
+            return compat.scan(step, torch.zeros(xs.shape[1]), xs)[1]
+
+    program = torch.export.export(Running(), (xs,), dynamic_shapes={"xs": {0: torch.export.Dim("n")}})
+    assert [n.target.name() for n in program.graph.nodes if n.op == "call_function" and "scan" in str(n.target)] == ["scan"]
