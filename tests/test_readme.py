@@ -29,3 +29,17 @@ def test_readme_infer_dims_example_runs_as_written_and_its_spec_exports_as_is(tm
     assert spec.policy("x", 1) == spec.policy("attention_mask", 1)
     assert [stage.status for stage in inferred.stages] == ["ok"] * 4
     assert [list(value.shape) for value in inferred.onnx_model.graph.inputs] == [["batch", "seq", 64], ["batch", "seq"]]
+
+
+def test_readme_model_patch_example_fixes_mambas_capture_as_it_says():
+    namespace: dict = {}
+    exec(compile(python_block("selective_scan_loop", "apply_suggested_fixes()"), "README.md: model patches", "exec"), namespace)  # noqa: S102
+
+    session, fixed = namespace["session"], namespace["fixed"]
+    assert session.run().status == "failed"
+    assert session.suggested_fixes.patch_names == ("selective_scan_loop",)
+    assert fixed.options.patches == ("selective_scan_loop",) and fixed.spec == session.spec
+    result = fixed.verify()
+    assert result.status == "passed"
+    [seq] = [group for group in result.groups if group.label == "seq"]
+    assert min(seq.sizes) == 1 and max(seq.sizes) == 24
