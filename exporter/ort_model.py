@@ -41,12 +41,14 @@ UNREADABLE_OUTPUTS = ("BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2"
 def ort_inference_session(source: bytes | str | os.PathLike[str], options: Any = None,
                           providers: Sequence[str] = ("CPUExecutionProvider",)) -> onnxruntime.InferenceSession:
     """An onnxruntime ``InferenceSession`` from :attr:`OrtModel.source` (bytes, or the path of
-    a model with external data), with warnings silenced unless ``options`` say."""
+    a model with external data), its log silenced unless ``options`` say: a run that fails
+    raises with onnxruntime's message, which verify reports in its finding; the log would
+    print the same error again, in red, in the notebook."""
     import onnxruntime as ort
 
     if options is None:
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     return ort.InferenceSession(source, options, providers=list(providers))

@@ -56,7 +56,7 @@ class OrtRunner:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[optimization_level])
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # a failing run raises with the message; no second copy on stderr
         if profile_prefix is not None:
             options.enable_profiling = True
             options.profile_file_prefix = profile_prefix
