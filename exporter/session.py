@@ -694,7 +694,9 @@ class Session(Presentable):
         verified, stage = self.last_verify, self.failed_stage
         failed = stage is not None or (verified is not None and verified.status == "failed")
         source = stage.error.source if stage is not None and stage.error is not None else None
-        return with_patches(fixes, self.model, self.options.patches, failed, source)
+        pinned = tuple((g.file, g.line) for g in self.guards if g.kind == "specialization" and g.file and g.line) \
+            if stage is not None and stage.name == "capture" else ()
+        return with_patches(fixes, self.model, self.options.patches, failed, source, pinned)
 
     @property
     def applied_fixes(self) -> tuple[Any, ...]:

@@ -43,13 +43,15 @@ def patch_named(name: str) -> Patch:
 
 
 def suggested_patches(model: Any, exclude: Iterable[str] = (),
-                      at: tuple[str, int] | None = None) -> tuple[SuggestedPatch, ...]:
+                      at: Iterable[tuple[str, int]] | None = None) -> tuple[SuggestedPatch, ...]:
     """The patches that apply to ``model`` (its classes carry their idiom), as fixes with their
     diffs, in registry order, leaving out those named in ``exclude`` (already applied). ``at``:
-    the ``(file, line)`` a failure was raised at; then only the patches that replace the
-    function holding that line (a patch elsewhere in the model cannot change that failure)."""
+    the ``(file, line)`` places a failure was raised at (and the lines of the guards that made a
+    dim static); then only the patches that replace a function holding one of them (a
+    patch elsewhere in the model cannot change that failure)."""
     skip = set(exclude)
-    wanted = (p for p in PATCHES if p.name not in skip and (at is None or _covers(p, model, at)))
+    places = None if at is None else tuple(at)
+    wanted = (p for p in PATCHES if p.name not in skip and (places is None or any(_covers(p, model, place) for place in places)))
     found = (patch.suggestion(model) for patch in wanted)
     return tuple(s for s in found if s is not None)
 

@@ -365,20 +365,22 @@ _SOURCE_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)\b")
 
 
 def with_patches(fixes: SuggestedFixes, model: Any, applied: tuple[str, ...], failed: bool,
-                 source: str | None = None) -> SuggestedFixes:
+                 source: str | None = None, pinned_at: tuple[tuple[str, int], ...] = ()) -> SuggestedFixes:
     """``fixes`` plus the model patches that apply to ``model`` and are not ``applied`` yet,
     when the export or its verification ``failed``. ``source``: the failing stage's
     ``file:line …``, when a stage failed there: then only the patches that replace the function
-    holding that line."""
+    holding that line, or one of ``pinned_at`` (the lines whose guards made a dim static: torch
+    may report the failure at a later use of the dim than the loop that pinned it)."""
     if not failed:
         return fixes
     from ..patches import suggested_patches
 
     match = _SOURCE_LINE.match(source or "")
     at = (match["file"], int(match["line"])) if match and os.path.isfile(match["file"]) else None
-    if source and at is None:
+    places = tuple(p for p in ((at,) if at else ()) + pinned_at if os.path.isfile(p[0]))
+    if source and not places:
         return fixes  # a failure at a line no patch can be matched against: offer none
-    found = suggested_patches(model, exclude=applied, at=at)
+    found = suggested_patches(model, exclude=applied, at=places if source else None)
     return dataclasses.replace(fixes, patches=found) if found else fixes
 
 

@@ -313,3 +313,18 @@ def test_the_selective_scan_replacement_computes_what_the_loop_computes_bit_for_
     actual = mamba_selective_scan(hidden, dt, A, B, C, **kwargs)
 
     assert all(torch.equal(a, e) for a, e in zip(actual, expected, strict=True))
+
+
+def test_jamba_is_offered_the_scan_patch_though_torch_reports_its_failure_at_a_later_use_of_seq():
+    from exporter.sweep.zoos.transformers import tiny_model
+
+    case = tiny_model("jamba")  # Mamba layers between attention layers, with a padding mask
+    plain = Session(case.model, (), dict(case.kwargs), ExportOptions(dynamic_shapes=case.dynamic_shapes))
+    assert plain.run().status == "failed"
+    assert "in apply_mask_to_padding_states" in plain.failed_stage.error.source  # not in the loop
+    assert any(g.kind == "specialization" and g.function == "mamba_selective_scan" for g in plain.guards)
+
+    assert plain.suggested_fixes.patch_names == ("selective_scan_loop",)
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.spec == plain.spec and fixed.run().ok
+    assert fixed.verify(edge_values=False).status == "passed"
