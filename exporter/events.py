@@ -86,7 +86,8 @@ class Observer:
 
     def on_progress(self, task: str, done: float, total: float, note: str = "") -> None:
         """``done`` of ``total`` steps of ``task`` (``verify``, ``onnxruntime``, ``eager``,
-        ``sweep``, ``profile``)."""
+        ``sweep``, ``profile``). ``total`` 0: only ``note`` is news (a stage still running after
+        30 s, named by the stage: :mod:`exporter.pipeline.watch`)."""
 
 
 class _FanOut(Observer):
@@ -162,6 +163,9 @@ class ProgressBarObserver(Observer):
         print(f"{result.name}: {result.status} in {result.seconds:.2f} s{cached}", file=stream)
 
     def on_progress(self, task: str, done: float, total: float, note: str = "") -> None:
+        if total <= 0:  # no count, only a note (a stage still running): one line
+            print(f"{task}: {note}", file=self.stream or sys.stderr)
+            return
         from tqdm.auto import tqdm
 
         bar = self._bars.get(task)

@@ -47,6 +47,7 @@ from .pipeline.capture import CaptureAttempt
 from .pipeline.pass_records import OptimizerPasses
 from .pipeline.stage import StageContext, StageResult
 from .pipeline.stages import STAGES, cache_key, stage_named
+from .pipeline.watch import watched
 from .presentation import Presentable
 from .report import write_report
 from .serializers import default_serializer
@@ -315,7 +316,7 @@ class Session(Presentable):
         consumed = previous.output if previous is not None else None
 
         def compute() -> StageResult:
-            with _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
+            with watched(stage, observer), _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
                 result = diagnosed(step.run(context, consumed, observer, cancel), self._spec, self._inputs,
                                    self._model)
             # Recorded before the cache hands it to another thread of this session waiting for

@@ -470,7 +470,10 @@ class Workbench(widgets.VBox):
     def progress_made(self, job: Job, task: str, done: float, total: float, note: str = "") -> None:
         with self._render_lock:
             if self._runner.is_current(job):
-                self.progress.value = 0.0 if total <= 0 else min(1.0, done / total)
+                if total <= 0:  # a note without a count (a stage still running): the bar stays
+                    self._status(note or task)
+                    return
+                self.progress.value = min(1.0, done / total)
                 self._status(f"{task} {done:.0f}/{total:.0f} {note}".rstrip())
 
     # -- rendering (on the worker thread) ---------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 import torch
@@ -193,6 +194,28 @@ def test_cancel_during_a_capture_leaves_the_previous_result_shown():
     assert "[batch, 8]" in onnx_input_shapes(wb)
     assert "cancelled" in wb.job_status.value and wb.cancel_button.disabled
     assert stage_row(wb, "optimize")[0] == "ok"
+
+
+def test_a_capture_still_running_says_how_long_in_the_job_bar(monkeypatch):
+    from exporter.pipeline import watch
+
+    monkeypatch.setattr(watch, "NOTE_EVERY", 0.1)
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), x={0: Dim("batch")})
+    model.gate.clear()
+    model.entered.clear()
+
+    wb.axis_control("x", 0).value = "STATIC"
+    assert model.entered.wait(60)
+    deadline = time.monotonic() + 10
+    while "has run for" not in wb.job_status.value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = wb.job_status.value
+    model.gate.set()
+    wb.wait()
+
+    assert status.startswith("capture has run for") and "still working (Cancel or Ctrl+C stops it)" in status
+    assert "0/0" not in status
 
 
 def test_cancel_while_running_all_steps_of_the_shown_session_does_not_hang():
