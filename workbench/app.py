@@ -123,7 +123,7 @@ class Workbench(widgets.VBox):
         self._last_good: Session | None = None  # the last session whose capture succeeded (for the rows)
         self._last_exported: Session | None = None  # the last session exported to ONNX (for the Stages tab)
         self._sessions: dict[DimSpec, Session] = {session.spec: session}
-        self._ports: dict[int, list[Port]] = {}
+        self._ports: dict[Session, list[Port]] = {}  # by identity: Session keeps object equality
         self._analyses: dict[str, tuple[Session, Any]] = {}  # by name: the session it ran on, its result
         self._follow = follow
         self._reverify_below = reverify_below
@@ -369,7 +369,7 @@ class Workbench(widgets.VBox):
         if session.succeeded:
             self._last_exported = session
         if result.name == "optimize" and result.ok:
-            self._ports[id(session)] = self._onnx_ports(session)
+            self._ports[session] = self._onnx_ports(session)
         self._show_session(session)
         self._render(session)
         return result.ok
@@ -381,13 +381,13 @@ class Workbench(widgets.VBox):
         the one on screen, the last good or last exported one, nor ``session``."""
         kept = self._sessions.pop(session.spec, session)
         self._sessions[session.spec] = kept
-        keep = {id(s) for s in (kept, self._shown, self._last_good, self._last_exported) if s is not None}
+        keep = [s for s in (kept, self._shown, self._last_good, self._last_exported) if s is not None]
         for spec, old in list(self._sessions.items()):
             if len(self._sessions) <= STAGE_CACHE_ENTRIES:
                 break
-            if id(old) not in keep:
+            if not any(old is s for s in keep):
                 del self._sessions[spec]
-                self._ports.pop(id(old), None)
+                self._ports.pop(old, None)
         return kept
 
     def _show_session(self, session: Session) -> None:
@@ -489,8 +489,8 @@ class Workbench(widgets.VBox):
     def _render(self, session: Session) -> None:
         """Every view from ``session`` (its capture has run): the widget only reads the core."""
         exported = self._last_exported
-        self._safely(self.stages_view.show, session, exported, self._ports.get(id(session)),
-                     self._ports.get(id(exported)) if exported is not None else None)
+        self._safely(self.stages_view.show, session, exported, self._ports.get(session),
+                     self._ports.get(exported) if exported is not None else None)
         kept = session.analyses  # what ran on this session's exported model, here or in a script
         for name in ("verify", "benchmark"):
             result = kept.get(name)
