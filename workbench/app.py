@@ -542,7 +542,7 @@ class Workbench(widgets.VBox):
         return text
 
     def _status(self, text: str, error: bool = False) -> None:
-        self.job_status.value = f'<span style="color: #991b1b">{esc(text)}</span>' if error else esc(text)
+        self.job_status.value = f'<span class="wb-error">{esc(text)}</span>' if error else esc(text)
 
     @staticmethod
     def _onnx_ports(session: Session) -> list[Port]:

@@ -112,7 +112,7 @@ def test_bert_per_axis_controls_open_under_the_row_and_their_labels_do_not_wrap(
     group.toggle.value = False
     row = bert.axis_row("input_ids", 1)
     assert row.result.value.count("<b>") == 1 and "dynamic seq [2, 512]" in row.result.value  # the head says why
-    assert "white-space:nowrap" in row.label.value and row.label.layout.width == "auto"
+    assert "class='wb-nowrap'" in row.label.value and row.label.layout.width == "auto"
 
 
 def test_bert_to_frame_prints_the_ranges_the_tab_prints(bert):

@@ -599,3 +599,21 @@ def test_the_widget_keeps_no_more_derived_sessions_than_the_stage_cache_and_neve
     row.max.value = str(maximum - 1)  # going back to a range still kept is served from the cache
     wb.wait()
     assert wb.session is derived[-2]
+
+
+def test_the_views_colour_through_the_widgets_stylesheet_not_inline_styles():
+    import re
+    from pathlib import Path
+
+    import workbench
+    from workbench.views.blocks import STYLE
+
+    package = Path(workbench.__file__).parent
+    sources = {path.name: path.read_text() for path in [*package.glob("*.py"), *package.glob("views/*.py")]}
+    inline_colours = {name: re.findall(r"style=[\"'][^\"']*(?<!-)color:", text) for name, text in sources.items()}
+    assert {name: found for name, found in inline_colours.items() if found} == {}
+    used = {cls for text in sources.values() for attr in re.findall(r"class=[\"']([^\"'{]+)[\"']", text)
+            for cls in attr.split() if cls.startswith("wb-")}
+    styled = set(re.findall(r"\.(wb-[\w-]+)", STYLE))
+    assert {"wb-muted", "wb-caution", "wb-error"} <= used
+    assert {"wb-muted", "wb-caution", "wb-error", "wb-nowrap", "wb-where", "wb-scroll"} <= styled

@@ -41,6 +41,19 @@ STYLE = """<style>
 .wb-workbench .wb-pane svg { max-width: 100%; height: auto; }
 .wb-workbench .wb-verdict { margin: 2px 0 6px 0; overflow-wrap: anywhere; }
 .wb-workbench .wb-verdict > p { display: inline; margin: 0 0 0 6px !important; }
+.wb-workbench .wb-muted { color: #4b5563; }
+.wb-workbench .wb-size { color: #666; }
+.wb-workbench .wb-caution { color: #92400e; }
+.wb-workbench .wb-error { color: #991b1b; }
+.wb-workbench .wb-nowrap { white-space: nowrap; }
+.wb-workbench .wb-wrap { overflow-wrap: anywhere; }
+.wb-workbench code.wb-where, .wb-workbench pre.wb-guards { font-size: 85%; }
+.wb-workbench pre.wb-guards { white-space: pre-wrap; }
+.wb-workbench summary.wb-muted { cursor: pointer; }
+.wb-workbench .wb-scroll { overflow: auto; max-height: 70vh; max-width: 100%; }
+.wb-workbench .wb-graph-scroll { overflow: auto; max-height: 80vh; max-width: 100%; }
+.wb-workbench .wb-pass-legend { margin: 4px 0; }
+.wb-workbench .wb-swatch { padding: 0 6px; margin-right: 8px; border: 1px solid #999; }
 .wb-workbench .widget-button:disabled, .wb-workbench .jupyter-button:disabled {
   background: var(--jp-layout-color3, #bdbdbd) !important; color: var(--jp-ui-font-color2, #616161) !important;
   cursor: default !important; opacity: 0.6; box-shadow: none !important; }

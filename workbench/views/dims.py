@@ -99,8 +99,8 @@ class AxisRow:
         self._syncing = False
         self._shown_policy: AxisPolicy | None = None  # the session's policy for this axis, as last shown
         css = css_name(path, axis)
-        self.label = widgets.HTML(f"<span style='white-space:nowrap'><code>{esc(path)}.{axis}</code> "
-                                  f"<span style='color:#666'>size {example}</span></span>",
+        self.label = widgets.HTML(f"<span class='wb-nowrap'><code>{esc(path)}.{axis}</code> "
+                                  f"<span class='wb-size'>size {example}</span></span>",
                                   layout=widgets.Layout(width="auto", min_width="110px"))
         self.policy = widgets.Dropdown(options=POLICY_CHOICES, value="STATIC", layout=widgets.Layout(width="175px"),
                                        tooltip=POLICY_HELP["STATIC"])
@@ -173,7 +173,7 @@ class AxisRow:
         self._shown_policy = policy
         # A derived dim (past + 1) has no control of its own: it follows its root's.
         self.policy.layout.display = "none" if isinstance(policy, Derived) else ""
-        self.derived.value = (f"<span style='color:#4b5563'>derived: <code>{esc(str(policy))}</code></span>"
+        self.derived.value = (f"<span class='wb-muted'>derived: <code>{esc(str(policy))}</code></span>"
                               if isinstance(policy, Derived) else "")
         with self.syncing():
             if isinstance(policy, Name):
@@ -200,19 +200,19 @@ class AxisRow:
         else:
             if outcome.reason:
                 parts.append(f" — {esc(outcome.reason)}")
-            parts.extend(f"<br><span style='color:#4b5563'>{esc(n)}</span>" for n in outcome.notes)
+            parts.extend(f"<br><span class='wb-muted'>{esc(n)}</span>" for n in outcome.notes)
             if outcome.where:
-                parts.append(f"<br><code style='font-size: 85%'>{esc(outcome.where)}</code>")
+                parts.append(f"<br><code class='wb-where'>{esc(outcome.where)}</code>")
         if outcome.obtained == "failed" and last_good is not None:
-            parts.append(f"<br><span style='color:#4b5563'>{esc('last good: ' + last_good.result_text)}</span>")
+            parts.append(f"<br><span class='wb-muted'>{esc('last good: ' + last_good.result_text)}</span>")
         one_line = len(parts) == 1 or (len(parts) == 2 and not parts[1].strip())
         self.result.layout.flex = _INLINE if one_line else _FULL_LINE
-        self.result.value = f"<div class='wb-pane' style='overflow-wrap:anywhere'>{''.join(parts)}</div>"
+        self.result.value = f"<div class='wb-pane wb-wrap'>{''.join(parts)}</div>"
 
 
 def bound_html(bound: DimBound) -> str:
     """``at most 512: position embeddings, <code>transformers/…/modeling_bert.py:95</code>``."""
-    where = f", <code style='font-size: 85%'>{esc(bound.where)}</code>" if bound.where else ""
+    where = f", <code class='wb-where'>{esc(bound.where)}</code>" if bound.where else ""
     return f"<b>{esc(bound.text)}</b>: {esc(bound.what)}{where}"
 
 
@@ -220,10 +220,10 @@ def outcome_lines(outcome: DimOutcome) -> list[str]:
     """The lines under a dynamic result: each bound in words, the notes in words, and a short
     mark when the ONNX model does not check the range."""
     lines = [f"<br>{bound_html(b)}" for b in outcome.bounds]
-    lines += [f"<br><span style='color:#4b5563'>{esc(n)}</span>" for n in outcome.notes
+    lines += [f"<br><span class='wb-muted'>{esc(n)}</span>" for n in outcome.notes
               if not n.startswith(UNCHECKED_NOTE)]
     if outcome.unchecked:
-        lines.append("<br><span style='color:#92400e' title='the ONNX dim stays symbolic: sizes outside this range "
+        lines.append("<br><span class='wb-caution' title='the ONNX dim stays symbolic: sizes outside this range "
                      "run without error and can be wrong (Verify tries them)'>the ONNX model does not check this "
                      "range</span>")
     return lines
@@ -236,8 +236,8 @@ def torch_details(guards: tuple[Any, ...], notes: tuple[str, ...] = ()) -> str:
     lines += list(notes)
     if not lines:
         return ""
-    return ("<details class='wb-torch-guards'><summary style='color:#4b5563;cursor:pointer'>torch's guards "
-            f"({len(guards)})</summary><pre style='white-space:pre-wrap;font-size:85%'>{esc(chr(10).join(lines))}</pre>"
+    return ("<details class='wb-torch-guards'><summary class='wb-muted'>torch's guards "
+            f"({len(guards)})</summary><pre class='wb-guards'>{esc(chr(10).join(lines))}</pre>"
             "</details>")
 
 
@@ -278,7 +278,7 @@ def group_html(group: DimRow) -> str:
     lines = outcome_lines(first) if first.dynamic else (
         [f" — {esc(first.reason)}"] if first.reason else [])
     notes = tuple(dict.fromkeys(n for o in group.outcomes for n in o.torch_notes))
-    return (f"<div class='wb-pane' style='overflow-wrap:anywhere'>{head}{''.join(lines)}"
+    return (f"<div class='wb-pane wb-wrap'>{head}{''.join(lines)}"
             f"{torch_details(group.guards, notes)}</div>")
 
 
@@ -337,7 +337,7 @@ class DimsView:
 
     def _code_title(self, state: str) -> None:
         self.code_title.value = ("<b>Copy as code</b> (the <code>dynamic_shapes=</code> of these controls)"
-                                 + (f" <i style='color:#92400e'>{esc(state)}</i>" if state else ""))
+                                 + (f" <i class='wb-caution'>{esc(state)}</i>" if state else ""))
 
     def updating(self) -> None:
         """A re-capture has started: the code box says so until the new spec is shown."""
@@ -456,7 +456,7 @@ def recorded_html(group: CallGroup, report: RangeReport) -> str:
     calls = [block for block in section.body if isinstance(block, Note)]
     table = [block for block in section.body if not isinstance(block, Note)]
     unknown = [a.label for a in report.axes if not a.accepted_text]
-    head = f"<b>Recorded calls</b> <span style='color:#4b5563'>({group.name}: {len(group.calls)} calls)</span>"
+    head = f"<b>Recorded calls</b> <span class='wb-muted'>({group.name}: {len(group.calls)} calls)</span>"
     if unknown:
         line = verdict("unknown", f"the export does not say which sizes of {', '.join(unknown)} it accepts "
                                   "(its capture failed or did not run)", tone="muted")

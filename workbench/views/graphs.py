@@ -71,7 +71,7 @@ class GraphsView:
         if isinstance(result, BaseException):
             self.view.value = failure_html(Failure.from_exception(result, "graphs"), "drawing the graphs failed")
         elif isinstance(result, GraphView):
-            self.view.value = (f'<div style="overflow: auto; max-height: 80vh; max-width: 100%">{result.svg}</div>'
+            self.view.value = (f'<div class="wb-graph-scroll">{result.svg}</div>'
                                if result.svg else result._repr_html_())
         elif self.graph is not None:
             self.view.value = ""

@@ -51,9 +51,9 @@ def _pass_widget() -> PassGraphWidget | None:
 
 
 def _legend() -> str:
-    swatches = "".join(f'<span style="background:{colour}; padding:0 6px; margin-right:8px; border:1px solid #999">'
-                       f"{kind}</span>" for kind, colour in CHANGE_COLOURS.items())
-    return f'<div class="wb-pass-legend" style="margin:4px 0">{swatches}</div>'
+    swatches = "".join(f'<span class="wb-swatch" style="background:{colour}">{kind}</span>'
+                       for kind, colour in CHANGE_COLOURS.items())
+    return f'<div class="wb-pass-legend">{swatches}</div>'
 
 
 def _ports_table(ports: Sequence[Port], caption: str = "") -> Table:
@@ -281,7 +281,7 @@ class StagesView:
         if self.pass_widget is not None:
             body = ""  # the widget below draws it
         elif view is not None and view.svg:
-            body = f'<div class="wb-pass-svg" style="overflow:auto; max-height:70vh; max-width:100%">{view.svg}</div>'
+            body = f'<div class="wb-pass-svg wb-scroll">{view.svg}</div>'
         else:
             body = view._repr_html_() if view is not None else ""
         self.pass_graphs.value = (
