@@ -12,11 +12,13 @@ from .maybe_pad import PadToPatchMultiple
 from .pos_embed import PositionEmbeddingInterpolation
 from .selective_scan import SelectiveScanLoop
 from .tf_padding import TfSamePadding
+from .unfold_resize import UnfoldResize
 
 __all__ = ["PATCHES", "PATCH_NAMES", "applied", "check_patch_names", "patch_named", "suggested_patches"]
 
 #: Every patch, in the order they are offered and entered.
-PATCHES: tuple[Patch, ...] = (PositionEmbeddingInterpolation(), TfSamePadding(), PadToPatchMultiple(), SelectiveScanLoop())
+PATCHES: tuple[Patch, ...] = (PositionEmbeddingInterpolation(), TfSamePadding(), PadToPatchMultiple(), SelectiveScanLoop(),
+                              UnfoldResize())
 PATCH_NAMES: tuple[str, ...] = tuple(patch.name for patch in PATCHES)
 
 

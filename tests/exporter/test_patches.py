@@ -53,6 +53,24 @@ def _mamba() -> torch.nn.Module:
     return transformers.MambaModel(config).eval()
 
 
+def _mobilevit() -> torch.nn.Module:
+    """A 3-stage MobileViT whose batch-norm statistics are taken from a few images, so its
+    outputs are not ~1e-6 (random convolutions over many layers shrink them to nothing)."""
+    config = transformers.MobileViTConfig(image_size=64, patch_size=2, hidden_sizes=[16, 24, 32], num_attention_heads=2,
+                                          neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64], mlp_ratio=2.0, expand_ratio=2.0)
+    torch.manual_seed(0)
+    model = transformers.MobileViTModel(config)
+    for module in model.modules():
+        if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
+            torch.nn.init.kaiming_normal_(module.weight)
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.momentum = None  # the running statistics become the mean over the images below
+    with torch.no_grad():
+        for seed in range(3):
+            model(torch.randn(8, 3, 64, 64, generator=torch.Generator().manual_seed(seed)))
+    return model.eval()
+
+
 def _image(height: int, width: int, batch: int = 2) -> torch.Tensor:
     return torch.randn(batch, 3, height, width, generator=torch.Generator().manual_seed(height * 100 + width))
 
@@ -85,10 +103,11 @@ def _same_state(model: torch.nn.Module, before: dict) -> bool:
 def test_patches_option_takes_registry_names_once_and_refuses_others_listing_them():
     assert ExportOptions(patches=["tf_same_padding", "tf_same_padding"]).patches == ("tf_same_padding",)
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
-    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop") as info:
+    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, unfold_resize") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
-    assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop")
+    assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
+                           "unfold_resize")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -97,6 +116,7 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(mobilenet)] == ["tf_same_padding"]
     assert [s.name for s in suggested_patches(_focalnet())] == ["pad_to_patch_multiple"]
     assert [s.name for s in suggested_patches(_mamba())] == ["selective_scan_loop"]
+    assert [s.name for s in suggested_patches(_mobilevit())] == ["unfold_resize"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -328,3 +348,33 @@ def test_jamba_is_offered_the_scan_patch_though_torch_reports_its_failure_at_a_l
     fixed = plain.apply_suggested_fixes()
     assert fixed.spec == plain.spec and fixed.run().ok
     assert fixed.verify(edge_values=False).status == "passed"
+
+
+# -- MobileViT: resizing to a multiple of the patch size only when needed -----------------------
+
+
+def test_mobilevit_fails_in_onnxruntime_at_another_size_until_the_offered_patch_keeps_the_grid_symbolic():
+    model = _mobilevit()  # 64x64 images, 2x2 patches over 8x8 to 2x2 feature maps
+    before = _state(model)
+    plain = Session(model, (_image(64, 64),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    plain.run()
+    assert plain.succeeded
+    quick = {"sizes": {"height": [40], "width": [40]}, "edge_values": False, "locate": False}
+    assert plain.verify(**quick).status == "failed"  # the example's patch grid is baked into a Reshape
+    assert plain.suggested_fixes.patch_names == ("unfold_resize",)
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.options.patches == ("unfold_resize",) and fixed.spec == plain.spec
+    assert fixed.verify(**quick).status == "passed"
+    _assert_matches_eager(fixed, model, [(64, 64), (40, 40), (33, 71)])
+    assert _same_state(model, before)
+
+
+def test_the_unfold_resize_replacement_is_the_identity_resize_at_a_multiple_of_the_patch_size():
+    model = _mobilevit()
+    x = _image(64, 64)
+    with torch.no_grad():
+        expected = model(x).last_hidden_state
+        with applied(model, ["unfold_resize"]):
+            patched = model(x).last_hidden_state
+    assert torch.equal(patched, expected)
