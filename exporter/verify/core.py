@@ -241,6 +241,7 @@ def _findings(cases: Sequence[CaseResult], groups: Sequence[DimGroup], contract:
             group_cases[0].name, group_cases[0].sizes,
         ))
     findings.extend(_tolerance_notes(cases))
+    findings.extend(_vacuous(cases))
     findings.extend(_not_verified(cases, groups, named))
     findings.extend(_state_findings(cases))
     findings.extend(_edge_findings([c for c in cases if c.is_edge_value], session, divergence))
@@ -308,6 +309,30 @@ def _not_verified(cases: Sequence[CaseResult], groups: Sequence[DimGroup],
         findings.append(Finding("not_verified", message, refused[0].name if refused else None,
                                 refused[0].sizes if refused else (), fix=fix))
     return findings
+
+
+def _vacuous(cases: Sequence[CaseResult]) -> list[Finding]:
+    """Every floating value compared is within its absolute tolerance of 0 (a dead or
+    zero-initialised network: random weights over many layers shrink activations to ~1e-29):
+    an ONNX model that returned zeros would pass too, so the comparison verified nothing."""
+    if any(not c.ok for c in cases if c.compared):
+        return []
+    peaks = []  # (largest |expected|, its atol) per compared output
+    for check in (o for c in cases if c.compared for o in c.outputs if o.status == "pass"):
+        tolerance, applied = check.tolerance, check.atol_applied
+        if tolerance is None or applied is None or tolerance.output_scale <= 0:
+            continue
+        peaks.append(((applied - tolerance.atol) / tolerance.output_scale, tolerance.atol))
+    if not peaks or any(peak > atol for peak, atol in peaks):
+        return []
+    return [Finding(
+        "vacuous",
+        f"every value compared is within atol of 0 (largest |expected| {max(p for p, _ in peaks):.2g} in {len(peaks)} "
+        "output(s)): "
+        "an ONNX model returning zeros would pass too, so nothing was verified",
+        fix="verify with weights whose outputs are not ~0 (a trained checkpoint; random weights over many layers "
+            "shrink activations towards 0)",
+    )]
 
 
 def _tolerance_notes(cases: Sequence[CaseResult]) -> list[Finding]:
@@ -555,7 +580,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
     if training:
         findings.insert(0, _training_finding(training))
     failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok or bool(training)
-    unverified = any(f.kind == "not_verified" for f in findings)
+    unverified = any(f.kind in ("not_verified", "vacuous") for f in findings)
     reporter.progress("verify", total, total, "done")
     overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})
     merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}

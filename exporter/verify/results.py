@@ -98,7 +98,9 @@ class Finding:
     let torch decide and torch made the dim static: not swept), ``model_changes_itself`` (an
     eager run changed the module's own state; verify put it back), ``unified_dims`` (axes torch found equal carry one of
     the names asked for: which one), ``tolerance`` (elements
-    within the output-scaled tolerance only: which, and why they pass).
+    within the output-scaled tolerance only: which, and why they pass); ``vacuous`` (every value
+    compared is within atol of 0, so a model returning zeros would pass: the result is
+    ``not_verified``).
 
     ``fix``: what to do, when verify knows (``session.with_options(...)``); ``options``: the
     export options that fix, as pairs (see :attr:`VerifyResult.suggested_options`)."""
@@ -237,6 +239,9 @@ class VerifyResult:
                 return f"Verification FAILED: {first.message}; fix: {first.fix}" + (f" ({counted})" if counted else "")
             head = f"Verification FAILED: {counted}" if wrong else "Verification FAILED"
             return head + (f"; {_cut(first.message)}" if first is not None else "")
+        vacuous = next((f for f in self.findings if f.kind == "vacuous"), None)
+        if self.status == "not_verified" and vacuous is not None:
+            return f"Verification NOT VERIFIED: {_cut(vacuous.message, 200)}"
         if self.status == "not_verified":
             missing = [f for f in self.findings if f.kind == "not_verified"]
             what = (f"the example{at}" + (f" and {len(others)} other size(s)" if others else " only")

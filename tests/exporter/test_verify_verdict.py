@@ -213,3 +213,29 @@ def test_sizes_that_keep_and_break_a_remainder_guard_are_compared_and_the_break_
     assert held.ok
     broken = next(f for f in result.findings if f.case == f"length={kinds['breaks guard']} breaks guard")
     assert "breaks the guard Mod(x.shape[1], 4)" in broken.cause and "which held at the example 32" in broken.cause
+
+
+class Vanishing(torch.nn.Module):
+    """Outputs of ~1e-9, as a deep stack of random layers gives: within float32's atol of 0."""
+
+    def forward(self, x):
+        return torch.tanh(x) * 1e-9
+
+
+def test_outputs_within_atol_of_zero_everywhere_are_not_verified_since_zeros_would_pass_too():
+    session = Session(Vanishing(), (torch.randn(2, 5),), {}, ExportOptions(dynamic_shapes={"x": {0: "batch"}}))
+    result = session.verify()
+
+    assert result.status == "not_verified"
+    assert result.verdict.startswith("Verification NOT VERIFIED: every value compared is within atol of 0 (largest |expected| 9")
+    [finding] = [f for f in result.findings if f.kind == "vacuous"]
+    assert "an ONNX model returning zeros would pass too" in finding.message and "trained checkpoint" in finding.fix
+
+
+def test_outputs_of_a_usual_size_are_verified_as_before():
+    class Usual(torch.nn.Module):
+        def forward(self, x):
+            return torch.tanh(x)
+
+    result = Session(Usual(), (torch.randn(2, 5),), {}, ExportOptions(dynamic_shapes={"x": {0: "batch"}})).verify()
+    assert result.status == "passed" and not [f for f in result.findings if f.kind == "vacuous"]
