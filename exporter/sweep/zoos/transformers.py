@@ -41,9 +41,11 @@ _SIZES: dict[str, Any] = {
     "image_size": IMAGE, "patch_size": 8, "num_channels": 3, "num_mel_bins": 16, "feature_size": 16,
     "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "sliding_window": 64, "use_cache": False, "rotary_dim": 8,
+    # state-space mixers: heads * head_dim must equal expand * hidden
+    "expand": 1, "mamba_expand": 1, "mamba_n_heads": 2, "mamba_d_head": HIDDEN // 2, "n_groups": 1, "mamba_n_groups": 1,
 }
 # Per-stage list attributes of convolutional and hierarchical models.
-_STAGE_LISTS = {"depths": 1, "num_heads": 2, "hidden_sizes": None, "embed_dims": None}
+_STAGE_LISTS = {"depths": 1, "num_heads": 2, "num_attention_heads": 2, "hidden_sizes": None, "embed_dims": None}
 
 
 def shrink_config(config: Any) -> Any:
