@@ -75,7 +75,7 @@ def selection_of(program: Any, fx_value: str | None) -> Selection | None:
     else:
         k, dim, largest = 1, kwargs.get("dim", args[1]), op in ("torch.argmax", "torch.max")
         if dim is None:
-            return None  # argmax over the flattened tensor: a single pick, handled as a row of everything
+            return None  # argmax over the flattened tensor: not judged
     if not isinstance(k, (int, type(None))) or not isinstance(dim, int):
         return None  # a symbolic k: not judged
     source = short_source(source_of_stack(node.meta.get("stack_trace")))
