@@ -25,17 +25,19 @@ BUDGET = 120.0
 _log = logging.getLogger("exporter")
 
 
-def running_note(stage: str, seconds: float) -> str:
+def running_note(stage: str, seconds: float, budget: float | None = None) -> str:
     """What the observers hear after ``seconds`` of ``stage``."""
-    past = f", past its {BUDGET:.0f} s budget" if seconds >= BUDGET else ""
+    budget = BUDGET if budget is None else budget
+    past = f", past its {budget:.0f} s budget" if seconds >= budget else ""
     return f"{stage} has run for {seconds:.0f} s{past}; still working (Cancel or Ctrl+C stops it)"
 
 
 @contextlib.contextmanager
 def watched(stage: str, observer: Observer, *, every: float | None = None, budget: float | None = None) -> Iterator[None]:
-    """While the block runs, ``observer`` hears ``running_note`` every ``every`` seconds as a
-    progress note of ``stage`` without a count (``total`` 0: how far it is is unknown), and one warning is logged once it passes
-    ``budget``. Nothing happens for a block shorter than ``every``."""
+    """While the block runs, ``observer`` hears :func:`running_note` every ``every`` seconds
+    as a progress note of ``stage`` without a count (``total`` 0: how far it is is unknown),
+    and one warning is logged once it passes ``budget``. Nothing happens for a block shorter
+    than ``every``."""
     every = NOTE_EVERY if every is None else every
     budget = BUDGET if budget is None else budget
     done = threading.Event()
@@ -46,7 +48,7 @@ def watched(stage: str, observer: Observer, *, every: float | None = None, budge
         while not done.wait(every):
             seconds = time.perf_counter() - start
             try:
-                observer.on_progress(stage, 0.0, 0.0, running_note(stage, seconds))
+                observer.on_progress(stage, 0.0, 0.0, running_note(stage, seconds, budget))
             except Exception:  # noqa: BLE001 - an observer that fails must not stop the watch
                 _log.debug("observer failed in on_progress", exc_info=True)
             if seconds >= budget and not warned:
