@@ -20,14 +20,15 @@ import contextlib
 import difflib
 import inspect
 import os
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "method_targets", "model_classes", "plain_function", "replaced",
-           "source_of", "unpatched"]
+__all__ = ["Patch", "PatchTarget", "SuggestedPatch", "function_targets", "method_targets", "model_classes",
+           "plain_function", "replaced", "source_of", "unpatched"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,25 @@ def method_targets(model: Any, attribute: str,
         rewritten = rewrite(method)
         if rewritten is not None:
             found.append(PatchTarget(cls, attribute, *rewritten, f"{cls.__module__}.{cls.__qualname__}"))
+    return tuple(found)
+
+
+def function_targets(model: Any, attribute: str,
+                     rewrite: Callable[[Any], tuple[Any, str, str] | None]) -> tuple[PatchTarget, ...]:
+    """A target per module defining a class of ``model`` (each once) whose own function
+    ``attribute`` ``rewrite`` rewrites, as :func:`method_targets` does for methods; the
+    function is read through transformers' hub-kernel wrapper (:func:`plain_function`)."""
+    found = []
+    seen: set[str] = set()
+    for cls in model_classes(model):
+        module = sys.modules.get(cls.__module__)
+        if module is None or module.__name__ in seen:
+            continue
+        seen.add(module.__name__)
+        function = plain_function(unpatched(module, attribute))
+        rewritten = rewrite(function) if function is not None else None
+        if rewritten is not None:
+            found.append(PatchTarget(module, attribute, *rewritten, module.__name__))
     return tuple(found)
 
 

@@ -13,10 +13,9 @@ attribute its callers look up, wrapper and all, for the block's duration.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from .base import Patch, PatchTarget, model_classes, plain_function, source_of, unpatched
+from .base import Patch, PatchTarget, function_targets, source_of
 
 __all__ = ["SelectiveScanLoop"]
 
@@ -79,18 +78,9 @@ class SelectiveScanLoop(Patch):
     symptom = "the loop is unrolled at the example's length: the sequence length is made static"
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        found = []
-        seen: set[str] = set()
-        for cls in model_classes(model):
-            module = sys.modules.get(cls.__module__)
-            if module is None or module.__name__ in seen:
-                continue
-            seen.add(module.__name__)
-            function = plain_function(unpatched(module, FUNCTION))
-            if function is None:
-                continue
-            source = source_of(function)
-            if _is_sequence_loop(source):
-                found.append(PatchTarget(module, FUNCTION, mamba_selective_scan, source,
-                                         source_of(mamba_selective_scan), module.__name__))
-        return tuple(found)
+        return function_targets(model, FUNCTION, _rewrite)
+
+
+def _rewrite(function: Any) -> tuple[Any, str, str] | None:
+    source = source_of(function)
+    return (mamba_selective_scan, source, source_of(mamba_selective_scan)) if _is_sequence_loop(source) else None

@@ -14,11 +14,9 @@ expression the ONNX model computes from the input's shape (a ``Pad`` with comput
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
-from .base import Patch, PatchTarget, model_classes, source_of, unpatched
+from .base import Patch, PatchTarget, function_targets, source_of
 
 __all__ = ["TfSamePadding"]
 
@@ -79,20 +77,12 @@ class TfSamePadding(Patch):
                "width made static")
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        found = []
-        seen: set[str] = set()
-        for cls in model_classes(model):
-            module = sys.modules.get(cls.__module__)
-            if module is None or module.__name__ in seen:
-                continue
-            seen.add(module.__name__)
-            function = unpatched(module, FUNCTION)
-            if not isinstance(function, types.FunctionType):
-                continue
-            source = source_of(function)
-            if not _is_tf_same_padding(source):
-                continue
-            replacement = apply_tf_padding_dilated if "dilation" in source else apply_tf_padding
-            replacement_source = "\n\n".join(source_of(f) for f in (replacement, _padded, _same_padding))
-            found.append(PatchTarget(module, FUNCTION, replacement, source, replacement_source, module.__name__))
-        return tuple(found)
+        return function_targets(model, FUNCTION, _rewrite)
+
+
+def _rewrite(function: Any) -> tuple[Any, str, str] | None:
+    source = source_of(function)
+    if not _is_tf_same_padding(source):
+        return None
+    replacement = apply_tf_padding_dilated if "dilation" in source else apply_tf_padding
+    return replacement, source, "\n\n".join(source_of(f) for f in (replacement, _padded, _same_padding))
