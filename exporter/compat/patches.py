@@ -12,15 +12,6 @@ __all__ = [
 ]
 
 
-def scan(combine_fn: Any, init: Any, xs: Any) -> Any:
-    """``torch._higher_order_ops.scan.scan``: ``combine_fn(carry, x) -> (carry, y)`` over the
-    first dim of ``xs``, giving ``(last carry, ys stacked)``. torch.export captures it as one
-    ``higher_order.scan`` node, whatever the length (a Python loop unrolls and pins it); the
-    ONNX translation is a ``Scan``. Used by model patches that rewrite a loop over a sequence."""
-    from torch._higher_order_ops.scan import scan as torch_scan
-
-    return torch_scan(combine_fn, init, xs)
-
 # torch.onnx.export captures under two patches plain torch.export does not apply
 # (torch/onnx/_internal/exporter/_capture_strategies.py): with dynamic shapes,
 # ``torch.export._patches``' while_loop decompositions of ``aten.lstm.input`` and
@@ -197,3 +188,13 @@ def program_has_rnn(program: Any) -> bool:
         if hasattr(module, "graph")
         for node in module.graph.nodes
     )
+
+
+def scan(combine_fn: Any, init: Any, xs: Any) -> Any:
+    """``torch._higher_order_ops.scan.scan``: ``combine_fn(carry, x) -> (carry, y)`` over the
+    first dim of ``xs``, giving ``(last carry, ys stacked)``. torch.export captures it as one
+    ``higher_order.scan`` node, whatever the length (a Python loop unrolls and pins it); the
+    ONNX translation is a ``Scan``. Used by model patches that rewrite a loop over a sequence."""
+    from torch._higher_order_ops.scan import scan as torch_scan
+
+    return torch_scan(combine_fn, init, xs)
