@@ -17,6 +17,7 @@ from ._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("ExportOptions", "export"), ".api"),
+    **dict.fromkeys(("ANALYSES", "Analysis"), ".analyses"),
     "Axis": ".axis",
     **dict.fromkeys(("STRATEGIES", "CaptureAttempt", "CaptureStrategy"), ".pipeline.capture"),
     **dict.fromkeys(("AUTO", "DYNAMIC", "STATIC", "Dim", "DimSpec", "Policy"), ".dims"),
@@ -34,6 +35,7 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from .analyses import ANALYSES, Analysis
     from .api import ExportOptions, export
     from .axis import Axis
     from .bench import BenchmarkResult, LatencyStats, ProfileResult, SweepResult
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from .verify import ContractReport, Tolerance, VerifyResult
 
 __all__ = [
-    "AUTO", "Axis", "BenchmarkResult", "CaptureAttempt", "CaptureError", "CaptureStrategy", "ContractReport",
+    "ANALYSES", "AUTO", "Analysis", "Axis", "BenchmarkResult", "CaptureAttempt", "CaptureError", "CaptureStrategy", "ContractReport",
     "DYNAMIC", "DecomposeError", "Dim", "DimOutcome", "DimOutcomes", "DimPolicyWarning", "DimSpec", "DimWarning",
     "ExportError", "ExportOptions", "Guard", "Guards", "LatencyStats", "OnnxSerializer", "OptimizeError",
     "Policy", "ProfileResult", "Pt2Serializer", "Recording", "RecordingError", "STAGES", "STATIC", "STRATEGIES",

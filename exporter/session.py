@@ -29,20 +29,17 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._quiet import captured_library_output, quiet_library_warnings
-from .bench import benchmark, benchmark_sweep, profile
-from .bench.compare import Comparison
+from .analyses import ANALYSES
 from .diagnose import diagnosed
 from .dims import DimSpec
 from .errors import Status
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .graphs import graphs_of
-from .verify.intermediates import compare_intermediates
 from .guards import guards_of
 from .inputs import BoundInputs, bind_inputs, onnx_input_names
 from .options import ExportOptions
 from .ort_model import OrtModel
 from .ort_values import feeds, from_outputs, output_dtypes
-from .passes import bisect_passes
 from .pipeline.capture import CaptureAttempt
 from .pipeline.pass_records import OptimizerPasses
 from .pipeline.stage import StageContext, StageResult
@@ -54,7 +51,6 @@ from .serializers import default_serializer
 from .shapes import apply_suggested_fixes, dim_outcomes, dim_warnings, infer_dim_spec, suggested_fixes_of
 from .shapes.fixes import with_patches
 from .shapes.ranges_metadata import with_range_metadata
-from .verify import verify
 from .worker import submit_work
 
 if TYPE_CHECKING:
@@ -67,6 +63,7 @@ if TYPE_CHECKING:
 
     from .serializers import Serializer
     from .bench import BenchmarkResult, ProfileResult, SweepResult
+    from .bench.compare import Comparison
     from .graphs import SessionGraphs
     from .verify.intermediates import IntermediateComparison
     from .guards import Guards
@@ -75,9 +72,6 @@ if TYPE_CHECKING:
     from .verify import VerifyResult
 
 __all__ = ["ANALYSES", "STAGES", "Session", "StageResult"]
-
-ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
-
 
 class _AnalysisResult(Protocol):
     """What the session reads of an analysis result: its status (``cancelled`` ones are not kept)."""
@@ -344,20 +338,17 @@ class Session(Presentable):
         cannot run concurrently) and return a ``concurrent.futures.Future``.
 
         ``until`` is a stage (the future gives its :class:`StageResult`, as :meth:`run` would)
-        or one of ``verify``, ``benchmark``, ``benchmark_sweep``, ``profile``, ``compare`` (the future gives
-        that method's result; ``options`` are passed to it). Set ``cancel`` to stop at the
+        or an analysis of :data:`exporter.analyses.ANALYSES` (``verify``, ``benchmark``...: the
+        future gives :meth:`analyze`'s result; ``options`` are passed to it). Set ``cancel`` to stop at the
         next step; the future then holds a result whose status is ``cancelled``."""
         if until in STAGES:
             if options:
                 raise TypeError(f"submit({until!r}) takes no options, got {sorted(options)}")
             return submit_work(self.run, until, observer=observer, cancel=cancel)
-        analyses: dict[str, Callable[..., Any]] = {
-            "verify": self.verify, "benchmark": self.benchmark, "benchmark_sweep": self.benchmark_sweep,
-            "profile": self.profile, "compare": self.compare,
-        }
-        if until in analyses:
-            return submit_work(analyses[until], observer=observer, cancel=cancel, **options)
-        raise ValueError(f"unknown task {until!r}; choose a stage ({', '.join(STAGES)}) or one of {', '.join(ANALYSES)}")
+        if until in ANALYSES:
+            return submit_work(self.analyze, until, observer=observer, cancel=cancel, **options)
+        raise ValueError(f"unknown task {until!r}; choose a stage ({', '.join(STAGES)}) "
+                         f"or an analysis ({', '.join(ANALYSES.names)})")
 
     # -- results ----------------------------------------------------------------------------
     @property
@@ -540,14 +531,20 @@ class Session(Presentable):
         opens offline, atomically; returns its path."""
         return write_report(self, path, verify=verify, benchmark=benchmark, graphs=graphs)
 
-    # -- verification and benchmarking --
-    # Each analysis runs between an on_analysis_start and an on_analysis_end event, and its
-    # result is kept with the exported model it ran on (see analyses).
-    def _analysis(self, name: str, observer: Observer | None, run: Callable[[Observer], _Result]) -> _Result:
+    # -- analyses (exporter.analyses.ANALYSES: verify, benchmark, ...) --
+    # Each runs between an on_analysis_start and an on_analysis_end event, and its result is
+    # kept with the exported model it ran on (see analyses).
+    def analyze(self, name: str, *, observer: Observer | None = None, cancel: CancelToken | None = None,
+                **options: Any) -> Any:
+        """Run the analysis ``name`` of :data:`exporter.analyses.ANALYSES` on this export
+        (``verify``, ``benchmark``, ``benchmark_sweep``, ``profile``, ``compare``,
+        ``compare_intermediates``, ``bisect_passes``, ``check_recorded`` and any registered
+        since) with its ``options``; its result is kept in :attr:`analyses`."""
+        analysis = ANALYSES.named(name)
         observer = self._observer(observer)
         observer.on_analysis_start(name)
         try:
-            result = run(observer)
+            result = analysis.run(self, observer=observer, cancel=cancel, **options)
         except Exception as exc:
             observer.on_analysis_end(name, exc)
             raise
@@ -559,14 +556,15 @@ class Session(Presentable):
         """ONNX vs eager at the example inputs and over a sweep of sizes, plus the contract
         checks: a :class:`~exporter.verify.VerifyResult` (never raises). Options: see
         :func:`exporter.verify.verify`."""
-        return self._analysis("verify", observer, lambda observer: verify(self, observer=observer, cancel=cancel, **options))
+        result: VerifyResult = self.analyze("verify", observer=observer, cancel=cancel, **options)
+        return result
 
     def benchmark(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
                   **options: Any) -> BenchmarkResult:
         """onnxruntime vs eager latency: a :class:`~exporter.bench.BenchmarkResult`. Options:
         see :func:`exporter.bench.benchmark`."""
-        return self._analysis("benchmark", observer,
-                              lambda observer: benchmark(self, observer=observer, cancel=cancel, **options))
+        result: BenchmarkResult = self.analyze("benchmark", observer=observer, cancel=cancel, **options)
+        return result
 
     def compare(self, variants: Any = True, *, observer: Observer | None = None, cancel: CancelToken | None = None,
                 **options: Any) -> Comparison:
@@ -574,35 +572,32 @@ class Session(Presentable):
         model, onnxruntime's optimization levels, 1 / 2 / all threads by default; see
         :mod:`exporter.bench.compare`): a :class:`~exporter.bench.Comparison`. Options: those of
         :func:`exporter.bench.benchmark` (``budget`` is per variant)."""
-        def run(observer: Observer) -> Comparison:
-            result = benchmark(self, compare=variants, observer=observer, cancel=cancel, **options)
-            if result.comparison is not None:
-                return result.comparison
-            return Comparison("onnxruntime", (), error=result.error or result.ort.error, cancelled=result.cancelled,
-                              failure=result.failure, seconds=result.seconds)
-
-        return self._analysis("compare", observer, run)
+        result: Comparison = self.analyze("compare", observer=observer, cancel=cancel, variants=variants, **options)
+        return result
 
     def benchmark_sweep(self, dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), *,
                         observer: Observer | None = None, cancel: CancelToken | None = None,
                         **options: Any) -> SweepResult:
         """Latency against the size of one dynamic dim: a :class:`~exporter.bench.SweepResult`."""
-        return self._analysis("benchmark_sweep", observer, lambda observer: benchmark_sweep(
-            self, dim, sizes, observer=observer, cancel=cancel, **options))
+        result: SweepResult = self.analyze("benchmark_sweep", observer=observer, cancel=cancel, dim=dim,
+                                           sizes=sizes, **options)
+        return result
 
     def profile(self, *, observer: Observer | None = None, cancel: CancelToken | None = None,
                 **options: Any) -> ProfileResult:
         """onnxruntime per-node profile by op type and module: a :class:`~exporter.bench.ProfileResult`."""
-        return self._analysis("profile", observer, lambda observer: profile(self, observer=observer, cancel=cancel, **options))
+        result: ProfileResult = self.analyze("profile", observer=observer, cancel=cancel, **options)
+        return result
 
     def compare_intermediates(self, case: Any = None, *, observer: Observer | None = None,
-                              **options: Any) -> IntermediateComparison:
+                              cancel: CancelToken | None = None, **options: Any) -> IntermediateComparison:
         """Every ONNX node's output against its FX node's value on one verify case (the
         example inputs by default): an :class:`~exporter.graphs.IntermediateComparison` with
         ``first_bad`` and ``values()`` for a graph overlay. Options: see
         :func:`exporter.graphs.compare_intermediates`. ``observer`` hears it start and end."""
-        return self._analysis("compare_intermediates", observer,
-                              lambda observer: compare_intermediates(self, case, **options))
+        result: IntermediateComparison = self.analyze("compare_intermediates", observer=observer, cancel=cancel,
+                                                      case=case, **options)
+        return result
 
     def _exported_model(self) -> onnx_ir.Model | None:
         optimize = self._results.get("optimize")  # one read of a dict entry: no lock needed
@@ -649,10 +644,9 @@ class Session(Presentable):
         model (each prefix's model is kept): 1 + ceil(log2(changing passes + 1)) verify runs.
         An :class:`~exporter.passes.Bisection`; its ``fix`` is the ``ExportOptions(skip_passes=...)``
         that leaves the pass out. ``observer`` hears it start and end."""
-        passes = self.passes
-        translated = self.stage_output("translate")
-        return self._analysis("bisect_passes", observer,
-                              lambda observer: bisect_passes(self, passes, translated, case, tolerances))
+        self.stage_output("translate")  # an export that fails before optimize raises its error here
+        result: Bisection = self.analyze("bisect_passes", observer=observer, case=case, tolerances=tolerances)
+        return result
 
     # -- graphs --
     @functools.cached_property

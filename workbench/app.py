@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from exporter.analyses import ANALYSES as CORE_ANALYSES
 from exporter.bench import BenchmarkResult
 from exporter.errors import Failure, SpecError
 from exporter.events import CancelToken, Observer
@@ -44,6 +45,7 @@ from exporter.worker import submit_work
 from ._live import Job, JobRunner, Step, WidgetObserver
 from .views.blocks import STYLE, esc, failure_html
 from .views.benchmark import BenchmarkView
+from .views.registry import ANALYSIS_VIEWS, AnalysisView, View
 from .views.dims import AxisRow, DimsView
 from .views.graphs import GraphsView, graph_renderer
 from .views.guards import GuardsView
@@ -59,10 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
-ANALYSES = ("verify", "benchmark", "benchmark_sweep", "profile", "compare")
-ANALYSIS_LABELS = {"verify": "verify", "benchmark": "benchmark", "benchmark_sweep": "latency vs size",
-                   "profile": "profile", "compare": "compare variants"}
-"""How the job bar names each analysis (its button's words)."""
 AUTO_VERIFY_SECONDS = 2.0
 """A change of spec re-verifies in the background when the last verify took less than this."""
 
@@ -83,10 +81,10 @@ def steps_until(until: str) -> tuple[Step, ...]:
         return (Step("capture"),)
     if until in STAGES:
         return (Step("capture"), Step(until))
-    if until == "verify":
-        return (Step("capture"), Step("optimize"), Step("verify"))
     if until == "benchmark":
         return (Step("capture"), Step("optimize"), Step("verify"), Step("benchmark"))
+    if until in CORE_ANALYSES:
+        return steps_until(CORE_ANALYSES.named(until).needs) + (Step(until),)
     raise ValueError(f"unknown step {until!r}; choose one of {', '.join(STEPS)}")
 
 
@@ -148,10 +146,12 @@ class Workbench(widgets.VBox):
         self.dims_view = DimsView(session.inputs, self._axis_changed, self.apply_suggested_fixes, group)
         self.guards_view = GuardsView()
         self.graphs_view = GraphsView(self.draw_graphs)
-        self.verify_view = VerifyView(lambda: self.run_analysis("verify"))
-        self.benchmark_view = BenchmarkView(self.run_analysis)
-        self.views = (self.stages_view, self.dims_view, self.guards_view, self.graphs_view,
-                      self.verify_view, self.benchmark_view)
+        self.analysis_views: dict[str, AnalysisView] = {}  # by the name of each analysis it shows
+        self.analysis_tabs = tuple(make_view(self.run_analysis) for make_view in ANALYSIS_VIEWS)
+        for view in self.analysis_tabs:
+            self.analysis_views.update(dict.fromkeys(view.analyses, view))
+        self.views: tuple[View, ...] = (self.stages_view, self.dims_view, self.guards_view, self.graphs_view,
+                                        *self.analysis_tabs)
         self.tabs = widgets.Tab(children=[v.widget for v in self.views], titles=[v.title for v in self.views])
         self.tabs.observe(self._tab_selected, names="selected_index")
         self.job_status.layout = widgets.Layout(flex="1 1 auto", min_width="0")
@@ -206,12 +206,27 @@ class Workbench(widgets.VBox):
         """Run the current session up to ``until`` (a stage, ``verify`` or ``benchmark``) in the background."""
         self._start(self.requested_session, steps_until(until), f"running until {until}")
 
+    @property
+    def verify_view(self) -> VerifyView:
+        """The Verify tab."""
+        view = self.analysis_views["verify"]
+        assert isinstance(view, VerifyView)
+        return view
+
+    @property
+    def benchmark_view(self) -> BenchmarkView:
+        """The Benchmark tab (benchmark, latency vs size, profile, compare variants)."""
+        view = self.analysis_views["benchmark"]
+        assert isinstance(view, BenchmarkView)
+        return view
+
     def run_analysis(self, name: str, **options: Any) -> None:
-        """Run ``verify``, ``benchmark``, ``benchmark_sweep``, ``profile`` or ``compare``
-        (exporting first if needed)."""
-        if name not in ANALYSES:
-            raise ValueError(f"unknown analysis {name!r}; choose one of {', '.join(ANALYSES)}")
-        self._start(self.requested_session, steps_until("optimize") + (Step(name, options),), ANALYSIS_LABELS[name])
+        """Run an analysis that has a tab (``verify``, ``benchmark``, ``benchmark_sweep``,
+        ``profile``, ``compare``, and any registered with a view), exporting first if needed."""
+        if name not in self.analysis_views:
+            raise ValueError(f"unknown analysis {name!r}; choose one of {', '.join(self.analysis_views)}")
+        analysis = CORE_ANALYSES.named(name)
+        self._start(self.requested_session, steps_until(analysis.needs) + (Step(name, options),), analysis.label)
 
     def apply_suggested_fixes(self) -> None:
         """Re-export with torch's suggested fixes (the "Apply suggested fixes" button)."""
@@ -316,7 +331,7 @@ class Workbench(widgets.VBox):
         return WidgetObserver(self._runner, job, self)
 
     def _submit_step(self, session: Session, step: Step, observer: Observer, cancel: CancelToken) -> Future[Any]:
-        if step.task in STAGES or step.task in ANALYSES:
+        if step.task in STAGES or step.task in CORE_ANALYSES:
             return session.submit(step.task, observer=observer, cancel=cancel, **dict(step.options))
         if step.task == "fixes":
             return submit_work(session.apply_suggested_fixes, observer=observer, cancel=cancel)
@@ -348,7 +363,7 @@ class Workbench(widgets.VBox):
                 job.session = self._remember(result)
                 self.dims_view.show_spec(result.spec)
                 return True
-            if step.task in ANALYSES:
+            if step.task in CORE_ANALYSES:
                 self._analyses[step.task] = (job.session, result)
                 self._show_analysis(step.task, job.session, result)
                 return str(result.status) != "cancelled"
@@ -502,11 +517,10 @@ class Workbench(widgets.VBox):
                 self.stages_view.analysis(name, "not run", None, "")
         self._safely(self.dims_view.show, session, self._last_good)
         self._safely(self.guards_view.show, session, self.tabs.selected_index == self.views.index(self.guards_view))
-        if "verify" not in kept and "verify" not in self._analyses:
-            self.verify_view.not_run()
-        if not any(n in kept or n in self._analyses for n in ANALYSES[1:]):
-            self.benchmark_view.not_run()
-        for name in ANALYSES:
+        for view in self.analysis_tabs:
+            if not any(n in kept or n in self._analyses for n in view.analyses):
+                self._safely(view.not_run)
+        for name in self.analysis_views:
             if name in kept:
                 self._safely(self._show_analysis, name, session, kept[name])
             elif name in self._analyses:
@@ -514,16 +528,9 @@ class Workbench(widgets.VBox):
 
     def _show_analysis(self, name: str, of: Session, result: Any) -> None:
         current = of is self._shown or self._shown.analyses.get(name) is result
-        if name == "verify":
-            self.verify_view.show(result, current)
-        elif name == "benchmark":
-            self.benchmark_view.show(result, current)
-        elif name == "benchmark_sweep":
-            self.benchmark_view.show_sweep(result, current)
-        elif name == "profile":
-            self.benchmark_view.show_profile(result, current)
-        elif name == "compare":
-            self.benchmark_view.show_compare(result, current)
+        view = self.analysis_views.get(name)
+        if view is not None:
+            view.show(name, result, current)
         if current and name in ("verify", "benchmark"):
             self.stages_view.analysis(name, *stage_row(result))
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import Status
 from ..presentation import Presentable
 from ..verify.tolerance import OutputCheck, Tolerance, compare
 from .groups import CallGroup
@@ -45,6 +46,14 @@ class RecordedCheck(Presentable):
     @property
     def ok(self) -> bool:
         return not self.skipped and self.compared == self.calls and not self.failed
+
+    @property
+    def status(self) -> Status:
+        """``ok`` when every recorded call was compared and agrees; ``failed`` when an output
+        differs or onnxruntime refused a call; ``skipped`` when some calls could not be compared."""
+        if self.failed or any(reason.startswith("onnxruntime raised") for _, reason in self.skipped):
+            return Status.FAILED
+        return Status.OK if self.ok else Status.SKIPPED
 
     @property
     def verdict(self) -> str:
@@ -147,7 +156,7 @@ def export_group(
     session, bounded = _bounded_by_guards(session)
     session.run()
     session.raise_for_status()
-    recorded = check_recorded(session, group, tolerances, left_out)
+    recorded: RecordedCheck = session.analyze("check_recorded", group=group, tolerances=tolerances, left_out=left_out)
     swept = session.verify(tolerances=tolerances) if sweep else None
     return RecordedExport(group, session, recorded, swept, left_out, bounded)
 

@@ -40,6 +40,7 @@ def _button(description: str, icon: str, css: str, **kwargs: Any) -> widgets.But
 
 class BenchmarkView:
     title = "Benchmark"
+    analyses = ("benchmark", "benchmark_sweep", "profile", "compare")
 
     def __init__(self, on_run: Callable[[str], None]) -> None:
         self.button = _button("Run benchmark", "tachometer-alt", "wb-run-benchmark")
@@ -68,7 +69,14 @@ class BenchmarkView:
         for part in (self.summary, self.chart, self.sweep, self.profile, self.compare):
             part.value = ""
 
-    def show(self, result: BenchmarkResult, current: bool = True) -> None:
+    def show(self, name: str, result: Any, current: bool = True) -> None:
+        """Draw the result of ``name``, one of :attr:`analyses`; ``current`` False: of an earlier spec."""
+        draws: dict[str, Callable[[Any, bool], None]] = {
+            "benchmark": self.show_benchmark, "benchmark_sweep": self.show_sweep,
+            "profile": self.show_profile, "compare": self.show_compare}
+        draws[name](result, current)
+
+    def show_benchmark(self, result: BenchmarkResult, current: bool = True) -> None:
         stale = "" if current else _STALE
         self.status.value = verdict(result.status, result.headline + stale)
         if result.error and not result.cancelled:

@@ -21,11 +21,12 @@ __all__ = ["VerifyView"]
 
 class VerifyView:
     title = "Verify"
+    analyses = ("verify",)
 
-    def __init__(self, on_run: Callable[[], None]) -> None:
+    def __init__(self, on_run: Callable[[str], None]) -> None:
         self.button = widgets.Button(description="Run verify", icon="check")
         self.button.add_class("wb-run-verify")
-        self.button.on_click(lambda _: on_run())
+        self.button.on_click(lambda _: on_run("verify"))
         self.status = widgets.HTML(verdict("not run"))
         self.status.add_class("wb-verify-status")
         self.summary = widgets.HTML()
@@ -37,7 +38,8 @@ class VerifyView:
         self.status.value = verdict("not run")
         self.summary.value = self.table.value = self.chart.value = ""
 
-    def show(self, result: VerifyResult, current: bool = True) -> None:
+    def show(self, name: str, result: VerifyResult, current: bool = True) -> None:
+        """Draw a verify result (``name`` is ``verify``); ``current`` False: of an earlier spec."""
         if not current:
             self.show_stale(result)
             return
