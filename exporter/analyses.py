@@ -148,13 +148,13 @@ class BisectPassesAnalysis(Analysis):
 
 class CheckRecordedAnalysis(Analysis):
     """The ONNX model on recorded calls, against their recorded outputs:
-    :func:`exporter.recording.replay.check_recorded` (``group=`` the recorded group)."""
+    :func:`exporter.verify.recorded.check_recorded` (``group=`` the recorded group)."""
 
     name, label = "check_recorded", "checking the recorded calls"
 
     def run(self, record: Any, *, observer: Observer, cancel: CancelToken | None, group: Any = None,
             tolerances: Any = None, left_out: tuple[str, ...] = (), **options: Any) -> Any:
-        from .recording.replay import check_recorded
+        from .verify.recorded import check_recorded
 
         if group is None or options:
             raise TypeError("check_recorded takes group= (a recorded CallGroup: rec.groups[0]), tolerances= "

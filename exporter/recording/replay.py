@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Status
 from ..presentation import Presentable
-from ..verify.tolerance import OutputCheck, Tolerance, compare
+from ..verify.recorded import RecordedCheck, check_recorded
+from ..verify.tolerance import Tolerance
 from .groups import CallGroup
 from .ranges import RangeReport, compare_ranges
 
@@ -17,55 +17,6 @@ if TYPE_CHECKING:
     from ..verify import VerifyResult
 
 __all__ = ["RecordedCheck", "RecordedExport", "check_recorded", "export_group", "merged_spec"]
-
-
-@dataclass(frozen=True, repr=False)
-class RecordedCheck(Presentable):
-    """ONNX (onnxruntime) outputs against the outputs eager PyTorch returned while recorded.
-
-    Attributes:
-        group: the group's name.
-        checks: one :class:`~exporter.verify.tolerance.OutputCheck` per output per call
-            (case ``call 3``).
-        skipped: ``(call index, reason)`` of the calls not compared.
-    """
-
-    group: str
-    calls: int
-    checks: tuple[OutputCheck, ...] = ()
-    skipped: tuple[tuple[int, str], ...] = ()
-
-    @property
-    def compared(self) -> int:
-        return len({check.case for check in self.checks})
-
-    @property
-    def failed(self) -> tuple[OutputCheck, ...]:
-        return tuple(check for check in self.checks if not check.ok)
-
-    @property
-    def ok(self) -> bool:
-        return not self.skipped and self.compared == self.calls and not self.failed
-
-    @property
-    def status(self) -> Status:
-        """``ok`` when every recorded call was compared and agrees; ``failed`` when an output
-        differs or onnxruntime refused a call; ``skipped`` when some calls could not be compared."""
-        if self.failed or any(reason.startswith("onnxruntime raised") for _, reason in self.skipped):
-            return Status.FAILED
-        return Status.OK if self.ok else Status.SKIPPED
-
-    @property
-    def verdict(self) -> str:
-        """One sentence that states only what was compared."""
-        outputs = len(self.checks) // max(self.compared, 1)
-        text = (f"ONNX vs recorded eager outputs: {self.compared} of {self.calls} recorded {self.group} calls "
-                f"compared ({outputs} outputs each)")
-        bad = {check.case for check in self.failed}
-        text += f", {len(bad)} differ" if bad else ", all within tolerance"
-        if self.skipped:
-            text += f"; {len(self.skipped)} not compared"
-        return text
 
 
 @dataclass(frozen=True, repr=False)
@@ -89,44 +40,6 @@ class RecordedExport(Presentable):
     def ranges(self) -> RangeReport:
         """Per axis, the sizes recorded next to the range the export accepts."""
         return compare_ranges(self.group, self.session)
-
-
-def _output_names(session: Session, count: int) -> list[str]:
-    names = [value.name for value in session.model_proto.graph.output]
-    return names if len(names) == count else [f"output.{i}" for i in range(count)]
-
-
-def check_recorded(
-    session: Session,
-    group: CallGroup,
-    tolerances: Mapping[str, Tolerance] | Tolerance | None = None,
-    left_out: tuple[str, ...] = (),
-) -> RecordedCheck:
-    """Run the ONNX model on every recorded call of ``group`` and compare its outputs with the
-    recorded ones (never re-runs eager PyTorch). Never raises for a wrong model."""
-    checks: list[OutputCheck] = []
-    skipped: list[tuple[int, str]] = []
-    for call in group.calls:
-        case = f"call {call.index}"
-        if not call.intact:
-            skipped.append((call.index, "a kept tensor was written in place after it was recorded"))
-            continue
-        args, kwargs = call.inputs()
-        kwargs = {name: value for name, value in kwargs.items() if name not in left_out}
-        try:
-            actual = session.run_onnx(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - a failed run is this call's verdict
-            skipped.append((call.index, f"onnxruntime raised {type(exc).__name__}: {exc}"))
-            continue
-        expected = call.output_tensors()
-        names = _output_names(session, len(expected))
-        if len(actual) != len(expected):
-            checks.append(OutputCheck(case, "outputs", "shape_mismatch", expected_shape=(len(expected),),
-                                      actual_shape=(len(actual),), dtype="output count"))
-            continue
-        checks.extend(compare(case, name, got, want, tolerances)
-                      for name, got, want in zip(names, actual, expected, strict=True))
-    return RecordedCheck(group.name, len(group.calls), tuple(checks), tuple(skipped))
 
 
 def export_group(
