@@ -1,6 +1,10 @@
 """Background jobs of the workbench widget: chains of steps on the export worker, cancellable,
 superseded by newer ones, and the observer that forwards their events to the widget.
 
+The job in hand is kept by the one job machine every widget of the project uses
+(:class:`workbench.worker_jobs.JobSlot`): a :class:`Job` is its ``WorkerJob`` with steps, and
+:class:`JobRunner` adds the chaining.
+
 A *job* is a short chain of :class:`Step` s (``capture``, ``optimize``, ``verify``,
 ``benchmark``, ``fixes``...) on one session. Each step is handed to the exporter core
 (``session.submit(...)`` for the stages and analyses, the core's export worker for the rest),
@@ -25,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from exporter.events import CancelToken, Observer
 from exporter.worker import submit_work
 
+from .worker_jobs import JobSlot, WorkerJob
+
 if TYPE_CHECKING:
     from exporter.pipeline.capture import CaptureAttempt
     from exporter.pipeline.stage import StageResult
@@ -45,32 +51,27 @@ class Step:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Job:
+class Job(WorkerJob):
     """A chain of steps on one session. ``previous`` is the session shown before the job
     started (what a Cancel puts back)."""
 
     _counter = 0
 
     def __init__(self, session: Session, steps: tuple[Step, ...], label: str, previous: Session) -> None:
+        super().__init__()
         Job._counter += 1
         self.number = Job._counter
         self.session = session
         self.steps = steps
         self.label = label
         self.previous = previous
-        self.token = CancelToken()
         self.index = 0
-        self.done = threading.Event()
         self.problem: str | None = None  # set when a step could not be shown or run (the job bar says it)
         self.started = time.perf_counter()
 
     @property
     def step(self) -> Step | None:
         return self.steps[self.index] if self.index < len(self.steps) else None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.token.cancelled
 
     def __repr__(self) -> str:
         return f"Job#{self.number}({self.label!r}, step {self.index + 1}/{len(self.steps)})"
@@ -97,8 +98,8 @@ class JobRunner:
         self._on_finish = on_finish
         self._observer_for = observer_for
         self._lock = threading.RLock()
-        self._current: Job | None = None
-        self._active: set[Job] = set()
+        self._slot: JobSlot[Job] = JobSlot(self._lock)
+        self._active: set[Job] = set()  # the current job and cancelled ones still finishing
         self._beside = 0  # work queued with beside() and not yet done
         self._idle = threading.Event()
         self._idle.set()
@@ -106,22 +107,20 @@ class JobRunner:
     @property
     def current(self) -> Job | None:
         """The job whose results the widget shows (None when idle or after a Cancel)."""
-        return self._current
+        return self._slot.job
 
     @property
     def busy(self) -> bool:
         return not self._idle.is_set()
 
     def is_current(self, job: Job) -> bool:
-        return self._current is job and not job.cancelled
+        return self._slot.is_current(job)
 
     def start(self, session: Session, steps: tuple[Step, ...], label: str, previous: Session) -> Job:
         """Cancel the current job (its results will be ignored) and queue a new one."""
         job = Job(session, tuple(steps), label, previous)
         with self._lock:
-            if self._current is not None:
-                self._current.token.cancel()
-            self._current = job
+            self._slot.replace(job)
             self._active.add(job)
             self._idle.clear()
         self._queue(job)
@@ -149,11 +148,7 @@ class JobRunner:
     def cancel(self) -> Job | None:
         """Cancel the current job; return it (None if there was none). It finishes in the
         background, its later events and results ignored."""
-        with self._lock:
-            job, self._current = self._current, None
-        if job is not None:
-            job.token.cancel()
-        return job
+        return self._slot.cancel()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until no job runs (the current one and any cancelled one still finishing)."""
@@ -204,8 +199,7 @@ class JobRunner:
         finally:
             with self._lock:
                 self._active.discard(job)
-                if self._current is job:
-                    self._current = None
+                self._slot.finish(job)
                 self._set_idle_if_done()
             job.done.set()
 

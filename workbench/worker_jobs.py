@@ -1,7 +1,9 @@
 """A widget's background job on the export worker: at most one at a time, the newest wins.
 
-The graph widget computes its overlays there and the Passes view replays and lays out a pass
-there, so the kernel keeps answering the page meanwhile. Both follow one protocol, kept here:
+The Workbench runs its stages and analyses there (:class:`workbench._live.JobRunner` chains
+their steps over a slot), the graph widget computes its overlays there and the Passes view
+replays and lays out a pass there, so the kernel keeps answering the page meanwhile. All three
+follow one protocol, kept here:
 
 - :meth:`JobSlot.replace` cancels the job running (its result is then ignored) and makes the
   new one current; the widget says so in its traits under the same lock;
@@ -25,10 +27,10 @@ from exporter.worker import WORKER_THREAD_NAME, submit_work
 __all__ = ["JobSlot", "WorkerJob"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)
 class WorkerJob:
     """How to stop a job (``token``), when it is over (``done``), and whether it was stopped
-    or replaced (``cancelled``)."""
+    or replaced (``cancelled``). Jobs are compared by identity."""
 
     token: CancelToken = field(default_factory=CancelToken)
     done: threading.Event = field(default_factory=threading.Event)
