@@ -27,7 +27,9 @@ __all__ = [
     "TranslateError",
     "OptimizeError",
     "SerializeError",
+    "AnalysisOutcome",
     "Failure",
+    "Outcome",
     "Status",
     "user_source_line",
     "first_line",
@@ -73,6 +75,24 @@ _STATUS_WORDS = {
     "dtype_mismatch": Status.FAIL, "eager_error": Status.SKIPPED,
     "not_verified": Status.FAIL,
 }
+
+
+class AnalysisOutcome:
+    """The :class:`Outcome` of an analysis that fails or is cancelled as a whole: a result with
+    ``error`` (the first line, None when it ran), ``failure`` (the :class:`Failure`),
+    ``cancelled`` and ``seconds`` gets its :attr:`status` from them here."""
+
+    __slots__ = ()
+
+    error: str | None
+    failure: Failure | None
+    cancelled: bool
+    seconds: float
+
+    @property
+    def status(self) -> Status:
+        """``cancelled``, ``failed`` (see ``error`` and ``failure``) or ``ok``."""
+        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
 
 class ErrorSession(Protocol):

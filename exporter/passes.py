@@ -10,10 +10,11 @@ in onnxruntime against the eager outputs, by binary search.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import first_line
+from .errors import Failure, Status, first_line
 from .pipeline.optimize import replay
 from .pipeline.pass_records import OptimizerPasses, PassRecord
 from .presentation import Presentable
@@ -54,18 +55,20 @@ class Bisection(Presentable):
     probes: tuple[Probe, ...] = ()
     candidates: int = 0  # passes that changed the model (only they can change the numbers)
     passes: int = 0
+    failure: Failure | None = None  # the search itself never fails: a probe that cannot run is a finding
+    seconds: float = 0.0
 
     @property
     def verify_runs(self) -> int:
         return len(self.probes)
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """``fail``: a pass is to blame; ``pass``: the case agrees after every pass; ``warning``:
         the case fails, but not because of a pass (the translated model fails too)."""
         if self.culprit is not None:
-            return "fail"
-        return "pass" if self.probes and self.probes[0].ok else "warning"
+            return Status.FAIL
+        return Status.PASS if self.probes and self.probes[0].ok else Status.WARNING
 
     @property
     def fix(self) -> str:
@@ -125,6 +128,13 @@ def bisect_passes(session: ExportArtifacts, passes: OptimizerPasses, translated:
     ``case`` (None: the example inputs; or ``(args, kwargs)``) fails in onnxruntime. The
     model after each prefix is kept, so every pass runs once per prefix it ends. Verify runs:
     1 (after all passes) + ceil(log2(changing passes + 1))."""
+    start = time.perf_counter()
+    result = _bisect(session, passes, translated, case, tolerances)
+    return dataclasses.replace(result, seconds=time.perf_counter() - start)
+
+
+def _bisect(session: ExportArtifacts, passes: OptimizerPasses, translated: ir.Model, case: Any,
+            tolerances: Any) -> Bisection:
     if case is None:
         args, kwargs, case_name = session.inputs.args, dict(session.inputs.kwargs), "example"
     else:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Failure, Status
+from ..errors import AnalysisOutcome, Failure
 from .headline import bootstrap_ratio_ci, ratio_of
 from ..presentation import Presentable
 from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds
@@ -184,7 +184,7 @@ class VariantTiming:
 
 
 @dataclass(frozen=True, repr=False)
-class Comparison(Presentable):
+class Comparison(AnalysisOutcome, Presentable):
     """Variants timed in the same interleaved rounds, each against ``baseline`` (``seconds``:
     how long the rounds took)."""
 
@@ -197,9 +197,6 @@ class Comparison(Presentable):
     failure: Failure | None = None
     seconds: float = 0.0
 
-    @property
-    def status(self) -> Status:
-        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
     @property
     def headline(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..artifacts import ExportArtifacts
 from ..cases import dim_groups, resolve_group
-from ..errors import ExportError, Failure, Status, first_line
+from ..errors import AnalysisOutcome, ExportError, Failure, Status, first_line
 from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..ort_values import feed_shape
@@ -65,7 +65,7 @@ def _pooled(stats: LatencyStats, q: float) -> float:
 
 
 @dataclass(frozen=True, repr=False)
-class BenchmarkResult(Presentable):
+class BenchmarkResult(AnalysisOutcome, Presentable):
     """onnxruntime (and eager PyTorch) latency at one set of inputs.
 
     With eager, both engines were timed in interleaved rounds. One statistic throughout (see
@@ -102,7 +102,7 @@ class BenchmarkResult(Presentable):
 
     @property
     def status(self) -> Status:
-        """``ok``, ``failed`` (see ``error``) or ``cancelled``."""
+        """``ok``, ``failed`` (see ``error``, or onnxruntime's timing failed) or ``cancelled``."""
         return Status.CANCELLED if self.cancelled else Status.OK if self.ok else Status.FAILED
 
     @property
@@ -218,7 +218,7 @@ class BenchmarkResult(Presentable):
 
 
 @dataclass(frozen=True, repr=False)
-class SweepResult(Presentable):
+class SweepResult(AnalysisOutcome, Presentable):
     """Latency against the size of one dynamic dim (``seconds``: how long the sweep took)."""
 
     dim: str
@@ -231,9 +231,6 @@ class SweepResult(Presentable):
     failure: Failure | None = None
     seconds: float = 0.0
 
-    @property
-    def status(self) -> Status:
-        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
     @property
     def headline(self) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..artifacts import ExportArtifacts
 from ..compat import formats
-from ..errors import Failure, Status, first_line
+from ..errors import AnalysisOutcome, Failure, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..node_metadata import fx_name_of, module_path_of
 from ..presentation import Presentable
@@ -34,7 +34,7 @@ class NodeTime:
 
 
 @dataclass(frozen=True, repr=False)
-class ProfileResult(Presentable):
+class ProfileResult(AnalysisOutcome, Presentable):
     """onnxruntime per-node kernel times, aggregated by op type and by module path."""
 
     runs: int
@@ -45,10 +45,6 @@ class ProfileResult(Presentable):
     cancelled: bool = False
     seconds: float = 0.0  # how long profile() took, set-up included
 
-    @property
-    def status(self) -> Status:
-        """``cancelled``, ``failed`` (see ``error``) or ``ok``."""
-        return Status.CANCELLED if self.cancelled else Status.FAILED if self.error else Status.OK
 
     @property
     def total_us(self) -> float:

@@ -4,11 +4,12 @@ through :class:`RecordedCalls`, so nothing here imports the recorder."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import Status
+from ..errors import Failure, Status
 from ..presentation import Presentable
 from .tolerance import OutputCheck, Tolerance, compare
 
@@ -65,6 +66,8 @@ class RecordedCheck(Presentable):
     calls: int
     checks: tuple[OutputCheck, ...] = ()
     skipped: tuple[tuple[int, str], ...] = ()
+    failure: Failure | None = None  # a call onnxruntime refuses is a skipped call, not a failure of the check
+    seconds: float = 0.0
 
     @property
     def compared(self) -> int:
@@ -112,6 +115,7 @@ def check_recorded(
 ) -> RecordedCheck:
     """Run the ONNX model on every recorded call of ``group`` and compare its outputs with the
     recorded ones (never re-runs eager PyTorch). Never raises for a wrong model."""
+    start = time.perf_counter()
     checks: list[OutputCheck] = []
     skipped: list[tuple[int, str]] = []
     for call in group.calls:
@@ -134,6 +138,7 @@ def check_recorded(
             continue
         checks.extend(compare(case, name, got, want, tolerances)
                       for name, got, want in zip(names, actual, expected, strict=True))
-    return RecordedCheck(group.name, len(group.calls), tuple(checks), tuple(skipped))
+    return RecordedCheck(group.name, len(group.calls), tuple(checks), tuple(skipped),
+                         seconds=time.perf_counter() - start)
 
 

@@ -117,3 +117,21 @@ def test_the_conveniences_are_analyze_under_their_own_name():
 def test_check_recorded_without_a_group_says_what_it_takes():
     with pytest.raises(TypeError, match=r"check_recorded takes group="):
         session().analyze("check_recorded")
+
+
+def test_every_registered_analysis_returns_one_envelope_status_failure_seconds():
+    from exporter import record
+    from exporter.errors import Outcome
+
+    exported = session()
+    with record(Double()) as recording:
+        recording.model(torch.randn(2, 4))
+        recording.model(torch.randn(3, 4))
+    options = {"benchmark": {"budget": 0.01, "min_runs": 2}, "compare": {"budget": 0.01, "min_runs": 2},
+               "benchmark_sweep": {"sizes": (1, 2), "budget": 0.01, "min_runs": 2}, "profile": {"runs": 2},
+               "check_recorded": {"group": recording.groups[0]}}
+    for analysis in ANALYSES:
+        result = exported.analyze(analysis.name, **options.get(analysis.name, {}))
+        assert isinstance(result, Outcome), analysis.name
+        assert result.failure is None and result.seconds > 0, analysis.name
+        assert str(result.status) in ("ok", "pass", "passed"), (analysis.name, result.status)
