@@ -130,6 +130,7 @@ class Workbench(widgets.VBox):
         self._runner = JobRunner(self._submit_step, self._on_step, self._on_finish, self._observer_for)
         self.last_message = ""
         self._draw_problem: str | None = None  # a view that failed to draw during the current job
+        self._superseded: set[Job] = set()  # jobs a cached result replaced: they end without a word
 
         self.header = widgets.HTML(self._title(session))
         self.job_status = widgets.HTML("idle")
@@ -306,8 +307,39 @@ class Workbench(widgets.VBox):
         derived = self._remember(derived)
         if derived is base:
             return  # nothing changed (the controls were set to what they already said)
-        self._start(derived, steps_until(self._follow) + self._reverify(derived),
-                    f"capturing {row.path}.{row.axis}={policy!r}")
+        label = f"{row.path}.{row.axis}={policy!r}"
+        if not self._show_cached(derived, label):
+            self._start(derived, steps_until(self._follow) + self._reverify(derived), f"capturing {label}")
+
+    def _show_cached(self, session: Session, label: str) -> bool:
+        """Show ``session`` at once, on this thread, when every step a change runs has run on it
+        already (a spec seen before): the worker, perhaps busy with a capture of another spec,
+        is not waited for; the job running is superseded. Verify follows in the background
+        when it would after a change. False when something is left to run."""
+        done = {result.name for result in session.stages}
+        needed = {step.task for step in steps_until(self._follow)}
+        if not done or not (needed <= done or session.failed_stage is not None):
+            return False
+        reverify = self._reverify(session)
+        with self._render_lock:
+            superseded = self._runner.cancel()
+            if superseded is not None:
+                self._superseded.add(superseded)
+            if session.result("capture").ok:
+                self._last_good = session
+            if session.succeeded:
+                self._last_exported = session
+            self.dims_view.show_spec(session.spec)
+            self._show_session(session)
+            self._render(session)
+            self.cancel_button.disabled = True
+            self.cancel_button.button_style = ""
+            self.progress.value = 1.0
+            self.progress.bar_style = "danger" if session.failed_stage is not None else "success"
+            self._status(f"done: {label} seen before, shown from the cache")
+        if reverify:
+            self._start(session, reverify, f"verifying {label}")
+        return True
 
     def _tab_selected(self, change: Any) -> None:
         if self.views[change["new"] or 0] is self.guards_view:
@@ -419,6 +451,9 @@ class Workbench(widgets.VBox):
 
     def _on_finish(self, job: Job) -> None:
         with self._render_lock:
+            if job in self._superseded:  # a cached result took its place and said so
+                self._superseded.discard(job)
+                return
             if self._runner.current is not job and self._runner.current is not None:
                 return  # superseded: the next job owns the job bar
             self.cancel_button.disabled = True

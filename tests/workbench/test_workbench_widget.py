@@ -122,6 +122,27 @@ def test_going_back_to_a_spec_seen_before_is_served_from_the_cache():
     assert stage_row(wb, "capture")[0] == "ok"
 
 
+def test_going_back_to_a_seen_spec_answers_at_once_while_the_worker_is_busy_capturing_another():
+    model = Gated()
+    wb = workbench(model, torch.randn(4, 8), x={0: Dim("batch")})
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+    static = wb.session
+    model.gate.clear()
+    model.entered.clear()
+    wb.axis_control("x", 0).value = "AUTO"  # a spec never seen: its capture waits at the gate
+    assert model.entered.wait(60)
+
+    wb.axis_control("x", 0).value = "STATIC"  # back to one seen before, the worker still busy
+    assert wb.session is static and "static 4" in shown(wb, "x", 0)
+    assert wb.job_status.value.endswith("seen before, shown from the cache") and wb.cancel_button.disabled
+    assert "[4, 8]" in onnx_input_shapes(wb)
+
+    model.gate.set()  # the superseded capture ends without changing what is shown or said
+    wb.wait()
+    assert wb.session is static and wb.job_status.value.endswith("seen before, shown from the cache")
+
+
 def test_a_named_dim_with_bounds_from_the_name_min_max_fields_reaches_the_row():
     wb = workbench(Tiny(), torch.randn(4, 8), follow="capture", x={0: AUTO})
     row = wb.axis_row("x", 0)
