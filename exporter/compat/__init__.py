@@ -82,6 +82,7 @@ from .registry import (
 )
 from .translation import (
     convert_onnx_version,
+    linear_rewrite_rules,
     onnxscript_optimizer_parts,
     optimize_onnx_ir,
     rename_onnx_axes,
@@ -120,6 +121,7 @@ __all__ = [
     "onnx_decomposition_tables",
     "onnx_registry",
     "onnx_registry_with",
+    "linear_rewrite_rules",
     "onnxscript_optimizer_parts",
     "optimize_onnx_ir",
     "output_paths",

@@ -193,7 +193,7 @@ def _pipeline(model: ir.Model, extra_rewrite_rules: Sequence[Any]) -> tuple[list
     loop = [
         ("FoldConstantsPass", fold),
         ("RewritePass", lambda: parts["RewritePass"](parts["default_rewrite_rules"])),
-        *([("ExtraRewritePass", lambda: parts["RewritePass"](tuple(extra_rewrite_rules)))] if extra_rewrite_rules else []),
+        *([("ExtraRewritePass", lambda: parts["RewritePass"](compat.linear_rewrite_rules(extra_rewrite_rules)))] if extra_rewrite_rules else []),
         ("RemoveUnusedNodesPass", common.RemoveUnusedNodesPass),
         ("RemoveUnusedFunctionsPass", common.RemoveUnusedFunctionsPass),
         ("RemoveUnusedOpsetsPass", common.RemoveUnusedOpsetsPass),

@@ -371,3 +371,66 @@ def test_compat_scan_carries_a_state_and_stacks_outputs_and_exports_as_one_scan_
 
     program = torch.export.export(Running(), (xs,), dynamic_shapes={"xs": {0: torch.export.Dim("n")}})
     assert [n.target.name() for n in program.graph.nodes if n.op == "call_function" and "scan" in str(n.target)] == ["scan"]
+
+
+def two_slices_model() -> ir.Model:
+    """x[..., :8] and x[..., 8:16] of a [2, 16] input, as onnxscript's SlicesSplit rule rewrites them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def ints(name, values):
+        return helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+
+    nodes = [helper.make_node("Slice", ["x", "zero", "eight", "last"], ["a"]),
+             helper.make_node("Slice", ["x", "eight", "sixteen", "last"], ["b"]),
+             helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Neg", ["b"], ["nb"])]
+    graph = helper.make_graph(nodes, "two_slices", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("ra", "nb")],
+                              [ints("zero", [0]), ints("eight", [8]), ints("sixteen", [16]), ints("last", [-1])])
+    return ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]))
+
+
+def test_linear_rewrite_rules_rewrite_exactly_as_onnxscripts_rules_and_leave_them_untouched():
+    from onnxscript import rewriter
+
+    library = list(rewriter._DEFAULT_REWRITE_RULES)
+    linear = compat.linear_rewrite_rules(library)
+    multi = [i for i, rule in enumerate(library) if not rule._target_pattern.has_single_output_node]
+    assert multi and len(linear) == len(library)  # SlicesSplit: two Slice output nodes
+    assert all(linear[i] is not library[i] for i in multi) and all("try_rewrite" not in vars(library[i]) for i in multi)
+    assert all(linear[i] is library[i] for i in range(len(library)) if i not in multi)
+
+    from exporter import Session
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.linear = torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            half = x[..., :8] * x[..., 8:]
+            return self.linear(self.norm(x)).relu() + half.sum(-1, keepdim=True)
+
+    translated = Session(Block(), (torch.randn(2, 16),), {}).stage_output("translate")
+    for model in (two_slices_model(), translated):
+        by_library, by_linear = model.clone(), model.clone()
+        modified = rewriter.RewritePass(library)(by_library).modified
+        assert rewriter.RewritePass(linear)(by_linear).modified == modified
+        assert ir.serde.serialize_model(by_linear).SerializeToString() == \
+            ir.serde.serialize_model(by_library).SerializeToString()
+
+
+def test_a_linear_multi_output_rule_never_matches_a_node_of_another_op_type():
+    from onnxscript import rewriter
+
+    rule = next(r for r in rewriter._DEFAULT_REWRITE_RULES if not r._target_pattern.has_single_output_node)
+    (linear,) = compat.linear_rewrite_rules([rule])
+    model = two_slices_model()
+    tried = []
+    rule.match = lambda *args, **kwargs: tried.append(args[2].op_type)  # the library's matcher, spied on
+    try:
+        for node in list(model.graph):
+            linear.try_rewrite(model, model.graph, node)
+    finally:
+        del rule.match
+    assert tried == ["Slice", "Slice"]
