@@ -1,8 +1,9 @@
 """Export time of ``exporter.export()`` relative to a bare ``torch.onnx.export(dynamo=True)``.
 
-Run: ``python benchmarks/export_overhead.py [--repeats N]``
+Run: ``python benchmarks/export_overhead.py [--repeats N] [--models all]``
 
-Both contenders run in this one process, alternating, on the built-in MLP and demo block:
+Both contenders run in this one process, alternating, on the built-in MLP and demo block (and,
+with ``--models``, a ``nn.MultiheadAttention`` block, BERT and GPT-2 from tiny configs):
 
 (a) first export of a model: a fresh model instance and a fresh Session every repeat, against
     ``torch.onnx.export(model, args, kwargs=..., dynamic_shapes=..., dynamo=True, optimize=True)``
@@ -199,6 +200,49 @@ def measure(case: Case, repeats: int) -> Timings:
     return timings
 
 
+def mha_block() -> tuple:
+    """A pre-norm block around ``nn.MultiheadAttention`` (batch-first), dynamic batch and sequence."""
+    import torch
+
+    from exporter import Dim
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(64)
+            self.attention = torch.nn.MultiheadAttention(64, 4, batch_first=True)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+
+        def forward(self, x):
+            h = self.norm(x)
+            x = x + self.attention(h, h, h, need_weights=False)[0]
+            return x + self.mlp(x)
+
+    torch.manual_seed(0)
+    return Block().eval(), (torch.randn(2, 16, 64),), {}, {"x": {0: Dim("batch"), 1: Dim("seq")}}
+
+
+def _transformers_text_model(kind: str) -> tuple:
+    """BERT or GPT-2 from a tiny config (random weights), ``input_ids`` and ``attention_mask``
+    with a dynamic batch and sequence."""
+    import torch
+    import transformers
+
+    from exporter import Dim
+
+    torch.manual_seed(0)
+    if kind == "bert":
+        config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=128, vocab_size=1000)
+        model = transformers.BertModel(config)
+    else:
+        config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=1000, use_cache=False)
+        model = transformers.GPT2Model(config)
+    batch, seq = Dim("batch"), Dim("seq")
+    kwargs = {"input_ids": torch.randint(0, 1000, (2, 16)), "attention_mask": torch.ones(2, 16, dtype=torch.long)}
+    return model.eval(), (), kwargs, {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
+
+
 def cases() -> list[Case]:
     from exporter import AUTO, Dim
     from exporter.examples import demo_block, mlp
@@ -210,7 +254,15 @@ def cases() -> list[Case]:
             demo_block,
             lambda: {"x": {0: Dim("batch")}, "attention_mask": {0: Dim("batch")}},
         ),
+        Case("mha_block", mha_block, lambda: {"x": {0: Dim("batch")}}),  # the sequence made static
+        Case("bert", lambda: _transformers_text_model("bert"),
+             lambda: {"input_ids": {0: Dim("batch")}, "attention_mask": {0: Dim("batch")}}),
+        Case("gpt2", lambda: _transformers_text_model("gpt2"),
+             lambda: {"input_ids": {0: Dim("batch")}, "attention_mask": {0: Dim("batch")}}),
     ]
+
+
+DEFAULT_MODELS = ("mlp", "demo_block")
 
 
 def stack_of_blocks(blocks: int) -> tuple[Any, tuple, dict]:
@@ -297,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also (d): a stack of N small blocks (the issue's figure is N=400); 0: skip")
     parser.add_argument("--stack-repeats", type=int, default=2, help="repeats of (d)")
     parser.add_argument("--only-stack", action="store_true", help="run (d) only")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help="(a)-(c) on these, comma-separated: mlp, demo_block, mha_block, bert, gpt2 "
+                             f"(default {','.join(DEFAULT_MODELS)}; 'all' for every one)")
     options = parser.parse_args(argv)
     silence_third_party_noise()
     start = time.perf_counter()
@@ -304,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"warm-up {time.perf_counter() - start:.1f} s; medians of {options.repeats} repeats, contenders alternated; "
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if not options.only_stack:
-        results = {case.name: measure(case, options.repeats) for case in cases()}
+        wanted = {case.name for case in cases()} if options.models == "all" else set(options.models.split(","))
+        results = {case.name: measure(case, options.repeats) for case in cases() if case.name in wanted}
         print_table(results)
     if options.stack:
         print_stack(options.stack, *measure_stack(options.stack, options.stack_repeats))
