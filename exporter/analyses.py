@@ -23,6 +23,7 @@ analysis uses are imported when it runs, so this registry is cheap to import.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .artifacts import ExportArtifacts
     from .events import CancelToken, Observer
 
-__all__ = ["ANALYSES", "Analyses", "Analysis", "BenchmarkAnalysis", "BenchmarkSweepAnalysis", "BisectPassesAnalysis",
+__all__ = ["ANALYSES", "Analyses", "Analysis", "BenchmarkAnalysis", "FunctionAnalysis", "BenchmarkSweepAnalysis", "BisectPassesAnalysis",
            "CheckRecordedAnalysis", "CompareAnalysis", "CompareIntermediatesAnalysis", "ProfileAnalysis",
            "VerifyAnalysis"]
 
@@ -55,28 +56,29 @@ class Analysis(ABC):
         return f"{type(self).__name__}({self.name!r})"
 
 
-class VerifyAnalysis(Analysis):
+class FunctionAnalysis(Analysis):
+    """An analysis that is one function of the export, ``function(record, *, observer, cancel,
+    **options)``, named by its module (relative to this package) and name: imported when run."""
+
+    module: ClassVar[str]
+    function: ClassVar[str]
+
+    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
+            **options: Any) -> Any:
+        function = getattr(importlib.import_module(self.module, __package__), self.function)
+        return function(record, observer=observer, cancel=cancel, **options)
+
+
+class VerifyAnalysis(FunctionAnalysis):
     """ONNX vs eager over a sweep of sizes: :func:`exporter.verify.verify`."""
 
-    name, label = "verify", "verify"
-
-    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
-            **options: Any) -> Any:
-        from .verify import verify
-
-        return verify(record, observer=observer, cancel=cancel, **options)
+    name, label, module, function = "verify", "verify", ".verify", "verify"
 
 
-class BenchmarkAnalysis(Analysis):
+class BenchmarkAnalysis(FunctionAnalysis):
     """onnxruntime vs eager latency: :func:`exporter.bench.benchmark`."""
 
-    name, label = "benchmark", "benchmark"
-
-    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
-            **options: Any) -> Any:
-        from .bench import benchmark
-
-        return benchmark(record, observer=observer, cancel=cancel, **options)
+    name, label, module, function = "benchmark", "benchmark", ".bench", "benchmark"
 
 
 class BenchmarkSweepAnalysis(Analysis):
@@ -91,16 +93,10 @@ class BenchmarkSweepAnalysis(Analysis):
         return benchmark_sweep(record, dim, sizes, observer=observer, cancel=cancel, **options)
 
 
-class ProfileAnalysis(Analysis):
+class ProfileAnalysis(FunctionAnalysis):
     """onnxruntime's per-node profile: :func:`exporter.bench.profile`."""
 
-    name, label = "profile", "profile"
-
-    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
-            **options: Any) -> Any:
-        from .bench import profile
-
-        return profile(record, observer=observer, cancel=cancel, **options)
+    name, label, module, function = "profile", "profile", ".bench", "profile"
 
 
 class CompareAnalysis(Analysis):
