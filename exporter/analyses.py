@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from .artifacts import ExportArtifacts
     from .events import CancelToken, Observer
 
-__all__ = ["ANALYSES", "Analyses", "Analysis", "BenchmarkAnalysis", "FunctionAnalysis", "BenchmarkSweepAnalysis", "BisectPassesAnalysis",
-           "CheckRecordedAnalysis", "CompareAnalysis", "CompareIntermediatesAnalysis", "ProfileAnalysis",
-           "VerifyAnalysis"]
+__all__ = ["ANALYSES", "Analyses", "Analysis", "BenchmarkAnalysis", "BenchmarkSweepAnalysis", "BisectPassesAnalysis",
+           "CheckRecordedAnalysis", "CompareAnalysis", "CompareIntermediatesAnalysis", "FunctionAnalysis",
+           "ProfileAnalysis", "VerifyAnalysis"]
 
 
 class Analysis(ABC):
