@@ -26,7 +26,7 @@ from typing import Any
 
 from ..guards import Guard
 from ..inputs import BoundInputs
-from .groups import DimGroup
+from .groups import DimGroup, guard_words
 
 _RELATION = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*")
 
@@ -166,7 +166,7 @@ def _derive(groups: Sequence[DimGroup], guards: Sequence[Guard], bound: BoundInp
     for group in groups:
         if group.label in derived:
             expr, sources = derived[group.label]
-            texts = tuple(f"guard {g.expression}" + (f" at {g.source}" if g.source else "") for g in sources)
+            texts = tuple(guard_words(g.expression) + (f" at {g.source}" if g.source else "") for g in sources)
             group = replace(group, derived_expr=expr, derived_guards=texts)
         out.append(group)
     return tuple(out)

@@ -17,7 +17,7 @@ from ..inputs import BoundInputs
 from ..program_symbols import symbol_of
 from ..shapes.solve import axis_ranges
 from .derived import derive_groups
-from .groups import DimGroup, policy_text
+from .groups import DimGroup, guard_words, policy_text
 from .guarded_sizes import with_guard_sizes
 
 __all__ = ["dim_groups", "input_dims_by_path", "onnx_input_dims"]
@@ -99,8 +99,9 @@ def _group_causes(export: ExportArtifacts, program: Any, axes: Sequence[tuple[st
                 symbol is not None and re.search(rf"\b{re.escape(symbol)}\b", text) is not None
             )
         if mentions:
-            causes.append(f"guard {expr}" + (f" at {source}" if source else ""))
+            causes.append(guard_words(expr) + (f" at {source}" if source else ""))
     return tuple(dict.fromkeys(causes))
+
 
 
 def _merged(groups: dict[Any, list[Any]], bound: BoundInputs, independent: bool) -> list[tuple[list[Any], list[Any]]]:

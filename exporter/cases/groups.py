@@ -142,5 +142,18 @@ def complete_sizes(groups: Sequence[DimGroup], assignment: Mapping[str, int]) ->
     return sizes
 
 
+QUOTED_GUARD_CHARACTERS = 160
+"""A guard longer than this is not quoted in a cause: torch's expression of a padded, windowed
+size (SwinV2's ``Mod(8 - Mod(pixel_values.shape[2], 8), 8)`` nested five deep) runs to a
+thousand characters and hides the line that added it."""
+
+
+def guard_words(expr: str) -> str:
+    """``guard EXPR``, or for an expression too long to read, its length (``session.guards`` has it whole)."""
+    if len(expr) <= QUOTED_GUARD_CHARACTERS:
+        return f"guard {expr}"
+    return f"a guard of {len(expr):,} characters"
+
+
 def policy_text(policy: Any) -> str:
     return repr(policy)

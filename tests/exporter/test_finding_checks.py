@@ -95,3 +95,12 @@ def test_contract_findings_say_unified_dims_once_and_errors_other_than_a_static_
 def test_findings_of_asks_every_check_in_order():
     found = findings_of(facts(case("example", "fail")))
     assert kinds(found) == ["wrong_at_example", "not_swept"]
+
+
+def test_a_cause_quotes_a_short_guard_and_gives_only_the_length_of_a_long_one():
+    from exporter.cases.groups import QUOTED_GUARD_CHARACTERS, guard_words
+
+    assert guard_words("x.shape[0] <= 4") == "guard x.shape[0] <= 4"
+    swin = "32*pixel_values.shape[0]*(" + "Mod(8 - (Mod(pixel_values.shape[2], 8)), 8)" * 30 + ")"
+    assert len(swin) > QUOTED_GUARD_CHARACTERS
+    assert guard_words(swin) == f"a guard of {len(swin):,} characters"
