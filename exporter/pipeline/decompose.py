@@ -13,7 +13,10 @@ What ``torch.onnx.export`` does between capture and translation (its
    sequence length again here, silently). When the retrace cannot change the graph (every
    op is functional and translated whole: :func:`~exporter.compat.retrace_changes_graph`),
    a copy of the graph takes its place: the same ONNX model but for node names, which stay
-   those of the captured graph, at a fraction of the time (the demo block: 0.47 -> 0.11 s);
+   those of the captured graph, at a fraction of the time (the demo block: 0.47 -> 0.11 s).
+   The copy first gets what the retrace would do to the few ops that otherwise force one
+   (:func:`undo_retrace_work`: eval dropout, no-op ``to``, ``__and__``, shape lists with a
+   ``-1``), so BERT takes this path too;
 3. every ``view`` becomes a ``reshape`` (:func:`views_as_reshapes`);
 4. explicit type promotion, without leaving new unbacked symbols pending;
 5. assertion nodes removed;
@@ -29,7 +32,7 @@ from .. import compat
 from .local_decompositions import decomposition_tables
 from .translations import onnx_registry, use_translated_equivalents
 
-__all__ = ["decompose", "views_as_reshapes"]
+__all__ = ["decompose", "undo_retrace_work", "views_as_reshapes"]
 
 
 def decompose(program: Any, opset_version: int) -> Any:
@@ -41,10 +44,12 @@ def decompose(program: Any, opset_version: int) -> Any:
     compat.drop_leftover_unbacked_symbols(program)
     rnn_loops = compat.rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()
     with compat.size_oblivious_capture(), rnn_loops:
-        if rnn or compat.retrace_changes_graph(program, registry, tables, undone=_reshapes()):
-            decomposed = compat.run_decompositions(program, tables)
+        copied = None if rnn else compat.copy_program(program)
+        if copied is not None and undo_retrace_work(copied.graph_module) \
+                and not compat.retrace_changes_graph(copied, registry, tables, undone=_reshapes()):
+            decomposed = copied
         else:
-            decomposed = compat.copy_program(program)
+            decomposed = compat.run_decompositions(program, tables)
         graph_module = decomposed.graph_module
         views_as_reshapes(graph_module)
         with compat.unbacked_symbols_discarded(decomposed):
@@ -53,6 +58,59 @@ def decompose(program: Any, opset_version: int) -> Any:
         use_translated_equivalents(graph_module)
         compat.replace_graph_module(decomposed, graph_module)
     return decomposed
+
+
+def undo_retrace_work(graph_module: Any) -> bool:
+    """Do to a copied graph (in place) what the retrace would do to the ops that alone make it
+    retrace transformers' models: an eval ``dropout`` is its input; ``_assert_tensor_metadata``
+    goes (the assertion pass would remove it); a ``to`` that keeps dtype and device is its
+    input, another one a ``_to_copy`` to its dtype; ``__and__`` is ``bitwise_and``; a ``-1`` in
+    a ``reshape`` / ``view`` / ``expand`` size list is the static size it stands for (so the
+    optimizer sees a reshape to the same shape as one, as after a retrace). False when a
+    ``-1`` stands for a symbolic size: the retrace writes that as an expression, so the caller
+    retraces. Measured on BERT: the same ONNX ops in the same order as after the retrace."""
+    import torch
+
+    aten = torch.ops.aten
+    tos = (aten.to.dtype_layout, aten.to.device, aten.to.dtype)
+    sized = (aten.reshape.default, aten.view.default, aten.expand.default)
+    graph = graph_module.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target is aten.dropout.default and not (node.args[2] if len(node.args) > 2 else node.kwargs.get("train")):
+            if any(user.op == "output" for user in node.users):
+                return False  # the signature names the output after this node
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+        elif target is aten._assert_tensor_metadata.default and not node.users:
+            graph.erase_node(node)
+        elif target in tos:
+            source, out = node.args[0], node.meta.get("val")
+            value = getattr(source, "meta", {}).get("val")
+            if out is None or value is None:
+                return False
+            if (out.dtype, out.device) != (value.dtype, value.device):
+                node.target, node.args, node.kwargs = aten._to_copy.default, (source,), {"dtype": out.dtype}
+            elif any(user.op == "output" for user in node.users):
+                return False  # the signature names the output after this node
+            else:
+                node.replace_all_uses_with(source)
+                graph.erase_node(node)
+        elif target is aten.__and__.Tensor:
+            node.target = aten.bitwise_and.Tensor
+        elif target in sized and len(node.args) > 1 and isinstance(node.args[1], (list, tuple)) and -1 in node.args[1]:
+            out = node.meta.get("val")
+            sizes = list(node.args[1])
+            for index, size in enumerate(sizes):
+                if isinstance(size, int) and size == -1:
+                    if out is None or not isinstance(out.shape[index], int):
+                        return False
+                    sizes[index] = out.shape[index]
+            node.args = (node.args[0], sizes, *node.args[2:])
+    graph_module.recompile()
+    return True
 
 
 def _reshapes() -> frozenset[Any]:

@@ -173,3 +173,84 @@ def test_one_minus_a_float_tensor_keeps_torchs_decomposition_and_its_graph():
     targets = [str(n.target) for n in decompose(program, compat.default_opset()).graph.nodes if n.op == "call_function"]
 
     assert "aten.sub.Tensor" in targets and "aten.neg.default" not in targets
+
+
+def _bert_and_gpt2(kind):
+    import transformers
+
+    torch.manual_seed(0)
+    if kind == "bert":
+        model = transformers.BertModel(transformers.BertConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100))
+    else:
+        model = transformers.GPT2Model(transformers.GPT2Config(
+            n_embd=32, n_layer=1, n_head=2, vocab_size=100, use_cache=False, bos_token_id=0, eos_token_id=0))
+    kwargs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
+    names = {0: "batch", 1: "seq"}
+    return model.eval(), kwargs, {"input_ids": names, "attention_mask": names}
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_a_transformers_model_exports_the_same_onnx_ops_with_or_without_the_retrace(kind, monkeypatch):
+    """BERT's dropout, ``to``, ``__and__`` and ``-1`` sizes are done on a copy as the retrace
+    does them: no retrace, the same optimized ONNX ops and outputs. GPT-2's ``view(-1, 32)``
+    stands for ``batch*seq``, which the retrace writes as an expression: it is retraced."""
+    import numpy as np
+
+    from exporter import ExportOptions, Session
+
+    model, kwargs, names = _bert_and_gpt2(kind)
+    retraces = []
+    run_decompositions = compat.run_decompositions
+    monkeypatch.setattr(compat, "run_decompositions", lambda *a, **k: retraces.append(1) or run_decompositions(*a, **k))
+    copied = Session(model, (), kwargs, ExportOptions(dynamic_shapes=names))
+    copied.run()
+    assert (retraces == []) == (kind == "bert")
+
+    monkeypatch.setattr(compat, "retrace_changes_graph", lambda *_, **__: True)
+    retraced = Session(model, (), kwargs, ExportOptions(dynamic_shapes=names))
+    assert [n.op_type for n in copied.model_proto.graph.node] == [n.op_type for n in retraced.model_proto.graph.node]
+    other = {"input_ids": torch.randint(0, 100, (3, 5)), "attention_mask": torch.ones(3, 5, dtype=torch.long)}
+    for got, want in zip(copied.run_onnx(**other), retraced.run_onnx(**other)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_undoing_the_retrace_work_leaves_the_captured_program_as_it_was():
+    from exporter.pipeline.decompose import undo_retrace_work
+
+    model, kwargs, names = _bert_and_gpt2("bert")
+    from exporter import ExportOptions, Session
+
+    program = Session(model, (), kwargs, ExportOptions(dynamic_shapes=names)).exported_program
+    before = [(n.name, str(n.target), str(n.args)) for n in program.graph.nodes]
+    copy = compat.copy_program(program)
+    assert undo_retrace_work(copy.graph_module)
+    targets = {str(n.target) for n in copy.graph.nodes}
+    assert not targets & {"aten.dropout.default", "aten.__and__.Tensor", "aten._assert_tensor_metadata.default"}
+    assert [(n.name, str(n.target), str(n.args)) for n in program.graph.nodes] == before
+
+
+class ReturnsItsConversions(torch.nn.Module):
+    """Outputs that are a ``to`` keeping the dtype, one changing it, and an eval dropout: the
+    signature names the outputs after those nodes."""
+
+    def __init__(self):
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, x, mask):
+        return x.to(torch.float32), mask.to(torch.float32), self.dropout(x * 2)
+
+
+def test_outputs_that_are_conversions_or_an_eval_dropout_export_and_match_eager():
+    import numpy as np
+
+    from exporter import ExportOptions, Session
+
+    model = ReturnsItsConversions().eval()
+    x, mask = torch.randn(2, 3), torch.ones(2, 3, dtype=torch.long)
+    session = Session(model, (x, mask), {}, ExportOptions(dynamic_shapes={"x": {0: "batch"}, "mask": {0: "batch"}}))
+    assert session.run().ok, session.failed_stage
+    x, mask = torch.randn(4, 3), torch.zeros(4, 3, dtype=torch.long)
+    for got, want in zip(session.run_onnx(x, mask), model(x, mask)):
+        np.testing.assert_allclose(got, want.numpy())
