@@ -103,7 +103,6 @@ def _group_causes(export: ExportArtifacts, program: Any, axes: Sequence[tuple[st
     return tuple(dict.fromkeys(causes))
 
 
-
 def _merged(groups: dict[Any, list[Any]], bound: BoundInputs, independent: bool) -> list[tuple[list[Any], list[Any]]]:
     """Groups that callers size together, merged: one Dim name (a string name torch kept as
     separate symbols, as torch.onnx.export does), and, unless ``independent``, AUTO / DYNAMIC
