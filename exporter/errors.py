@@ -37,12 +37,25 @@ __all__ = [
 
 
 class Status(str, enum.Enum):
-    """The one status vocabulary: how a stage, an analysis or a check ended (or where it is).
+    """The one status vocabulary: every word a stage, an analysis or a check writes is a member.
     A ``str`` (``status == "ok"`` works, and tables show the plain word).
 
-    ``ok`` / ``failed`` / ``skipped`` / ``cancelled`` end a piece of work; ``running`` and
-    ``not run`` say where it is; ``pass`` / ``fail`` / ``warning`` are a check's verdict (a
-    verified case, a contract check). :meth:`of` reads any status word a result produces."""
+    - Where a piece of work is, or how it ended: ``ok``, ``failed``, ``skipped``, ``cancelled``,
+      ``running``, ``not run``.
+    - A check's verdict (a verified case, a contract check, a compared node): ``pass``,
+      ``fail``, ``warning``; ``error`` (a contract check that fails; a case whose inputs
+      could not be built; verification that could not run).
+    - Verification as a whole (:class:`~exporter.verify.VerifyResult`): ``passed``,
+      ``failed`` (the ONNX model is wrong), ``not_verified`` (nothing was wrong, but not every
+      dim group was compared at another size), ``error``, ``cancelled``.
+    - Why a case or an output did not pass: ``ort_error`` (onnxruntime refused the input or
+      crashed), ``eager_error`` (PyTorch refused the input: nothing was checked),
+      ``shape_mismatch``, ``dtype_mismatch``, ``missing``, ``mismatch`` (another shape or
+      dtype), ``not compared``.
+    - What an optimizer pass did: ``changed``, ``no change``, ``broken`` (its checks failed),
+      ``skipped``, ``failed``.
+
+    :meth:`of` reads a word as its member."""
 
     OK = "ok"
     FAILED = "failed"
@@ -53,28 +66,31 @@ class Status(str, enum.Enum):
     PASS = "pass"
     FAIL = "fail"
     WARNING = "warning"
+    ERROR = "error"
+    PASSED = "passed"
+    NOT_VERIFIED = "not_verified"
+    ORT_ERROR = "ort_error"
+    EAGER_ERROR = "eager_error"
+    SHAPE_MISMATCH = "shape_mismatch"
+    DTYPE_MISMATCH = "dtype_mismatch"
+    MISSING = "missing"
+    MISMATCH = "mismatch"
+    NOT_COMPARED = "not compared"
+    CHANGED = "changed"
+    NO_CHANGE = "no change"
+    BROKEN = "broken"
 
     def __str__(self) -> str:
         return self.value
 
     @classmethod
     def of(cls, word: Any) -> Status | None:
-        """The member a status word means (``"passed"`` → ``PASS``, ``"ort_error"`` → ``FAIL``:
-        onnxruntime failed the check; ``"eager_error"`` → ``SKIPPED``: PyTorch refused the
-        input, nothing was checked); None for a word that is not a status."""
-        text = str(getattr(word, "value", word)).strip().lower()
+        """The member a status word is (``"passed"`` → ``PASSED``); None for a word that is
+        not a status."""
         try:
-            return cls(text)
+            return cls(str(getattr(word, "value", word)).strip().lower())
         except ValueError:
-            return _STATUS_WORDS.get(text)
-
-
-# Words results wrote before this vocabulary (verify's checks): read, never produced anew.
-_STATUS_WORDS = {
-    "passed": Status.PASS, "error": Status.FAILED, "ort_error": Status.FAIL,
-    "dtype_mismatch": Status.FAIL, "eager_error": Status.SKIPPED,
-    "not_verified": Status.FAIL,
-}
+            return None
 
 
 class AnalysisOutcome:

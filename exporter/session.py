@@ -77,7 +77,7 @@ class _AnalysisResult(Protocol):
     """What the session reads of an analysis result: its status (``cancelled`` ones are not kept)."""
 
     @property
-    def status(self) -> str: ...
+    def status(self) -> Status: ...
 
 
 _Result = TypeVar("_Result", bound=_AnalysisResult)

@@ -44,13 +44,18 @@ TONE_STYLE = {
     "muted": "background:#f3f4f6;color:#374151",
 }
 TONE_COLOR = {"fail": "#991b1b", "warn": "#92400e", "ok": "#166534", "info": "#1e40af", "muted": "#374151"}
-# One palette for the one vocabulary (exporter.errors.Status).
-_STATUS_TONE = {
-    Status.OK: "ok", Status.PASS: "ok",
-    Status.FAILED: "fail", Status.FAIL: "fail",
-    Status.WARNING: "warn", Status.CANCELLED: "warn",
-    Status.RUNNING: "info",
-    Status.SKIPPED: "muted", Status.NOT_RUN: "muted",
+# One palette for the one vocabulary (exporter.errors.Status): each member's badge, its tone
+# and the word it shows (a case's or verify's own word reads as the plain verdict it means).
+_STATUS_BADGE = {
+    Status.OK: ("ok", "ok"), Status.PASS: ("pass", "ok"), Status.PASSED: ("pass", "ok"),
+    Status.FAILED: ("failed", "fail"), Status.ERROR: ("failed", "fail"), Status.FAIL: ("fail", "fail"),
+    Status.ORT_ERROR: ("fail", "fail"), Status.SHAPE_MISMATCH: ("fail", "fail"),
+    Status.DTYPE_MISMATCH: ("fail", "fail"), Status.MISSING: ("fail", "fail"), Status.MISMATCH: ("fail", "fail"),
+    Status.NOT_VERIFIED: ("not_verified", "warn"), Status.WARNING: ("warning", "warn"),
+    Status.CANCELLED: ("cancelled", "warn"), Status.RUNNING: ("running", "info"),
+    Status.SKIPPED: ("skipped", "muted"), Status.EAGER_ERROR: ("skipped", "muted"), Status.NOT_RUN: ("not run", "muted"),
+    Status.NOT_COMPARED: ("not compared", "muted"), Status.CHANGED: ("changed", "info"),
+    Status.NO_CHANGE: ("no change", "muted"), Status.BROKEN: ("broken", "fail"),
 }
 # What became of a dim is not a status, but shows as a badge too.
 _WORD_TONE = {"dynamic": "info", "static": "muted", "partial": "info"}
@@ -62,16 +67,16 @@ def _word(status: Any) -> str:
 
 
 def status_word(status: Any) -> str:
-    """The vocabulary's word for a status (``"passed"`` → ``pass``); other words unchanged."""
+    """The word a status's badge shows (``"passed"`` → ``pass``); other words unchanged."""
     known = Status.of(status)
-    return known.value if known is not None else _word(status)
+    return _STATUS_BADGE[known][0] if known is not None else _word(status)
 
 
 def tone_of(status: Any) -> str:
     """The tone of a status word (``ok`` → ok, ``failed`` → fail, ``cancelled`` → warn...)."""
     known = Status.of(status)
     if known is not None:
-        return _STATUS_TONE[known]
+        return _STATUS_BADGE[known][1]
     return _WORD_TONE.get(_word(status).lower(), "muted")
 
 

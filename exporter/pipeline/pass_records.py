@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import Status
 from ..presentation import Presentable
 
 if TYPE_CHECKING:
@@ -108,14 +109,14 @@ class PassRecord(Presentable):
         return self.name if self.round is None else f"{self.name} (round {self.round})"
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         if self.skipped:
-            return "skipped"
+            return Status.SKIPPED
         if self.error:
-            return "failed"
+            return Status.FAILED
         if not self.checks:
-            return "broken"
-        return "changed" if self.changes_model else "no change"
+            return Status.BROKEN
+        return Status.CHANGED if self.changes_model else Status.NO_CHANGE
 
     @property
     def ran(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..display import Badge, Block, KeyValues, Note, Section, Table, Verdict
+from ..errors import Status
 from ..presentation import presents
 from .groups import CallGroup
 from .ranges import RangeReport
@@ -45,8 +46,7 @@ def recorded_check_section(check: RecordedCheck) -> Section:
     if rows:
         body.append(Table.from_rows(("call", "output", "status", "max abs diff", "detail"), rows, badges=("status",)))
     body.extend(Note(f"call {index} not compared: {reason}", tone="warn") for index, reason in check.skipped)
-    status = "ok" if check.ok else "failed"
-    return Section(f"On the recorded {check.group} calls", badge=Badge.status(status),
+    return Section(f"On the recorded {check.group} calls", badge=Badge.status(Status.OK if check.ok else Status.FAILED),
                    verdict=Verdict(check.verdict, "ok" if check.ok else "fail"), body=tuple(body))
 
 

@@ -15,6 +15,7 @@ from ..artifacts import ExportArtifacts
 from ..axis import Axis
 from ..cases import input_dims_by_path, policy_text
 from ..dims import AUTO, Derived, Dim
+from ..errors import Status
 from ..inputs import BoundInputs
 from ..program_symbols import symbol_of
 
@@ -25,7 +26,7 @@ class ContractCheck:
 
     check: str
     subject: str
-    status: str
+    status: Status
     message: str
     hint: str = ""
 
@@ -144,7 +145,7 @@ def static_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, .
         return None
     if isinstance(axis.dim, int):
         return ()
-    return (ContractCheck("static kept static", axis.subject, "warning",
+    return (ContractCheck("static kept static", axis.subject, Status.WARNING,
                           f"not requested dynamic, but the ONNX dim is {axis.dim!r}"),)
 
 
@@ -155,7 +156,7 @@ def derived_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, 
     expected = {repr(axis.policy).replace(" ", ""), str(axis.policy).replace(" ", "")}
     if axis.dim.replace(" ", "") in expected:
         return ()
-    return (ContractCheck("user's dim name", axis.subject, "error", f"requested {axis.asked}; the ONNX dim is {axis.dim!r}",
+    return (ContractCheck("user's dim name", axis.subject, Status.ERROR, f"requested {axis.asked}; the ONNX dim is {axis.dim!r}",
                           "the relation torch captured differs from the requested one"),)
 
 
@@ -165,7 +166,7 @@ def pinned_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, .
         return None
     auto = axis.policy is AUTO
     return (ContractCheck(
-        "dynamic is symbolic", axis.subject, "warning" if auto else "error",
+        "dynamic is symbolic", axis.subject, Status.WARNING if auto else Status.ERROR,
         f"requested {axis.asked}, but the ONNX model fixes it to {axis.dim}",
         "AUTO lets torch specialize: mark it STATIC to accept that, or change the code that pins it"
         if auto else "the model's code pins this dim; see the capture guards"),)
@@ -184,7 +185,7 @@ def unnamed_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, 
         message, hint = f"requested {axis.asked}, but the ONNX dim has no name", ""
     else:
         message, hint = f"requested {axis.asked}; the ONNX dim is the expression {dim!r}", ""
-    return (ContractCheck("dynamic is symbolic", axis.subject, "error", message, hint),)
+    return (ContractCheck("dynamic is symbolic", axis.subject, Status.ERROR, message, hint),)
 
 
 def expression_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, ...] | None:
@@ -193,9 +194,9 @@ def expression_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractChec
     if axis.program_dim.isidentifier():
         return None
     if isinstance(axis.policy, Dim) and axis.dim == axis.policy.name:
-        return (ContractCheck("dynamic is symbolic", axis.subject, "ok",
+        return (ContractCheck("dynamic is symbolic", axis.subject, Status.OK,
                               f"symbolic {axis.dim!r} ({axis.asked}), an expression of other dims in the program"),)
-    return (ContractCheck("dynamic is symbolic", axis.subject, "error",
+    return (ContractCheck("dynamic is symbolic", axis.subject, Status.ERROR,
                           f"requested {axis.asked}; the program has {axis.program_dim!r} but the ONNX dim is {axis.dim!r}"),)
 
 
@@ -210,17 +211,17 @@ def renamed_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, 
         together = ", ".join(Axis(p, a).label for (p, a) in facts.requested
                              if facts.symbols.get((p, a)) == axis.program_dim)
         return (ContractCheck(
-            "unified dims", axis.subject, "ok",
+            "unified dims", axis.subject, Status.OK,
             f"torch found {together} equal ({axis.program_dim}), so the ONNX model gives them one name: it "
             f"carries {axis.dim!r} (requested: {', '.join(map(repr, unified))})"),)
-    return (ContractCheck("user's dim name", axis.subject, "error",
+    return (ContractCheck("user's dim name", axis.subject, Status.ERROR,
                           f"the ONNX dim is named {axis.dim!r}, not the requested {axis.policy.name!r}",
                           "report it: translate renames symbols to the user's Dim names"),)
 
 
 def symbolic_axis(facts: ContractFacts, axis: AxisFacts) -> tuple[ContractCheck, ...] | None:
     """What is left: a symbolic dim with the name asked for."""
-    return (ContractCheck("dynamic is symbolic", axis.subject, "ok", f"symbolic {axis.dim!r} ({axis.asked})"),)
+    return (ContractCheck("dynamic is symbolic", axis.subject, Status.OK, f"symbolic {axis.dim!r} ({axis.asked})"),)
 
 
 AXIS_RULES: tuple[AxisRule, ...] = (static_axis, derived_axis, pinned_axis, unnamed_axis, expression_axis,
@@ -235,7 +236,7 @@ def input_checks(facts: ContractFacts) -> Iterator[ContractCheck]:
         asked = [axis for (path, axis) in facts.requested if path == leaf.path]
         if facts.onnx_name.get(leaf.path, leaf.path) not in facts.onnx_inputs:
             yield ContractCheck(
-                "input kept", leaf.path, "error" if asked else "warning",
+                "input kept", leaf.path, Status.ERROR if asked else Status.WARNING,
                 f"input {leaf.path!r} is not an input of the ONNX model"
                 + (f" although axes {asked} were requested dynamic" if asked else " (unused by the model?)"),
                 "the model never reads it; remove it from the spec, or use it in forward" if asked else "")
@@ -244,7 +245,7 @@ def input_checks(facts: ContractFacts) -> Iterator[ContractCheck]:
         if shape is not None and "complex" in leaf.dtype and len(shape) == leaf.rank + 1:
             shape = shape[:-1]  # torch.onnx writes a complex tensor as real with a trailing 2
         if shape is None or len(shape) != leaf.rank:
-            yield ContractCheck("input rank", leaf.path, "error", f"ONNX shape {shape} does not have rank {leaf.rank}")
+            yield ContractCheck("input rank", leaf.path, Status.ERROR, f"ONNX shape {shape} does not have rank {leaf.rank}")
             continue
         for index in range(leaf.rank):
             axis = AxisFacts(leaf.path, index, shape[index], facts.requested.get((leaf.path, index)),
@@ -262,7 +263,7 @@ def shared_names(facts: ContractFacts) -> Iterator[ContractCheck]:
     for symbol, names in by_symbol.items():
         if len(names) > 1:
             axes = ", ".join(Axis(p, a).label for (p, a) in facts.requested if facts.symbols.get((p, a)) == symbol)
-            yield ContractCheck("equal dims share a name", axes, "warning",
+            yield ContractCheck("equal dims share a name", axes, Status.WARNING,
                                 f"torch found these equal ({symbol}) but the ONNX model names them {sorted(map(str, names))}",
                                 "give them one Dim object so they share one name")
 
@@ -271,15 +272,15 @@ def output_names(facts: ContractFacts) -> Iterator[ContractCheck]:
     """Outputs are present, unique, and named after the output pytree rather than FX nodes."""
     for name in facts.outputs:
         if facts.outputs.count(name) > 1:
-            yield ContractCheck("output names", name, "error", "output name is not unique")
+            yield ContractCheck("output names", name, Status.ERROR, "output name is not unique")
         elif not name:
-            yield ContractCheck("output names", "(unnamed)", "error", "an output has no name")
+            yield ContractCheck("output names", "(unnamed)", Status.ERROR, "an output has no name")
         elif name in facts.fx_names and name not in facts.output_paths:
-            yield ContractCheck("output names", name, "warning",
+            yield ContractCheck("output names", name, Status.WARNING,
                                 f"output {name!r} is named after an FX node, which changes with the model's code",
                                 "name outputs by returning a dict or a named tuple from forward")
         else:
-            yield ContractCheck("output names", name, "ok", "stable name")
+            yield ContractCheck("output names", name, Status.OK, "stable name")
 
 
 CONTRACT_CHECKS: tuple[Callable[[ContractFacts], Iterable[ContractCheck]], ...] = (input_checks, shared_names,

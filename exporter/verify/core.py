@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..artifacts import ExportArtifacts
 from ..cases import CasePlan, DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
 from ..compat import formats, train_mode_dependent_modules, tree_flatten_with_path
-from ..errors import Failure, first_line
+from ..errors import Failure, Status, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..frames import source_of_stack
 from ..model_state import StateReport, preserved
@@ -62,7 +62,7 @@ def _run_case(
             eager = session.model(*eager_args, **eager_kwargs)
         expected = expected_outputs(tree_flatten_with_path(eager))
     except Exception as exc:  # noqa: BLE001
-        return CaseResult(name, sizes, "eager_error", error=f"eager PyTorch raised {first_line(exc)}",
+        return CaseResult(name, sizes, Status.EAGER_ERROR, error=f"eager PyTorch raised {first_line(exc)}",
                           seconds=time.perf_counter() - start, state_changes=_state_changes(report)), None
     changes = _state_changes(report)
     try:
@@ -70,16 +70,16 @@ def _run_case(
             raise feeds_error
         actual = ort_session.run(None, feeds)
     except Exception as exc:  # noqa: BLE001
-        return CaseResult(name, sizes, "ort_error", error=_ort_error_text(exc, session),
+        return CaseResult(name, sizes, Status.ORT_ERROR, error=_ort_error_text(exc, session),
                           seconds=time.perf_counter() - start, state_changes=changes), expected
     checks: list[OutputCheck] = []
     for i in range(max(len(expected), len(actual))):
         label = output_names[i] if i < len(output_names) else f"#{i}"
         if i >= len(actual) or i >= len(expected):
-            checks.append(OutputCheck(name, label, "missing"))
+            checks.append(OutputCheck(name, label, Status.MISSING))
             continue
         checks.append(compare(name, label, actual[i], expected[i], tolerances))
-    status = "pass" if all(c.ok for c in checks) else "fail"
+    status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
     return CaseResult(name, sizes, status, tuple(checks), seconds=time.perf_counter() - start,
                       state_changes=changes), expected
 
@@ -186,7 +186,7 @@ def verify(
         program = session.stage_output("capture")
         model = session.stage_output("optimize")
     except Cancelled:
-        return VerifyResult("cancelled", seconds=time.perf_counter() - start)
+        return VerifyResult(Status.CANCELLED, seconds=time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - the export failed: nothing to verify
         return _error_result(exc, start)
     groups = dim_groups(session, program, model, independent=independent)
@@ -211,7 +211,7 @@ def verify(
         return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
                              make_inputs, locate, seed, reporter, start, cases, edge_cases, named)
     except Cancelled:
-        return VerifyResult("cancelled", tuple(cases), groups, contract, seconds=time.perf_counter() - start)
+        return VerifyResult(Status.CANCELLED, tuple(cases), groups, contract, seconds=time.perf_counter() - start)
 
 
 def _edge_cases(session: ExportArtifacts, program: Any) -> tuple[EdgeValue, ...]:
@@ -223,7 +223,7 @@ def _edge_cases(session: ExportArtifacts, program: Any) -> tuple[EdgeValue, ...]
 
 def _error_result(exc: BaseException, start: float, groups: tuple[Any, ...] = (), prefix: str = "") -> VerifyResult:
     text = f"{prefix}: {first_line(exc)}" if prefix else first_line(exc)
-    return VerifyResult("error", groups=groups, seconds=time.perf_counter() - start, error=text,
+    return VerifyResult(Status.ERROR, groups=groups, seconds=time.perf_counter() - start, error=text,
                         failure=Failure.from_exception(exc, "verify"))
 
 
@@ -255,7 +255,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
                 if replacement is not None:
                     args, kwargs = tuple(replacement[0]), dict(replacement[1])
         except Exception as exc:  # noqa: BLE001
-            cases.append(CaseResult(plan.name, plan.sizes, "error", error=f"inputs: {first_line(exc)}", changed=changed, outside_obtained=outside))
+            cases.append(CaseResult(plan.name, plan.sizes, Status.ERROR, error=f"inputs: {first_line(exc)}", changed=changed, outside_obtained=outside))
             continue
         result, expected = _run_case(session, ort_session, plan.name, plan.sizes, args, kwargs, output_names, tolerances)
         cases.append(replace(result, changed=changed, outside_obtained=outside))
@@ -269,7 +269,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         try:
             args, kwargs = edge_value_inputs(session, edge)
         except Exception as exc:  # noqa: BLE001
-            cases.append(CaseResult(edge.name, example_sizes, "error", error=f"inputs: {first_line(exc)}", edge=edge))
+            cases.append(CaseResult(edge.name, example_sizes, Status.ERROR, error=f"inputs: {first_line(exc)}", edge=edge))
             continue
         result, expected = _run_case(session, ort_session, edge.name, example_sizes, args, kwargs, output_names, tolerances)
         cases.append(replace(result, edge=edge))
@@ -298,7 +298,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
     merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}
     runs = keep_case_runs(session.model, inputs, first=[c.name for c in cases if not c.ok])
     return VerifyResult(
-        "failed" if failed else "not_verified" if unverified else "passed",
+        Status.FAILED if failed else Status.NOT_VERIFIED if unverified else Status.PASSED,
         tuple(cases),
         groups,
         contract,

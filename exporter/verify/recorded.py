@@ -133,7 +133,7 @@ def check_recorded(
         expected = call.output_tensors()
         names = _output_names(session, len(expected))
         if len(actual) != len(expected):
-            checks.append(OutputCheck(case, "outputs", "shape_mismatch", expected_shape=(len(expected),),
+            checks.append(OutputCheck(case, "outputs", Status.SHAPE_MISMATCH, expected_shape=(len(expected),),
                                       actual_shape=(len(actual),), dtype="output count"))
             continue
         checks.extend(compare(case, name, got, want, tolerances)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..cases import DimGroup
 from ..display import repr_html
-from ..errors import Failure
+from ..errors import Failure, Status
 from .case_runs import CaseRuns
 from .contract import ContractReport
 from .divergence import Divergence
@@ -37,7 +37,7 @@ class CaseResult:
 
     name: str
     sizes: tuple[tuple[str, int], ...]
-    status: str
+    status: Status
     outputs: tuple[OutputCheck, ...] = ()
     error: str | None = None
     outside_obtained: tuple[str, ...] = ()  # labels of groups whose size torch did not verify
@@ -130,7 +130,7 @@ class VerifyResult:
     cases first, within :data:`~exporter.verify.case_runs.MAX_KEPT_BYTES` (what
     :func:`~exporter.graphs.compare_intermediates` reuses for a case verify ran)."""
 
-    status: str
+    status: Status
     cases: tuple[CaseResult, ...] = ()
     groups: tuple[DimGroup, ...] = ()
     contract: ContractReport | None = None

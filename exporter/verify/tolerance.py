@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from ..errors import Status
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -69,7 +71,7 @@ class OutputCheck:
 
     case: str
     output: str
-    status: str
+    status: Status
     max_abs: float | None = None
     max_rel: float | None = None
     mismatched: int = 0
@@ -157,13 +159,13 @@ def compare(case: str, name: str, actual: Any, expected: Any,
     try:
         return _compare(case, name, actual, expected, dtype, tol)
     except Exception as exc:  # noqa: BLE001 - verify never raises for a model's outputs
-        return OutputCheck(case, name, "error", dtype=f"{dtype}: could not compare ({type(exc).__name__}: {exc})", tolerance=tol)
+        return OutputCheck(case, name, Status.ERROR, dtype=f"{dtype}: could not compare ({type(exc).__name__}: {exc})", tolerance=tol)
 
 
 def _compare(case: str, name: str, actual: Any, expected: Any, dtype: str, tol: Tolerance) -> OutputCheck:
     want, got = _as_arrays(actual, expected)
     if got.shape != want.shape:
-        return OutputCheck(case, name, "shape_mismatch", expected_shape=tuple(want.shape), actual_shape=tuple(got.shape), dtype=dtype, tolerance=tol)
+        return OutputCheck(case, name, Status.SHAPE_MISMATCH, expected_shape=tuple(want.shape), actual_shape=tuple(got.shape), dtype=dtype, tolerance=tol)
     return _finite_pass(case, name, want, got, dtype, tol) or _general_check(case, name, want, got, dtype, tol)
 
 
@@ -183,7 +185,7 @@ def _general_check(case: str, name: str, want: Any, got: Any, dtype: str, tol: T
     max_rel = float(rel.max()) if rel.size else 0.0
     mismatched = int(bad.sum())
     return OutputCheck(
-        case, name, "pass" if mismatched == 0 else "fail", max_abs, max_rel, mismatched,
+        case, name, Status.PASS if mismatched == 0 else Status.FAIL, max_abs, max_rel, mismatched,
         tuple(want.shape), tuple(got.shape), dtype, tol, atol, _worst(w, g, diff, allowed, bad, want.shape) if mismatched else (),
         scaled_only, _nonfinite(g), _nonfinite(w),
     )
@@ -222,7 +224,7 @@ def _finite_pass(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tol
             max_rel = math.inf
         else:
             max_rel = float(np.divide(diff, magnitude_of, out=np.zeros_like(diff), where=nonzero).max())
-    return OutputCheck(case, name, "pass", max_abs, max_rel, 0, shape, shape, dtype, tol, atol, (), scaled_only)
+    return OutputCheck(case, name, Status.PASS, max_abs, max_rel, 0, shape, shape, dtype, tol, atol, (), scaled_only)
 
 
 def _ignoring_float_errors() -> Any:

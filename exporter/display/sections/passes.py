@@ -11,20 +11,14 @@ from ...pipeline.pass_records import OptimizerPasses, PassDiff, PassRecord
 from ...presentation import presents
 from ..blocks import Badge, Block, Code, Note, Section, Table, Verdict
 from ..cells import number
+from ..style import tone_of
 
 __all__ = ["bisection_section", "pass_diff_section", "passes_section"]
-
-_PASS_TONE = {"changed": "info", "no change": "muted", "skipped": "muted", "failed": "fail", "broken": "fail"}
-
-
-def _pass_badge(status: str) -> Badge:
-    return Badge(status, _PASS_TONE.get(status, "muted"))
-
 
 @presents(Bisection)
 def bisection_section(result: Bisection, title: str | None = None) -> Section:
     """``bisect_passes()``: the verdict, the fix, one row per verify run."""
-    tone = {"fail": "fail", "pass": "ok"}.get(result.status, "warn")
+    tone = tone_of(result.status)
     body: list[Block] = []
     if result.fix:
         body.append(Code(result.fix))
@@ -71,7 +65,7 @@ def passes_section(result: OptimizerPasses, title: str | None = None) -> Section
         [(r.index, r.label, r.status, r.seconds, r.nodes_before, r.nodes_after, len(r.added), len(r.removed),
           len(r.changed), r.initializers_folded, "yes" if r.checks else "no", r.error or r.check_error)
          for r in records])
-    table = replace(table, rows=tuple(row[:2] + (_pass_badge(records[i].status),) + row[3:]
+    table = replace(table, rows=tuple(row[:2] + (Badge.status(records[i].status),) + row[3:]
                                       for i, row in enumerate(table.rows)))
     failed = result.failed
     changed = sum(1 for r in records if r.ran and r.changes_model)

@@ -20,7 +20,7 @@ def verify_section(result: VerifyResult, title: str = "Verification") -> Section
     divergence; one row per case and the dim groups folded below."""
     badge = Badge.status(result.status)
     verdict = Verdict(result.verdict or str(result.status), tone_of(result.status))
-    if Status.of(result.status) == Status.FAILED and not result.cases:
+    if result.status == Status.ERROR and not result.cases:
         blocks = failure_blocks(result.failure, result.error)
         if result.failure is None:  # the verdict already says what the fallback note would
             blocks = [b for b in blocks if not isinstance(b, Note)]
@@ -39,7 +39,7 @@ def verify_section(result: VerifyResult, title: str = "Verification") -> Section
         body.append(Table.from_rows(
             ("check", "subject", "status", "message", "fix"),
             [(c.check, c.subject, c.status, c.message, c.hint) for c in result.contract.checks
-             if Status.of(c.status) not in (Status.OK, Status.PASS)],
+             if c.status not in (Status.OK, Status.PASS)],
             caption="contract", badges=("status",)))
     rows = [(c.name, c.sizes_text, c.status, c.max_abs, ", ".join(c.outside_obtained),
              "" if c.ok else c.describe()) for c in result.cases]

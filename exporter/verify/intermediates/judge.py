@@ -12,6 +12,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...errors import Status
 from ..tolerance import compare, tolerance_for
 from .plan import NodePlan
 from .result import IntermediateRow
@@ -95,7 +96,7 @@ def _batched_passes(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[s
             if not finite[i] or failing[i]:
                 continue  # judged alone: its worst elements, NaN / Inf counts
             out[(node.name, value)] = IntermediateRow(
-                node.name, node.op, node.fx_nodes or (fx,), node.module, node.source, "pass", value, fx,
+                node.name, node.op, node.fx_nodes or (fx,), node.module, node.source, Status.PASS, value, fx,
                 float(max_abs[i]), float(max_rel[i]), float(atol[i]), got.shape, tuple(want.shape), name)
     return out
 
@@ -108,7 +109,7 @@ def _pair_row(case: str, node: NodePlan, value: str, fx: str, got: Any, want: An
     # a warm call on a 2-layer BERT.
     fields: dict[str, Any] = {
         "onnx_node": node.name, "onnx_op": node.op, "fx_nodes": node.fx_nodes or (fx,), "module": node.module,
-        "source": node.source, "status": "not compared", "onnx_value": value, "fx_value": fx}
+        "source": node.source, "status": Status.NOT_COMPARED, "onnx_value": value, "fx_value": fx}
     if got is None or want is None:
         return IntermediateRow(**fields, reason="a value was not produced")
     if isinstance(want, (bool, int, float)) and not isinstance(want, torch.Tensor):
@@ -125,12 +126,12 @@ def _pair_row(case: str, node: NodePlan, value: str, fx: str, got: Any, want: An
     fields.update(onnx_shape=tuple(raw.shape), fx_shape=tuple(want.shape), dtype=fx_dtype)
     if (raw_dtype is not None and raw_dtype.kind not in "V" and not want.is_complex() and "float8" not in fx_dtype
             and fx_dtype != "bfloat16" and raw_dtype != _numpy_dtype(fx_dtype)):
-        fields.update(status="mismatch", reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX",
+        fields.update(status=Status.MISMATCH, reason=f"dtype {raw_dtype.name} in ONNX, {fx_dtype} in FX",
                       nonfinite_onnx=_nonfinite(raw), nonfinite_fx=_nonfinite(want))
         return IntermediateRow(**fields)
     check = compare(case, value, got, want, tolerances)
     if check.status not in ("pass", "fail"):  # a shape mismatch, or no comparison
-        fields.update(status="mismatch", reason=check.describe(), nonfinite_onnx=_nonfinite(raw),
+        fields.update(status=Status.MISMATCH, reason=check.describe(), nonfinite_onnx=_nonfinite(raw),
                       nonfinite_fx=_nonfinite(want))
     else:
         fields.update(status=check.status, max_abs=check.max_abs, max_rel=check.max_rel, atol_applied=check.atol_applied,

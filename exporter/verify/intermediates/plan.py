@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import Status
 from ...node_metadata import onnx_node_name
 from .fx_side import FxRunner
 from .result import IntermediateRow
@@ -125,7 +126,7 @@ def _not_compared(node: NodePlan, entry: Any) -> IntermediateRow:
         reason = "its output has no type in the ONNX model"
     else:
         reason = f"an inner step of the translation of {', '.join(node.fx_nodes)}: its outputs have no FX counterpart"
-    return IntermediateRow(node.name, node.op, node.fx_nodes, node.module, node.source, "not compared", reason=reason)
+    return IntermediateRow(node.name, node.op, node.fx_nodes, node.module, node.source, Status.NOT_COMPARED, reason=reason)
 
 
 def _entry(mapping: Any, name: str) -> Any:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import Failure
+from ...errors import Failure, Status
 from ...presentation import Presentable
 
 __all__ = ["METRICS", "InsideFinding", "IntermediateComparison", "IntermediateRow"]
@@ -52,7 +52,7 @@ class IntermediateRow:
     fx_nodes: tuple[str, ...]
     module: str | None
     source: str | None
-    status: str
+    status: Status
     onnx_value: str | None = None
     fx_value: str | None = None
     max_abs: float | None = None
@@ -111,7 +111,7 @@ class IntermediateComparison(Presentable):
     with the reason, and it is :attr:`first_bad`."""
 
     case: str
-    status: str
+    status: Status
     rows: tuple[IntermediateRow, ...] = ()
     error: str | None = None
     program_differs: str | None = None

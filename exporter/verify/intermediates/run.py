@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...artifacts import ExportArtifacts
 from ...graphs.session_graphs import ExportGraphs
 from ...cases import dim_groups, make_case_inputs, plan_cases
-from ...errors import Failure, first_line
+from ...errors import Failure, Status, first_line
 from ...events import CancelToken, Cancelled
 from ..program_run import program_inputs
 from ..eager import run_eager
@@ -128,7 +128,7 @@ def _run(session: ExportArtifacts, case: _Case, tolerances: Any, max_bytes: int,
     try:
         return _compare(session, case, program, model, plan, tolerances, max_bytes, cancel or CancelToken(), start)
     except Cancelled:
-        return IntermediateComparison(case.name, "cancelled", seconds=time.perf_counter() - start)
+        return IntermediateComparison(case.name, Status.CANCELLED, seconds=time.perf_counter() - start)
 
 
 def _graphs(session: ExportArtifacts) -> Any:
@@ -150,7 +150,7 @@ def _compare(session: ExportArtifacts, case: _Case, program: Any, model: Any, pl
     def failed(at: str, message: str, exc: BaseException, *, fx_runs: int = 0, chunks: int = 0,
                program_differs: str | None = None, eager_from: str | None = None) -> IntermediateComparison:
         failure = replace(Failure.from_exception(exc, "compare_intermediates"), message=message)
-        return IntermediateComparison(name, "failed", error=message, seconds=time.perf_counter() - start,
+        return IntermediateComparison(name, Status.FAILED, error=message, seconds=time.perf_counter() - start,
                                       fx_runs=fx_runs, chunks=chunks, program_differs=program_differs, failure=failure,
                                       eager_from=eager_from, error_at=at)
 
@@ -214,7 +214,7 @@ def _compare_prepared(name: str, session: ExportArtifacts, case: _Case, program:
             all_rows = tuple(_culprit_row(row, inside) if row.onnx_node == inside.culprit else row for row in all_rows)
     bad = any(r.bad for r in all_rows) or program_differs is not None
     return IntermediateComparison(
-        name, "failed" if bad else "passed", all_rows, None, program_differs, runner.runs, fx_runs, peak,
+        name, Status.FAILED if bad else Status.PASSED, all_rows, None, program_differs, runner.runs, fx_runs, peak,
         time.perf_counter() - start, eager_from=eager_from, inside=inside,
     )
 
@@ -222,7 +222,7 @@ def _compare_prepared(name: str, session: ExportArtifacts, case: _Case, program:
 def _culprit_row(row: IntermediateRow, inside: InsideFinding) -> IntermediateRow:
     """The row of a node without an FX value that the search inside a translation named: it
     fails, with the translation's error on FX inputs as its numbers."""
-    return replace(row, status="fail", onnx_value=inside.onnx_value, fx_value=inside.fx_node, max_abs=inside.max_abs,
+    return replace(row, status=Status.FAIL, onnx_value=inside.onnx_value, fx_value=inside.fx_node, max_abs=inside.max_abs,
                    max_rel=inside.max_rel, atol_applied=inside.atol_applied, reason=inside.reason)
 
 
