@@ -2,7 +2,9 @@
 
 An :class:`Analysis` says its ``name``, the words a UI shows while it runs (``label``), the
 stage whose output it reads (``needs``), and how it runs on an export: ``run(record, *,
-observer, cancel, **options)``. :data:`ANALYSES` is the ordered registry a
+observer, cancel, **options)``, where ``record`` is the frozen
+:class:`~exporter.export_record.ExportRecord` of the export up to ``needs`` (it never runs a
+stage nor derives another export). :data:`ANALYSES` is the ordered registry a
 :class:`~exporter.Session` reads: ``session.analyze(name, ...)`` and ``session.submit(name,
 ...)`` accept every name in it, ``session.verify()`` and the other conveniences are
 ``analyze`` under their own name, and each result is kept with the exported model it ran
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from .artifacts import ExportArtifacts
+    from .export_record import ExportRecord
     from .events import CancelToken, Observer
 
 __all__ = ["ANALYSES", "Analyses", "Analysis", "BenchmarkAnalysis", "BenchmarkSweepAnalysis", "BisectPassesAnalysis",
@@ -47,10 +49,10 @@ class Analysis(ABC):
     """The stage whose output it reads: a UI exports up to it first."""
 
     @abstractmethod
-    def run(self, record: Any, *, observer: Observer, cancel: CancelToken | None, **options: Any) -> Any:
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None, **options: Any) -> Any:
         """The result (with a ``status``; failures as data) of this analysis of ``record``
-        (an :class:`~exporter.artifacts.ExportArtifacts`, in practice the session). A
-        cancelled run returns a result whose status is ``cancelled``."""
+        (an :class:`~exporter.export_record.ExportRecord`: what the export produced up to
+        :attr:`needs`, frozen). A cancelled run returns a result whose status is ``cancelled``."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -63,7 +65,7 @@ class FunctionAnalysis(Analysis):
     module: ClassVar[str]
     function: ClassVar[str]
 
-    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None,
             **options: Any) -> Any:
         function = getattr(importlib.import_module(self.module, __package__), self.function)
         return function(record, observer=observer, cancel=cancel, **options)
@@ -86,7 +88,7 @@ class BenchmarkSweepAnalysis(Analysis):
 
     name, label = "benchmark_sweep", "latency vs size"
 
-    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None,
             dim: Any = None, sizes: Any = (1, 2, 4, 8, 16, 32, 64), **options: Any) -> Any:
         from .bench import benchmark_sweep
 
@@ -104,7 +106,7 @@ class CompareAnalysis(Analysis):
 
     name, label = "compare", "compare variants"
 
-    def run(self, record: ExportArtifacts, *, observer: Observer, cancel: CancelToken | None,
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None,
             variants: Any = True, **options: Any) -> Any:
         from .bench import benchmark
         from .bench.compare import Comparison
@@ -121,7 +123,7 @@ class CompareIntermediatesAnalysis(Analysis):
 
     name, label = "compare_intermediates", "comparing intermediate values"
 
-    def run(self, record: Any, *, observer: Observer, cancel: CancelToken | None, case: Any = None,
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None, case: Any = None,
             **options: Any) -> Any:
         from .verify.intermediates import compare_intermediates
 
@@ -133,7 +135,7 @@ class BisectPassesAnalysis(Analysis):
 
     name, label = "bisect_passes", "bisecting the optimizer passes"
 
-    def run(self, record: Any, *, observer: Observer, cancel: CancelToken | None, case: Any = None,
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None, case: Any = None,
             tolerances: Any = None, **options: Any) -> Any:
         from .passes import bisect_passes
 
@@ -148,7 +150,7 @@ class CheckRecordedAnalysis(Analysis):
 
     name, label = "check_recorded", "checking the recorded calls"
 
-    def run(self, record: Any, *, observer: Observer, cancel: CancelToken | None, group: Any = None,
+    def run(self, record: ExportRecord, *, observer: Observer, cancel: CancelToken | None, group: Any = None,
             tolerances: Any = None, left_out: tuple[str, ...] = (), **options: Any) -> Any:
         from .verify.recorded import check_recorded
 

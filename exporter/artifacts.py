@@ -3,7 +3,8 @@
 :func:`exporter.verify.verify`, :func:`exporter.bench.benchmark`, :func:`exporter.bench.profile`,
 :func:`exporter.graphs.compare_intermediates` and :mod:`exporter.shapes` take an object that has
 these members; :class:`exporter.Session` has them all (it satisfies the protocols structurally,
-nothing here imports it). A function that needs less asks for the narrower record:
+nothing here imports it), and so does the frozen :class:`~exporter.export_record.ExportRecord`
+an analysis receives. A function that needs less asks for the narrower record:
 
 - :class:`ExportInputs`: the model and what it was exported with (inputs, spec, options);
 - :class:`ExportArtifacts`: that, plus what the pipeline produced (each stage's output, the
@@ -101,8 +102,4 @@ class ExportArtifacts(ExportInputs, Protocol):
     @property
     def output_ort_session(self) -> Any:
         """The onnxruntime session outputs are read through (numpy-readable dtypes)."""
-        ...
-
-    def with_options(self, **changes: Any) -> ExportArtifacts:
-        """The same export with other options (computed lazily, sharing the stage cache)."""
         ...

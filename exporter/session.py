@@ -25,6 +25,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from types import MappingProxyType
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -34,6 +35,7 @@ from .diagnose import diagnosed
 from .dims import DimSpec
 from .errors import Status
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
+from .export_record import ExportRecord
 from .graphs import graphs_of
 from .guards import guards_of
 from .inputs import BoundInputs, bind_inputs, onnx_input_names
@@ -534,17 +536,32 @@ class Session(Presentable):
     # -- analyses (exporter.analyses.ANALYSES: verify, benchmark, ...) --
     # Each runs between an on_analysis_start and an on_analysis_end event, and its result is
     # kept with the exported model it ran on (see analyses).
+    def snapshot(self, until: str = "optimize") -> ExportRecord:
+        """What this export produced up to ``until`` (running the stages it needs), as a
+        frozen :class:`~exporter.export_record.ExportRecord`: what an analysis reads."""
+        last = self.run(until)
+        with self._lock:
+            results = {name: self._results[name] for name in STAGES[: STAGES.index(until) + 1] if name in self._results}
+        if last.status == Status.CANCELLED:
+            results[last.name] = last
+        optimized = results.get("optimize")
+        ort_model = (lambda: self.ort_model) if optimized is not None and optimized.output is not None else None
+        return ExportRecord(self._model, self._inputs, self._spec, self._options, until, MappingProxyType(results),
+                            last_verify=self.last_verify, graphs=self.graphs, _guards=lambda: self.guards,
+                            _ort_model=ort_model, _owner=self)
+
     def analyze(self, name: str, *, observer: Observer | None = None, cancel: CancelToken | None = None,
                 **options: Any) -> Any:
         """Run the analysis ``name`` of :data:`exporter.analyses.ANALYSES` on this export
         (``verify``, ``benchmark``, ``benchmark_sweep``, ``profile``, ``compare``,
         ``compare_intermediates``, ``bisect_passes``, ``check_recorded`` and any registered
-        since) with its ``options``; its result is kept in :attr:`analyses`."""
+        since) with its ``options``, on a :meth:`snapshot` up to the stage it needs; its
+        result is kept in :attr:`analyses`."""
         analysis = ANALYSES.named(name)
         observer = self._observer(observer)
         observer.on_analysis_start(name)
         try:
-            result = analysis.run(self, observer=observer, cancel=cancel, **options)
+            result = analysis.run(self.snapshot(analysis.needs), observer=observer, cancel=cancel, **options)
         except Exception as exc:
             observer.on_analysis_end(name, exc)
             raise

@@ -14,6 +14,7 @@ from ..cases import dim_groups, resolve_group
 from ..errors import AnalysisOutcome, ExportError, Failure, Status, first_line
 from ..presentation import Presentable
 from ..events import CancelToken, Cancelled, Observer, Reporter
+from ..ort_model import OrtModel
 from ..ort_values import feed_shape
 from ..progress import Progress
 from .compare import (Comparison, Variant, VariantTiming, comparison_of, eager_contender, ort_contender, rss_bytes,
@@ -333,10 +334,11 @@ def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], fee
                       kwargs: Mapping[str, Any], threads: int, provider: str,
                       reporter: Reporter | None = None) -> tuple[list[Contender], list[VariantTiming]]:
     """A contender per variant that could be set up, and a row per variant (with its error,
-    model size and memory). ``reporter``'s cancel token is checked before each variant and
-    passed to the unoptimized export's stages (raises :class:`~exporter.events.Cancelled`)."""
+    model size and memory). ``reporter``'s cancel token is checked before each variant (raises
+    :class:`~exporter.events.Cancelled`). The unoptimized model is the translate stage's output
+    (what ``optimize=False`` exports)."""
     contenders, rows = [], []
-    unoptimized: ExportArtifacts | None = None  # the unoptimized session: owns its external-data copy, if any
+    unoptimized: OrtModel | None = None  # owns its external-data copy, if any
     for variant in variants:
         count = variant.threads or threads
         if reporter is not None:
@@ -352,11 +354,8 @@ def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], fee
             else:
                 if variant.model == "unoptimized":
                     if unoptimized is None:
-                        unoptimized = session.with_options(optimize=False)
-                    if reporter is not None and reporter.cancel is not None and hasattr(unoptimized, "run"):
-                        unoptimized.run(cancel=reporter.cancel)  # a Cancel stops it between stages
-                        reporter.check()
-                    source = unoptimized.ort_model.source
+                        unoptimized = OrtModel(session.stage_output("translate"))
+                    source = unoptimized.source
                 else:
                     source = session.ort_model.source
                 session.ort_model.make_room()
