@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..presentation import Presentable
+
 
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
@@ -50,8 +52,8 @@ def median_ci(ordered: Sequence[float]) -> tuple[float, float]:
     return ordered[low], ordered[high]
 
 
-@dataclass(frozen=True)
-class LatencyStats:
+@dataclass(frozen=True, repr=False)
+class LatencyStats(Presentable):
     """Per-call latency statistics, in seconds (``*_ms`` properties for milliseconds)."""
 
     runs: int
@@ -112,14 +114,3 @@ class LatencyStats:
             f"{prefix}min_ms": self.min * ms,
             f"{prefix}max_ms": self.max * ms,
         }
-
-    def summary(self) -> str:
-        ms = 1e3
-        half = (self.mean_ci[1] - self.mean_ci[0]) / 2 * ms
-        return (
-            f"p50 {self.p50 * ms:.4g} ms  p90 {self.p90 * ms:.4g}  p99 {self.p99 * ms:.4g}  "
-            f"mean {self.mean * ms:.4g} ± {self.stdev * ms:.2g} ms (95% CI ±{half:.2g})  n={self.runs}"
-        )
-
-    def __repr__(self) -> str:
-        return f"LatencyStats({self.summary()})"

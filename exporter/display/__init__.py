@@ -16,7 +16,7 @@ The package is two layers:
 
 - this package's modules are the model, and import nothing from the project but
   :mod:`exporter.errors` and :mod:`exporter.presentation`, so any result may use them:
-  :mod:`~exporter.display.blocks` (Section, Table, Note... see there),
+  :mod:`~exporter.display.blocks` (Section, Table, Note, Bullets... see there),
   :mod:`~exporter.display.document` (a standalone page), :mod:`~exporter.display.failures`
   (a failure as a person reads it), :mod:`~exporter.display.cells` (numbers and cells),
   :mod:`~exporter.display.style` (palette, inline CSS, escaping) and
@@ -37,9 +37,11 @@ rendering into a box that shows it. Nothing heavy (torch, onnx, pandas) is impor
 from .blocks import (
     Badge,
     Block,
+    Bullets,
     Cell,
     Code,
     Details,
+    Item,
     KeyValues,
     Note,
     Pre,
@@ -60,10 +62,12 @@ __all__ = [
     "TONES",
     "Badge",
     "Block",
+    "Bullets",
     "Cell",
     "Code",
     "Details",
     "Document",
+    "Item",
     "KeyValues",
     "Note",
     "Pre",

@@ -4,7 +4,9 @@
   (verdict first: passed / failed / busy machine and the one number that matters), a body of
   blocks and sub-sections, an ``anchor`` for links.
 - :class:`KeyValues` (``key: value`` lines), :class:`Table` (columns and rows of cells),
-  :class:`Note` (a sentence, toned), :class:`Pre` (preformatted text), :class:`Code`
+  :class:`Note` (a sentence, toned), :class:`Bullets` (a list of :class:`Item`: a sentence
+  each, with labelled lines under it: ``likely cause:``, ``fix:``), :class:`Pre` (preformatted
+  text), :class:`Code`
   (copy-able code: a fenced block in Markdown, ``<pre><code class="oxw-code">`` in HTML),
   :class:`Svg` (Graphviz's drawing), :class:`Verdict` (one line, toned),
   :class:`Details` (blocks folded under a one-line summary: ``<details>`` in HTML, indented
@@ -51,9 +53,11 @@ from .style import (
 __all__ = [
     "Badge",
     "Block",
+    "Bullets",
     "Cell",
     "Code",
     "Details",
+    "Item",
     "KeyValues",
     "Note",
     "Pre",
@@ -161,7 +165,8 @@ class Table:
     """Columns and rows of cells (strings or badges). ``align`` holds ``"r"`` for the
     columns of numbers (right-aligned), ``"l"`` otherwise; ``code`` names the columns that
     hold code (monospace in HTML, backquoted in Markdown); ``wrap`` names the columns whose
-    text wraps in HTML instead of being cut (a verdict sentence: never cut)."""
+    text wraps in HTML instead of being cut (a verdict sentence: never cut); ``not_in_text``
+    names the columns the text leaves out (a long detail a terminal reads elsewhere)."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
@@ -169,10 +174,12 @@ class Table:
     align: tuple[str, ...] = ()
     code: tuple[str, ...] = ()
     wrap: tuple[str, ...] = ()
+    not_in_text: tuple[str, ...] = ()
 
     @classmethod
     def from_rows(cls, columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str = "",
-                  badges: Sequence[str] = (), code: Sequence[str] = (), wrap: Sequence[str] = ()) -> Table:
+                  badges: Sequence[str] = (), code: Sequence[str] = (), wrap: Sequence[str] = (),
+                  not_in_text: Sequence[str] = ()) -> Table:
         """Cells are formatted with :func:`cell`; columns named in ``badges`` show status
         badges; a column whose every value is a number is right-aligned."""
         columns = tuple(columns)
@@ -191,7 +198,7 @@ class Table:
                 is_number(v) or (isinstance(v, str) and numeric_text(v)) for v in values)
             align.append("r" if numeric else "l")
         return cls(columns, tuple(out), caption, tuple(align), tuple(c for c in code if c in columns),
-                   tuple(c for c in wrap if c in columns))
+                   tuple(c for c in wrap if c in columns), tuple(c for c in not_in_text if c in columns))
 
     @classmethod
     def from_frame(cls, frame: Any, columns: Sequence[str] | None = None, caption: str = "",
@@ -205,13 +212,14 @@ class Table:
         return i < len(self.align) and self.align[i] == "r"
 
     def text_lines(self) -> list[str]:
+        shown = [i for i, c in enumerate(self.columns) if c not in self.not_in_text]
         cells = [list(self.columns)] + [[cell_text(c) for c in row] for row in self.rows]
-        cells = [[c.replace("\n", " ") for c in row] for row in cells]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
+        cells = [[row[i].replace("\n", " ") if i < len(row) else "" for i in shown] for row in cells]
+        widths = [max(len(row[j]) for row in cells) for j in range(len(shown))]
         lines = [self.caption] if self.caption else []
         for row in cells:
             lines.append("  ".join(c.rjust(w) if self._right(i) else c.ljust(w)
-                                   for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+                                   for i, c, w in zip(shown, row, widths)).rstrip())
         return lines
 
     def to_markdown(self) -> str:
@@ -323,6 +331,73 @@ class Note(_Lines):
 
 
 @dataclass(frozen=True)
+class Item:
+    """One entry of :class:`Bullets`: a sentence and the labelled lines under it
+    (``(("likely cause", ...), ("fix", ...))``). ``badge``: a status shown before the sentence;
+    ``tone``: the sentence's colour in HTML; ``tag``: a short key shown before it in HTML and
+    Markdown (a finding's kind, to filter on), left out of the text, which reads as sentences."""
+
+    text: str
+    details: tuple[tuple[str, str], ...] = ()
+    badge: Badge | None = None
+    tone: str = "muted"
+    tag: str = ""
+
+    def text_lines(self) -> list[str]:
+        head = (f"{self.badge.to_text()} " if self.badge else "") + self.text
+        first, *rest = head.splitlines() or [""]
+        lines = [f"- {first}"] + [f"  {line}" for line in rest]
+        for label, value in self.details:
+            first, *rest = value.splitlines() or [""]
+            lines.append(f"    {label}: {first}")
+            lines.extend(f"      {line}" for line in rest)
+        return [line.rstrip() for line in lines]
+
+    def to_markdown(self) -> str:
+        tag = f"`{self.tag}` " if self.tag else ""
+        badge = f"{self.badge.to_markdown()} " if self.badge else ""
+        lines = [f"- {tag}{badge}{_markdown_lines(self.text)}"]
+        lines.extend(f"  - *{markdown_text(label)}*: {_markdown_lines(value)}" for label, value in self.details)
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        color = TONE_COLOR.get(self.tone, TONE_COLOR["muted"])
+        tag = f'<code class="oxw-tag" style="color:#6b7280">{escape(self.tag)}</code> ' if self.tag else ""
+        badge = self.badge.to_html() + " " if self.badge else ""
+        details = "".join(f'<div style="color:#374151;white-space:pre-wrap"><i>{escape(label)}</i>: {escape(value)}</div>'
+                          for label, value in self.details)
+        return (f'<li style="margin:3px 0;overflow-wrap:anywhere">{badge}{tag}'
+                f'<span class="oxw-{escape(self.tone)}" style="color:{color};white-space:pre-wrap">{escape(self.text)}</span>'
+                f'{details}</li>')
+
+
+def _markdown_lines(text: str) -> str:
+    """Text inside a Markdown list item: escaped, its line breaks kept."""
+    return markdown_text(text).replace("\n", "  \n    ")
+
+
+@dataclass(frozen=True)
+class Bullets:
+    """A list of :class:`Item` (findings, what was checked): in text each sentence after
+    ``- `` with its labelled lines indented under it (``    likely cause: ...``), a ``<ul>`` in
+    HTML, a nested list in Markdown."""
+
+    items: tuple[Item, ...]
+
+    def text_lines(self) -> list[str]:
+        return [line for item in self.items for line in item.text_lines()]
+
+    def to_markdown(self) -> str:
+        return "\n".join(item.to_markdown() for item in self.items)
+
+    def to_html(self) -> str:
+        if not self.items:
+            return ""
+        items = "".join(item.to_html() for item in self.items)
+        return f'<ul class="oxw-list" style="margin:4px 0;padding-left:1.4em">{items}</ul>'
+
+
+@dataclass(frozen=True)
 class Svg:
     """An SVG drawing made by Graphviz (text form: a placeholder line). Cleaned on output."""
 
@@ -397,18 +472,23 @@ class Details:
 @dataclass(frozen=True)
 class Section:
     """A titled part with an optional status badge and one-line verdict; its body holds
-    blocks and sub-sections."""
+    blocks and sub-sections. ``verdict_as_title``: in text, the verdict is the first line in
+    place of the title and badge (a verdict that already names both: ``Verification PASSED:
+    ...``); Markdown and HTML keep the heading."""
 
     title: str
     badge: Badge | None = None
     body: tuple[Block, ...] = ()
     anchor: str = ""
     verdict: Verdict | None = None
+    verdict_as_title: bool = False
 
     def text_lines(self) -> list[str]:
-        head = self.title + (f" {self.badge.to_text()}" if self.badge else "")
-        lines = [head]
-        blocks = ((self.verdict,) if self.verdict else ()) + tuple(self.body)
+        if self.verdict_as_title and self.verdict:
+            lines, blocks = [self.verdict.text], tuple(self.body)
+        else:
+            lines = [self.title + (f" {self.badge.to_text()}" if self.badge else "")]
+            blocks = ((self.verdict,) if self.verdict else ()) + tuple(self.body)
         for block in blocks:
             lines.extend(("  " + line).rstrip() for line in block.text_lines())
         return lines

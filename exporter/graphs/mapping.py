@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..presentation import Presentable
 from .model import Graph, GraphNode
 
 __all__ = ["MappingEntry", "NodeMapping", "RemovedNode", "map_nodes"]
@@ -63,8 +64,8 @@ class RemovedNode:
     fate: str
 
 
-@dataclass(frozen=True)
-class NodeMapping:
+@dataclass(frozen=True, repr=False)
+class NodeMapping(Presentable):
     """Every ONNX node of the optimized model mapped to its FX origins (see
     :class:`MappingEntry`), and the nodes the optimizer removed."""
 
@@ -124,14 +125,9 @@ class NodeMapping:
             columns=["onnx_node", "onnx_op", "fx_nodes", "module", "fate"],
         )
 
-    def summary(self) -> str:
-        counts = {o: sum(e.origin == o for e in self.entries) for o in ORIGINS}
-        return (f"{len(self.entries)} ONNX nodes: {counts['fx']} from FX, {counts['optimizer']} created by the "
-                f"optimizer, {counts['unmapped']} unmapped (coverage {self.coverage:.1%}); "
-                f"{len(self.removed)} removed by the optimizer")
-
-    def __repr__(self) -> str:
-        return f"NodeMapping({self.summary()})"
+    def counts(self) -> dict[str, int]:
+        """How many ONNX nodes have each origin (``fx``, ``optimizer``, ``unmapped``)."""
+        return {o: sum(e.origin == o for e in self.entries) for o in ORIGINS}
 
 
 def _common_module(modules: list[str | None]) -> str | None:

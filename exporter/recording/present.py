@@ -1,4 +1,8 @@
-"""How recordings and their exports are shown (text, HTML, Markdown), registered by type name."""
+"""How recordings and their exports are shown (text, HTML, Markdown), registered by type name.
+
+The recorder, the recording and its call groups, an export from recorded calls and its check on
+them, observed against exported ranges. They live here, not in :mod:`exporter.display.sections`:
+a recording exports through a session, and the session's report imports those (a cycle)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from ..errors import Status
 from ..presentation import presents
 from .groups import CallGroup
 from .ranges import RangeReport
-from .recording import Recording
+from .recording import Recorder, Recording
 from .replay import RecordedCheck, RecordedExport
 
 
@@ -36,6 +40,16 @@ def recording_section(recording: Recording) -> Section:
     verdict = Verdict(f"{len(recording.calls)} calls of {recording.model_name}.forward recorded: {groups}")
     body = tuple(Note(note, tone="warn") for note in recording.notes) + tuple(group_section(g) for g in recording.groups)
     return Section("Recording", verdict=verdict, body=body)
+
+
+@presents(Recorder)
+def recorder_section(recorder: Recorder) -> Section:
+    """A recorder after its block: its recording; before, or when its calls cannot be used,
+    the one line that says its state and why."""
+    outcome = recorder.outcome()
+    if isinstance(outcome, Recording):
+        return recording_section(outcome)
+    return Section(f"<Recorder of {type(recorder.model).__name__}: {outcome}>")
 
 
 @presents(RecordedCheck)

@@ -70,10 +70,11 @@ class Recording(Presentable):
         return export_group(self.model, self.group(group), sweep=sweep, tolerances=tolerances, **options)
 
 
-class Recorder:
+class Recorder(Presentable):
     """The context manager :func:`record` returns. Inside the block it observes; after the
     block, :attr:`recording` (and the shortcuts :attr:`groups`, :meth:`group`,
-    :meth:`export`, :meth:`summary`) hold what was observed."""
+    :meth:`export`) hold what was observed. It shows as its recording (``summary()``, ``repr``,
+    HTML), or, before the block ends or when its calls cannot be used, as one line saying so."""
 
     def __init__(self, model: Any) -> None:
         if not callable(getattr(model, "register_forward_pre_hook", None)):
@@ -161,25 +162,15 @@ class Recorder:
         """See :meth:`Recording.export`."""
         return self.recording.export(group, sweep=sweep, tolerances=tolerances, **options)
 
-    def summary(self) -> str:
-        return self.recording.summary()
-
-    def __repr__(self) -> str:
-        """The recording's summary; never raises: a recording that cannot be shown (refused
-        at the block's end, or its calls could not be grouped) is one line saying why."""
+    def outcome(self) -> Recording | str:
+        """The recording, or why there is none in a few words (``new``, ``recording``,
+        ``done: SpecError: ...`` when the calls could not be grouped); never raises."""
         try:
             if self._state == "done":
-                return repr(self.recording)
-        except Exception as exc:  # noqa: BLE001 - a repr never raises: the problem is its text
+                return self.recording
+        except Exception as exc:  # noqa: BLE001 - the problem is the answer
             self._problem = _one_line(exc)
-        problem = f": {self._problem}" if self._problem else ""
-        return f"<Recorder of {type(self.model).__name__}: {self._state}{problem}>"
-
-    def _repr_html_(self) -> str | None:
-        try:
-            return self.recording._repr_html_() if self._state == "done" else None
-        except Exception:  # noqa: BLE001 - IPython then shows __repr__'s one line
-            return None
+        return self._state + (f": {self._problem}" if self._problem else "")
 
 
 _CACHE_ALTERNATIVES = (

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..presentation import Presentable
 from .record import UnitRecord
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ class DiffRow:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class SweepDiff:
+@dataclass(frozen=True, repr=False)
+class SweepDiff(Presentable):
     """The units that differ between two sweeps, regressions first; ``unchanged`` counts the rest."""
 
     rows: tuple[DiffRow, ...]
@@ -53,20 +54,9 @@ class SweepDiff:
         columns = ["kind", "model", "spec", "before", "after", "error", "unit_id"]
         return pandas.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows], columns=columns)
 
-    def summary(self) -> str:
-        counts = {kind: sum(r.kind == kind for r in self.rows) for kind in KINDS}
-        head = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n) or "no change"
-        lines = [f"{head} ({self.unchanged} unchanged)"]
-        for row in self.rows:
-            error = f": {row.error}" if row.error and row.kind in ("regression", "changed") else ""
-            lines.append(f"  {row.kind:<10} {row.model} ({row.spec}) {row.before or '-'} → {row.after or '-'}{error}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"<SweepDiff {self.summary().splitlines()[0]}>"
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
+    def counts(self) -> dict[str, int]:
+        """How many units of each kind (:data:`KINDS`, in order) differ."""
+        return {kind: sum(r.kind == kind for r in self.rows) for kind in KINDS}
 
 
 def _kind(before: UnitRecord | None, after: UnitRecord | None) -> str | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..presentation import Presentable
 from .buckets import failure_buckets
 from .record import UnitRecord, status_counts
 from .store import RecordStore
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SweepResults", "load_results"]
 
-@dataclass(frozen=True)
-class SweepResults:
+@dataclass(frozen=True, repr=False)
+class SweepResults(Presentable):
     """What a sweep gave: ``records`` (one :class:`~exporter.sweep.UnitRecord` per unit, in
     plan order), ``directory`` where they are kept, ``executed`` the unit ids run by this call
     (the others were already in the directory), ``interrupted`` when it was stopped early."""
@@ -63,24 +64,11 @@ class SweepResults:
         order = {"worse": 0, "better": 1, "same": 2}
         return frame.sort_values("versus", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
-    def summary(self) -> str:
-        """A few lines: the counts, the largest failure buckets, better/same/worse."""
-        lines = [f"{len(self.records)} units: " + ", ".join(f"{n} {s}" for s, n in self.counts().items())]
+    def versus_counts(self) -> dict[str, int]:
+        """How many units with a baseline did ``better``, the ``same`` or ``worse`` than
+        ``torch.onnx.export`` (empty without a baseline)."""
         versus = Counter(r.versus for r in self.records if r.versus)
-        if versus:
-            lines.append("vs torch.onnx.export: " + ", ".join(f"{versus[k]} {k}" for k in ("better", "same", "worse")))
-        buckets = self.buckets()
-        for row in buckets.head(5).itertuples():
-            lines.append(f"  {row.count:>3} × [{row.stage}] {row.failure_class}")
-        if self.interrupted:
-            lines.append("interrupted: the units not finished have no record (run again to resume)")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"<SweepResults {self.summary().splitlines()[0]}>"
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
+        return {k: versus[k] for k in ("better", "same", "worse")} if versus else {}
 
     def diff(self, previous: SweepResults | str | os.PathLike[str]) -> SweepDiff:
         """What changed since ``previous`` (results or their directory), regressions first."""

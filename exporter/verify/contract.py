@@ -17,6 +17,7 @@ from ..cases import input_dims_by_path, policy_text
 from ..dims import AUTO, Derived, Dim
 from ..errors import Status
 from ..inputs import BoundInputs
+from ..presentation import Presentable
 from ..program_symbols import symbol_of
 
 
@@ -35,8 +36,8 @@ class ContractCheck:
         return self.status != "error"
 
 
-@dataclass(frozen=True)
-class ContractReport:
+@dataclass(frozen=True, repr=False)
+class ContractReport(Presentable):
     """What the ONNX model promises about its inputs and outputs, checked against the spec."""
 
     checks: tuple[ContractCheck, ...]
@@ -60,24 +61,6 @@ class ContractReport:
             [(c.check, c.subject, c.status, c.message, c.hint) for c in self.checks],
             columns=["check", "subject", "status", "message", "hint"],
         )
-
-    def summary(self) -> str:
-        head = "contract: ok" if self.ok else f"contract: {len(self.errors)} error(s)"
-        if self.warnings:
-            head += f", {len(self.warnings)} warning(s)"
-        lines = [head]
-        for c in self.checks:
-            if c.status != "ok":
-                lines.append(f"  {c.status.upper():<7} {c.subject}: {c.message}")
-                if c.hint:
-                    lines.append(f"          fix: {c.hint}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
 
 
 def _is_name(dim: Any) -> bool:

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts import ExportArtifacts
+from ..presentation import Presentable
 from .intermediates.result import IntermediateComparison
 from .intermediates.run import compare_inputs
 from .tolerance import Tolerance
 
 
-@dataclass(frozen=True)
-class Divergence:
+@dataclass(frozen=True, repr=False)
+class Divergence(Presentable):
     """Where a failing case first goes wrong.
 
     ``stage`` is ``capture`` when the captured program already disagrees with eager PyTorch
@@ -33,21 +34,6 @@ class Divergence:
     source: str | None = None
     max_abs: float | None = None
     compared: int = 0
-
-    def summary(self) -> str:
-        lines = [f"first divergence ({self.case}, {self.stage}): {self.message}"]
-        if self.onnx_node:
-            lines.append(f"  ONNX node {self.onnx_node!r} ({self.op_type}) → value {self.onnx_value!r}")
-        if self.fx_node:
-            lines.append(f"  FX node {self.fx_node!r} ({self.fx_target})")
-        if self.module_path is not None:
-            lines.append(f"  module: {self.module_path or '(top level)'}")
-        if self.source:
-            lines.append(f"  at: {self.source}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
 
 
 def first_divergence(

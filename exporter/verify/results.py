@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases import DimGroup
-from ..display import repr_html
 from ..errors import Failure, Status
+from ..presentation import Presentable
 from .case_runs import CaseRuns
 from .contract import ContractReport
 from .divergence import Divergence
@@ -113,13 +113,18 @@ class Finding:
     fix: str | None = None
     options: tuple[tuple[str, Any], ...] = ()
 
+    @property
+    def fails(self) -> bool:
+        """A kind that fails the result (the verdict names the first of them)."""
+        return self.kind in _FAILING
+
     def __str__(self) -> str:
         return (self.message + (f"\n    likely cause: {self.cause}" if self.cause else "")
                 + (f"\n    fix: {self.fix}" if self.fix else ""))
 
 
-@dataclass(frozen=True)
-class VerifyResult:
+@dataclass(frozen=True, repr=False)
+class VerifyResult(Presentable):
     """The outcome of :func:`verify`: ``status`` is ``passed`` (the ONNX model matched eager
     PyTorch at the example and at another size of every dim group swept), ``failed``,
     ``not_verified`` (nothing was wrong, but some dim group was never compared at another size:
@@ -218,7 +223,8 @@ class VerifyResult:
     @property
     def verdict(self) -> str:
         """One line: the verdict and only what it rests on, what was actually compared (the
-        first line of :meth:`summary`)."""
+        first line of :meth:`summary`, whose text comes from
+        :func:`exporter.display.sections.verify_section`)."""
         if self.status == "error":
             return f"Verification could not run: {self.error}"
         if self.status == "cancelled":
@@ -259,46 +265,3 @@ class VerifyResult:
         tail += f"; {'; '.join(unvaried)}" if unvaried else ""
         return (f"Verification PASSED: ONNX matches eager PyTorch at the example and {len(others)} other size(s)"
                 f"{edge_text}: {swept or 'no dim swept'}{tail}")
-
-    def summary(self) -> str:
-        if self.status in ("error", "cancelled"):
-            return self.verdict
-        n_edge = sum(1 for c in self.cases if c.is_edge_value)
-        n_other = sum(1 for c in self.cases if not c.is_example) - n_edge
-        edges = f", {n_edge} edge value(s)" if n_edge else ""
-        lines = [
-            self.verdict,
-            f"  {len(self.cases)} case(s) ({n_other} at other sizes{edges}), "
-            f"{len(self.groups)} dim group(s), {self.seconds:.2f} s",
-        ]
-        if self.ok and self.groups:
-            checked = self.compared_sizes()  # a size eager refused was not checked: not listed as correct
-            swept = "; ".join(f"{g.label} in {{{', '.join(map(str, checked[g.label] or g.sizes))}}}"
-                              for g in self.groups if not g.auto_static)
-            if swept:
-                lines.append(f"  - correct at every swept size: {swept}")
-        checked_edges = [c.edge.name for c in self.cases if c.ok and c.edge is not None]
-        if self.ok and checked_edges:
-            lines.append(f"  - correct with edge values: {'; '.join(checked_edges)}")
-        for finding in self.findings:
-            lines.append("  - " + str(finding).replace("\n", "\n  "))
-        if self.divergence is not None:
-            lines.append("  " + self.divergence.summary().replace("\n", "\n  "))
-        if self.contract is not None and not self.contract.ok:
-            lines.append("  " + self.contract.summary().replace("\n", "\n  "))
-        lines.append("  cases:")
-        width = max([14] + [len(c.name) for c in self.cases])
-        for c in self.cases:
-            diff = f"max abs {c.max_abs:.3g}" if c.max_abs is not None else ""
-            outside = f"  (outside obtained range: {', '.join(c.outside_obtained)})" if c.outside_obtained else ""
-            lines.append(f"    {c.name:<{width}} {c.sizes_text:<28} {c.status:<12} {diff}{outside}".rstrip())
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def _repr_html_(self) -> str:
-        return repr_html(self)

@@ -103,8 +103,13 @@ def test_status_reads_only_its_own_members_and_the_palette_shows_every_member_on
 # -- the registration: results do not import the renderer ------------------------------------------
 
 
-RESULT_MODULES = ["session.py", "guards.py", "errors.py", "shapes/outcomes.py", "shapes/fixes.py",
-                  "bench/latency.py", "bench/compare.py", "bench/profiling.py"]
+RESULT_MODULES = ["session.py", "guards.py", "errors.py", "passes.py", "shapes/outcomes.py", "shapes/fixes.py",
+                  "bench/latency.py", "bench/compare.py", "bench/profiling.py", "bench/stats.py",
+                  "verify/results.py", "verify/contract.py", "verify/divergence.py", "verify/recorded.py",
+                  "verify/intermediates/result.py", "graphs/mapping.py", "pipeline/pass_records.py",
+                  "recording/recording.py", "recording/groups.py", "recording/ranges.py", "recording/replay.py",
+                  "sweep/results.py", "sweep/diff.py"]
+_HAND_WRITTEN = {"summary", "__repr__", "_repr_pretty_", "_repr_html_"}
 
 
 @pytest.mark.parametrize("module", RESULT_MODULES)
@@ -112,6 +117,30 @@ def test_result_modules_do_not_import_the_renderer(module):
     tree = ast.parse((EXPORTER / module).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert not {m for m in imported if m.split(".")[-1] == "display"}, module
+
+
+@pytest.mark.parametrize("module", RESULT_MODULES)
+def test_results_leave_their_text_and_html_to_one_builder(module):
+    tree = ast.parse((EXPORTER / module).read_text())
+    own = {(cls.name, fn.name) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+           for fn in cls.body if isinstance(fn, ast.FunctionDef) and fn.name in _HAND_WRITTEN}
+    assert not own, f"{module}: inherit exporter.presentation.Presentable and register a builder instead"
+
+
+@pytest.mark.parametrize("module", RESULT_MODULES)
+def test_every_presentable_in_a_result_module_has_a_builder(module):
+    import importlib
+    import inspect
+
+    from exporter.presentation import Presentable, registered
+
+    name = "exporter." + module.removesuffix(".py").replace("/", ".")
+    results = [cls for _, cls in inspect.getmembers(importlib.import_module(name), inspect.isclass)
+               if cls.__module__ == name and issubclass(cls, Presentable)]
+    assert results, f"{module} defines no result"
+    shown = set(registered())
+    missing = [cls.__name__ for cls in results if not any(f"{c.__module__}.{c.__qualname__}" in shown for c in cls.__mro__)]
+    assert not missing, module
 
 
 def test_the_presentation_seam_imports_nothing_from_the_project():
@@ -155,7 +184,10 @@ def test_every_result_type_has_a_builder():
             "exporter.shapes.outcomes.DimOutcomes", "exporter.shapes.fixes.SuggestedFixes",
             "exporter.bench.latency.BenchmarkResult", "exporter.bench.latency.SweepResult",
             "exporter.bench.compare.Comparison", "exporter.bench.profiling.ProfileResult",
-            "exporter.errors.Failure", "exporter.graphs.mapping.NodeMapping"} <= set(registered())
+            "exporter.errors.Failure", "exporter.graphs.mapping.NodeMapping",
+            "exporter.verify.contract.ContractReport", "exporter.verify.divergence.Divergence",
+            "exporter.bench.stats.LatencyStats", "exporter.recording.recording.Recorder",
+            "exporter.sweep.results.SweepResults", "exporter.sweep.diff.SweepDiff"} <= set(registered())
 
 
 # -- numbers, cells, tables -----------------------------------------------------------------------

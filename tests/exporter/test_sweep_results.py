@@ -66,7 +66,9 @@ def test_the_diff_lists_regressions_first_then_fixes_changes_new_and_gone():
     assert {(r.model, r.kind) for r in diff.rows} == {
         ("b", "regression"), ("d", "fixed"), ("a", "changed"), ("new", "new"), ("e", "new"), ("gone", "gone")}
     assert diff.unchanged == 1  # c: same status and bucket, other sizes in its message
-    assert diff.summary().splitlines()[1].lstrip().startswith("regression")
+    lines = diff.summary().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("change"))
+    assert lines[header + 1].lstrip().startswith("regression")  # listed first
     assert list(diff.to_frame()["kind"])[0] == "regression"
 
 

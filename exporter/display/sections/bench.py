@@ -8,13 +8,14 @@ from ...bench.headline import speed_text, statistic, times
 from ...bench.latency import BenchmarkResult, SweepResult
 from ...bench.profiling import ProfileResult
 from ...bench.rounds import LOW_QUANTILE
+from ...bench.stats import LatencyStats
 from ...presentation import presents
-from ..blocks import Badge, Block, Cell, KeyValues, Note, Pre, Section, Table, Verdict
+from ..blocks import Badge, Block, Cell, KeyValues, Note, Section, Table, Verdict
 from ..cells import number
 from ..failures import failure_blocks
 from ..style import tone_of
 
-__all__ = ["benchmark_section", "comparison_section", "profile_section", "sweep_section"]
+__all__ = ["benchmark_section", "comparison_section", "latency_stats_section", "profile_section", "sweep_section"]
 
 
 def _ms(seconds: float | None) -> str:
@@ -70,8 +71,23 @@ def benchmark_section(result: BenchmarkResult, title: str = "Benchmark") -> Sect
     if result.warning:
         body.insert(0, Note(result.warning, "warn"))
     if result.comparison is not None:
-        body.append(Pre(result.comparison.summary()))
+        body.append(comparison_section(result.comparison))
     return Section(title, badge, tuple(body), verdict=verdict)
+
+
+@presents(LatencyStats)
+def latency_stats_section(stats: LatencyStats, title: str = "Latency") -> Section:
+    """Per-call statistics of one engine: the percentiles and the mean in one line, then the
+    extremes and the 95% intervals."""
+    half = (stats.mean_ci[1] - stats.mean_ci[0]) / 2
+    line = (f"p50 {_ms(stats.p50)} ms  p90 {_ms(stats.p90)}  p99 {_ms(stats.p99)}  "
+            f"mean {_ms(stats.mean)} ± {stats.stdev * 1e3:.2g} ms (95% CI ±{half * 1e3:.2g})  n={stats.runs}")
+    items: tuple[tuple[str, Cell], ...] = (
+        ("min, max", f"{_ms(stats.min)}, {_ms(stats.max)} ms"),
+        ("median 95% interval", f"{_ms(stats.median_ci[0])}–{_ms(stats.median_ci[1])} ms"),
+        ("mean 95% interval", f"{_ms(stats.mean_ci[0])}–{_ms(stats.mean_ci[1])} ms"),
+    )
+    return Section(title, None, (KeyValues(items),), verdict=Verdict(line, "muted"))
 
 
 @presents(SweepResult)

@@ -18,15 +18,27 @@ _EAGER_FROM = {"verify": "verify's, on the same inputs (module unchanged since)"
 
 
 @presents(NodeMapping)
-def mapping_section(mapping: NodeMapping, title: str = "Node mapping") -> Section:
-    """How the optimized ONNX nodes map to FX nodes: the one-line summary, then the
-    nodes of each origin (counts)."""
-    counts: dict[str, int] = {}
-    for entry in mapping.entries:
-        counts[entry.origin] = counts.get(entry.origin, 0) + 1
-    table = Table.from_rows(("origin", "ONNX nodes"), sorted(counts.items()))
-    return Section(title, Badge(f"coverage {mapping.coverage:.0%}", "info"), (table,),
-                   verdict=Verdict(mapping.summary(), "muted"))
+def mapping_section(mapping: NodeMapping, title: str = "Node mapping", top: int = 10) -> Section:
+    """How the optimized ONNX nodes map to FX nodes: the counts of each origin in one line,
+    then the first ``top`` nodes with no known origin and the removed nodes by fate."""
+    counts = mapping.counts()
+    line = (f"{len(mapping.entries)} ONNX nodes: {counts['fx']} from FX, {counts['optimizer']} created by the "
+            f"optimizer, {counts['unmapped']} unmapped (coverage {mapping.coverage:.1%}); "
+            f"{len(mapping.removed)} removed by the optimizer")
+    body: list[Block] = []
+    unmapped = [(e.onnx_node, e.onnx_op) for e in mapping.entries if e.origin == "unmapped"]
+    if unmapped:
+        body.append(Table.from_rows(("ONNX node", "op"), unmapped[:top], code=("ONNX node",),
+                                    caption=f"no known origin ({len(unmapped)})"))
+    fates: dict[str, int] = {}
+    for removed in mapping.removed:
+        fate = removed.fate.partition(" into ")[0]  # "fused into <node>": counted as fused
+        fates[fate] = fates.get(fate, 0) + 1
+    if fates:
+        body.append(Details(f"{len(mapping.removed)} node(s) removed by the optimizer",
+                            (Table.from_rows(("fate", "ONNX nodes"), sorted(fates.items())),), in_text=False))
+    return Section(title, Badge(f"coverage {mapping.coverage:.0%}", "info"), tuple(body),
+                   verdict=Verdict(line, "muted"))
 
 
 @presents(IntermediateComparison)
