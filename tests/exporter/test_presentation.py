@@ -15,8 +15,10 @@ import pytest
 
 from exporter.display import (
     Badge,
+    Bullets,
     Code,
     Details,
+    Item,
     KeyValues,
     Note,
     Section,
@@ -288,6 +290,32 @@ def test_section_html_puts_the_verdict_first_and_folds_details():
     page = Visible(markup)
     assert "Traceback" not in page.text and "session.verify" not in page.text  # folded
     assert "Verification FAILED: wrong at batch=5" in page.text
+
+
+def _bullets() -> Section:
+    return Section("Verification", Badge.status("failed"), (Bullets((
+        Item("wrong at batch=7", (("likely cause", "a branch on x.shape[0]"), ("fix", "make it <static>")),
+             tone="fail", tag="wrong_at_size"),
+        Item("x.shape[0]: fixed to 3", badge=Badge.status("error")),
+    )),), verdict=Verdict("Verification FAILED: wrong at batch=7", "fail"), verdict_as_title=True)
+
+
+def test_bullets_read_as_sentences_with_their_cause_and_fix_under_them():
+    assert _bullets().to_text() == (
+        "Verification FAILED: wrong at batch=7\n"  # the verdict stands for the title in text
+        "  - wrong at batch=7\n"
+        "      likely cause: a branch on x.shape[0]\n"
+        "      fix: make it <static>\n"
+        "  - [failed] x.shape[0]: fixed to 3"
+    )
+    assert "- `wrong_at_size` wrong at batch=7\n  - *likely cause*: a branch on x.shape[0]" in _bullets().to_markdown()
+
+
+def test_bullets_are_an_html_list_with_the_kind_as_a_tag():
+    markup = _bullets().to_html()
+    assert markup.count("<li") == 2 and "<ul" in markup and "<h3" in markup  # HTML keeps the heading
+    assert "wrong_at_size wrong at batch=7 likely cause : a branch on x.shape[0]" in Visible(markup).text
+    assert "&lt;static&gt;" in markup and "<static>" not in markup
 
 
 # -- failures -------------------------------------------------------------------------------------
