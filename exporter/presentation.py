@@ -32,8 +32,10 @@ __all__ = ["BUILDER_MODULES", "Presentable", "builder_for", "lower", "presents",
 _BUILDERS: dict[str, Callable[[Any], Any]] = {}
 _HTML: list[Callable[[Any], str]] = []
 
-BUILDER_MODULES = ("exporter.display.sections",)
-"""Where the builders live (and the HTML renderer, which they import): loaded on first need."""
+BUILDER_MODULES = ("exporter.display.sections", "exporter.recording.present")
+"""Where the builders live (and the HTML renderer, which they import): loaded on first need.
+The recordings' builders sit in their package (from display.sections they would close an import
+cycle through the session's report)."""
 _loaded = threading.Event()
 _loading = threading.Lock()
 
