@@ -190,29 +190,81 @@ def _bert_and_gpt2(kind):
     return model.eval(), kwargs, {"input_ids": names, "attention_mask": names}
 
 
-@pytest.mark.parametrize("kind", ["bert", "gpt2"])
-def test_a_transformers_model_exports_the_same_onnx_ops_with_or_without_the_retrace(kind, monkeypatch):
-    """BERT's dropout, ``to``, ``__and__`` and ``-1`` sizes are done on a copy as the retrace
-    does them: no retrace, the same optimized ONNX ops and outputs. GPT-2's ``view(-1, 32)``
-    stands for ``batch*seq``, which the retrace writes as an expression: it is retraced."""
-    import numpy as np
+def _zoo_case(kind):
+    if kind in ("bert", "gpt2"):
+        return _bert_and_gpt2(kind)
+    from exporter.sweep.zoo import load_case
 
+    case = load_case("transformers", kind)
+    assert not case.args
+    return case.model, case.kwargs, case.dynamic_shapes
+
+
+def _copy_and_retrace(model, args, kwargs, names, monkeypatch):
+    """The same export through decompose's copy path (asserted taken) and through the retrace."""
     from exporter import ExportOptions, Session
 
-    model, kwargs, names = _bert_and_gpt2(kind)
     retraces = []
     run_decompositions = compat.run_decompositions
     monkeypatch.setattr(compat, "run_decompositions", lambda *a, **k: retraces.append(1) or run_decompositions(*a, **k))
-    copied = Session(model, (), kwargs, ExportOptions(dynamic_shapes=names))
-    copied.run()
-    assert (retraces == []) == (kind == "bert")
-
+    copied = Session(model, args, kwargs, ExportOptions(dynamic_shapes=names))
+    assert copied.run().ok, copied.failed_stage
+    taken = not retraces
     monkeypatch.setattr(compat, "retrace_changes_graph", lambda *_, **__: True)
-    retraced = Session(model, (), kwargs, ExportOptions(dynamic_shapes=names))
+    retraced = Session(model, args, kwargs, ExportOptions(dynamic_shapes=names))
+    assert retraced.run().ok and retraces
+    return copied, retraced, taken
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama", "qwen2"])
+def test_a_transformers_model_takes_the_copy_path_with_the_onnx_ops_and_outputs_of_the_retrace(kind, monkeypatch):
+    """Dropout, ``to``, ``__and__``, ``contiguous`` and the ``-1`` sizes are done on a copy as
+    the retrace does them (GPT-2's symbolic ``view(-1, 32)`` stays as written, as the retrace
+    leaves it; Llama's dead ``arange`` goes): no retrace, the same optimized ONNX ops in the
+    same order, the same outputs at another size."""
+    import numpy as np
+
+    model, kwargs, names = _zoo_case(kind)
+    copied, retraced, taken = _copy_and_retrace(model, (), kwargs, names, monkeypatch)
+    assert taken
     assert [n.op_type for n in copied.model_proto.graph.node] == [n.op_type for n in retraced.model_proto.graph.node]
-    other = {"input_ids": torch.randint(0, 100, (3, 5)), "attention_mask": torch.ones(3, 5, dtype=torch.long)}
+    other = {name: torch.ones(3, 5, dtype=torch.long) if "mask" in name else torch.randint(0, 50, (3, 5))
+             for name in kwargs}
     for got, want in zip(copied.run_onnx(**other), retraced.run_onnx(**other)):
         np.testing.assert_array_equal(got, want)
+
+
+class Reshapes(torch.nn.Module):
+    """A reshape of a contiguous input (its ``-1`` stays), of a transposed one (its ``-1``
+    is the static 2), and a ``contiguous`` of each."""
+
+    def forward(self, x):
+        batch, seq, _ = x.shape
+        heads = x.reshape(batch, seq, -1, 4).transpose(1, 2)
+        merged = heads.reshape(batch, -1, seq, 4)
+        return merged.contiguous() * 2, x.contiguous().reshape(batch, seq, 2, -1) + 1
+
+
+class SymbolicReshape(torch.nn.Module):
+    """A reshape of a transposed input whose ``-1`` stands for batch*seq: an expression only
+    the retrace writes."""
+
+    def forward(self, x):
+        return x.transpose(0, 1).reshape(-1, 8) * 2
+
+
+@pytest.mark.parametrize(("model", "copied_path"), [(Reshapes(), True), (SymbolicReshape(), False)])
+def test_reshape_sizes_and_contiguous_follow_aten_on_the_copy_path(model, copied_path, monkeypatch):
+    import numpy as np
+
+    names = {"x": {0: "batch", 1: "seq"}}
+    copied, retraced, taken = _copy_and_retrace(model, (torch.randn(2, 3, 8),), {}, names, monkeypatch)
+    assert taken == copied_path
+    assert [n.op_type for n in copied.model_proto.graph.node] == [n.op_type for n in retraced.model_proto.graph.node]
+    x = torch.randn(4, 5, 8)
+    wanted = model(x)
+    for got, want in zip(copied.run_onnx(x), wanted if isinstance(wanted, tuple) else (wanted,), strict=True):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
 
 
 def test_undoing_the_retrace_work_leaves_the_captured_program_as_it_was():

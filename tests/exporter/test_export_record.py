@@ -85,7 +85,7 @@ def test_a_failed_stage_raises_its_error_from_the_record_for_every_later_stage()
             record.stage_output(stage)
         assert raised.value.session is s  # the handler reaches the session and its fixes
     with pytest.raises(CaptureError):
-        record.ort_model
+        _ = record.ort_model
 
 
 def test_verify_on_a_failed_export_is_an_error_result_not_an_exception():
