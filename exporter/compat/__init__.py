@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .decompositions import (
     copy_program,
+    name_outputs_after_their_nodes,
     drop_leftover_unbacked_symbols,
     insert_type_promotion_nodes,
     onnx_decomposition_table,
@@ -103,6 +104,7 @@ __all__ = [
     "dim_hint_policy",
     "draft_export_report",
     "copy_program",
+    "name_outputs_after_their_nodes",
     "drop_leftover_unbacked_symbols",
     "fx_node_origins",
     "guards_code",

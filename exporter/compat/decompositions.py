@@ -10,8 +10,8 @@ import functools
 from typing import Any
 
 __all__ = [
-    "copy_program", "drop_leftover_unbacked_symbols", "insert_type_promotion_nodes", "onnx_decomposition_tables",
-    "program_shape_env", "remove_assertion_nodes", "replace_graph_module", "retrace_changes_graph",
+    "copy_program", "drop_leftover_unbacked_symbols", "insert_type_promotion_nodes", "name_outputs_after_their_nodes",
+    "onnx_decomposition_tables", "program_shape_env", "remove_assertion_nodes", "replace_graph_module", "retrace_changes_graph",
     "run_decompositions", "unbacked_symbols_discarded",
 ]
 
@@ -110,9 +110,10 @@ def retrace_changes_graph(program: Any, registry: Any, tables: tuple[dict[Any, A
 
 
 def copy_program(program: Any) -> Any:
-    """A new ExportedProgram on a copy of ``program``'s graph (same node names and metadata;
-    parameters, buffers and constants shared), for passes that change a graph in place. Each
-    copied node's ``meta["from_node"]`` names its original, as a retrace's nodes do."""
+    """A new ExportedProgram on a copy of ``program``'s graph and signature (same node names
+    and metadata; parameters, buffers and constants shared), for passes that change a graph
+    in place (then :func:`name_outputs_after_their_nodes`). Each copied node's
+    ``meta["from_node"]`` names its original, as a retrace's nodes do."""
     import copy
 
     import torch
@@ -124,7 +125,19 @@ def copy_program(program: Any) -> Any:
         new.meta["from_node"] = [NodeSource(old, "copy_program", NodeSourceAction.CREATE)]
     graph_module = torch.fx.GraphModule(program.graph_module, graph)
     graph_module.meta.update(program.graph_module.meta)
-    return program._update(graph_module, program.graph_signature)
+    return program._update(graph_module, copy.deepcopy(program.graph_signature))
+
+
+def name_outputs_after_their_nodes(program: Any) -> None:
+    """After a pass made a graph output another node (an eval dropout returned, now its
+    input), the signature's output names follow the output node, as after a retrace; in
+    place, on a program of its own (:func:`copy_program`)."""
+    from torch.export.graph_signature import TensorArgument
+
+    [output] = [node for node in program.graph.nodes if node.op == "output"]
+    for spec, node in zip(program.graph_signature.output_specs, output.args[0], strict=True):
+        if isinstance(spec.arg, TensorArgument) and hasattr(node, "name"):
+            spec.arg.name = node.name
 
 
 def insert_type_promotion_nodes(graph_module: Any) -> None:
