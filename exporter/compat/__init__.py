@@ -27,6 +27,7 @@ from __future__ import annotations
 from .decompositions import (
     copy_program,
     name_outputs_after_their_nodes,
+    type_promotion_needed,
     drop_leftover_unbacked_symbols,
     insert_type_promotion_nodes,
     onnx_decomposition_table,
@@ -105,6 +106,7 @@ __all__ = [
     "draft_export_report",
     "copy_program",
     "name_outputs_after_their_nodes",
+    "type_promotion_needed",
     "drop_leftover_unbacked_symbols",
     "fx_node_origins",
     "guards_code",

@@ -12,7 +12,7 @@ from typing import Any
 __all__ = [
     "copy_program", "drop_leftover_unbacked_symbols", "insert_type_promotion_nodes", "name_outputs_after_their_nodes",
     "onnx_decomposition_tables", "program_shape_env", "remove_assertion_nodes", "replace_graph_module", "retrace_changes_graph",
-    "run_decompositions", "unbacked_symbols_discarded",
+    "run_decompositions", "type_promotion_needed", "unbacked_symbols_discarded",
 ]
 
 
@@ -145,12 +145,67 @@ def insert_type_promotion_nodes(graph_module: Any) -> None:
     Re-runs the graph's nodes on fake tensors, without autograd: with it, a ``scan`` over
     inputs that require grad (a model's parameters) runs its autograd path, whose partitioned
     body also returns the sizes it saves for backward, and scan's fake kernel fails stacking
-    them ("'SymInt' object has no attribute 'unsqueeze'"; Mamba's selective scan as a scan)."""
+    them ("'SymInt' object has no attribute 'unsqueeze'"; Mamba's selective scan as a scan).
+    Skipped when the graph's recorded values show no node it would change
+    (:func:`type_promotion_needed`): re-running the graph is most of decompose's time."""
     import torch
     from torch.onnx._internal.exporter import _fx_passes
 
+    if not type_promotion_needed(graph_module):
+        return
     with torch.no_grad():
         _fx_passes.insert_type_promotion_nodes(graph_module)
+
+
+def type_promotion_needed(graph_module: Any) -> bool:
+    """Whether torch.onnx's type-promotion pass would insert a cast anywhere in
+    ``graph_module``: its own rules asked of every node, on the ``meta["val"]`` values the
+    graph carries, for an argument whose dtype is not the promoted one (the pass's
+    ``_maybe_promote_arg``). True when that cannot be told: a value missing, a nested graph
+    (a higher-order op's body), a rule that fails on them."""
+    import torch
+    from torch.onnx._internal.fx import type_utils
+    from torch.onnx._internal.fx.passes import type_promotion
+
+    if any(module is not graph_module for module in graph_module.modules()):
+        return True
+    table = type_promotion.TypePromotionTable()
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or (rule := type_promotion.get_type_promotion_rule(node, table)) is None:
+            continue
+        values = [n.meta.get("val") for n in node.all_input_nodes]
+        if any(v is None for v in values):
+            return True
+        try:
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta["val"])
+            info = rule.preview_type_promotion(args, kwargs)
+        except Exception:  # noqa: BLE001 - the pass itself will say what is wrong
+            return True
+        wanted = [(arg, info.args_dtypes.get(i)) for i, arg in enumerate(node.args)]
+        wanted += [(arg, info.kwargs_dtypes.get(name)) for name, arg in node.kwargs.items()]
+        if any(_would_promote(arg, dtype, type_utils) for arg, dtype in wanted):
+            return True
+    return False
+
+
+def _would_promote(arg: Any, dtype: Any, type_utils: Any) -> bool:
+    """The pass's ``_maybe_promote_arg``: would it put a cast on ``arg`` for ``dtype``?"""
+    import torch
+
+    if dtype is None:
+        return False
+    if isinstance(arg, torch.fx.Node):
+        value = arg.meta["val"]
+        if isinstance(value, torch.Tensor):
+            return value.dtype != dtype
+        if type_utils.is_torch_symbolic_type(value):
+            return type_utils.from_scalar_type_to_torch_dtype(type(value)) != dtype
+        return False
+    if (equivalent := type_utils.from_scalar_type_to_torch_dtype(type(arg))) is not None:
+        return equivalent != dtype
+    if isinstance(arg, (tuple, list)):
+        return any(_would_promote(item, dtype, type_utils) for item in arg)
+    return False
 
 
 def remove_assertion_nodes(graph_module: Any) -> Any:

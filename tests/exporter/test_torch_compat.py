@@ -434,3 +434,52 @@ def test_a_linear_multi_output_rule_never_matches_a_node_of_another_op_type():
     finally:
         del rule.match
     assert tried == ["Slice", "Slice"]
+
+
+class SameDtypes(torch.nn.Module):
+    def forward(self, x, mask):
+        return torch.where(mask > 0, x * 2.0, x.sum(-1, keepdim=True)), mask.shape[0] * mask
+
+
+class FloatPlusSize(torch.nn.Module):
+    def forward(self, x, mask):
+        return x + x.shape[0]
+
+
+class LongPlusFloat(torch.nn.Module):
+    def forward(self, x, mask):
+        return x + mask
+
+
+class IntTrueDivision(torch.nn.Module):
+    def forward(self, x, mask):
+        return x * (mask / 2)
+
+
+class FloatTimesSize(torch.nn.Module):
+    def forward(self, x, mask):
+        return mask * x.shape[0] * 0.5
+
+
+@pytest.mark.parametrize(("module", "casts"), [(SameDtypes(), False), (LongPlusFloat(), True), (IntTrueDivision(), True),
+                                               (FloatTimesSize(), True), (FloatPlusSize(), True)])
+def test_type_promotion_is_skipped_only_where_torch_s_pass_would_change_nothing(module, casts):
+    """``type_promotion_needed`` asks the pass's own rules of the recorded values: False only
+    where running the pass leaves the graph as it was; the skipping pass gives torch's graph."""
+    from torch.onnx._internal.exporter import _fx_passes
+
+    x, mask = torch.randn(3, 4), torch.ones(3, 4, dtype=torch.long)
+    batch = torch.export.Dim("batch")
+    program = torch.export.export(module, (x, mask), dynamic_shapes=({0: batch}, {0: batch}))
+
+    def graph_of(insert):
+        graph_module = compat.copy_program(program).graph_module
+        insert(graph_module)
+        return [n.format_node() for n in graph_module.graph.nodes]
+
+    before = [n.format_node() for n in program.graph.nodes]
+    with torch.no_grad():
+        torch_s = graph_of(_fx_passes.insert_type_promotion_nodes)
+    assert compat.type_promotion_needed(program.graph_module) is casts
+    assert (torch_s != before) is casts
+    assert graph_of(compat.insert_type_promotion_nodes) == torch_s
