@@ -275,16 +275,48 @@ class SelfAttention(torch.nn.Module):
         return self.attention(x, x, x, need_weights=False)[0]
 
 
+class TinyConvNet(torch.nn.Module):
+    """The torchvision/timm idioms: eval batch norm, in-place activations (on a batch norm's
+    output and on a convolution's), an in-place eval dropout, global average pooling and
+    ``flatten`` (whose batch size no earlier node computes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 1)
+        self.acts = torch.nn.ModuleList([torch.nn.ReLU(inplace=True), torch.nn.Hardswish(inplace=True),
+                                         torch.nn.SiLU(inplace=True)])
+        self.dropout = torch.nn.Dropout(0.2, inplace=True)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.acts[0](self.norm(self.conv(x)))
+        x = self.acts[2](self.acts[1](self.conv2(x)))
+        x = torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.head(self.dropout(x))
+
+
+def _tiny_conv_net():
+    torch.manual_seed(0)
+    model = TinyConvNet()
+    model.norm.running_mean.uniform_(-1, 1)
+    model.norm.running_var.uniform_(0.5, 2)
+    return model.eval()
+
+
 @pytest.mark.parametrize(("model", "copied_path"), [(Reshapes(), True), (SymbolicReshape(), False),
-                                                    (SelfAttention().eval(), True)])
-def test_reshape_unflatten_and_contiguous_follow_aten_on_the_copy_path(model, copied_path, monkeypatch):
+                                                    (SelfAttention().eval(), True), (_tiny_conv_net(), True)])
+def test_reshapes_attention_and_conv_net_idioms_follow_the_retrace_on_the_copy_path(model, copied_path, monkeypatch):
     import numpy as np
 
-    names = {"x": {0: "batch", 1: "seq"}}
-    copied, retraced, taken = _copy_and_retrace(model, (torch.randn(2, 3, 8),), {}, names, monkeypatch)
+    image = isinstance(model, TinyConvNet)
+    names = {"x": {0: "batch"} if image else {0: "batch", 1: "seq"}}
+    example, other = (torch.randn(2, 3, 8, 8), torch.randn(5, 3, 8, 8)) if image else (torch.randn(2, 3, 8), torch.randn(4, 5, 8))
+    copied, retraced, taken = _copy_and_retrace(model, (example,), {}, names, monkeypatch)
     assert taken == copied_path
     assert [n.op_type for n in copied.model_proto.graph.node] == [n.op_type for n in retraced.model_proto.graph.node]
-    x = torch.randn(4, 5, 8)
+    x = other
     wanted = model(x)
     for got, want in zip(copied.run_onnx(x), wanted if isinstance(wanted, tuple) else (wanted,), strict=True):
         np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-6)
