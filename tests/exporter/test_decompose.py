@@ -190,9 +190,22 @@ def _bert_and_gpt2(kind):
     return model.eval(), kwargs, {"input_ids": names, "attention_mask": names}
 
 
+def _whisper_encoder():
+    """Whisper's encoder from a tiny config: its 30 s of 80 mel bins, a dynamic batch."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64)
+    encoder = transformers.WhisperModel(config).get_encoder().eval()
+    return encoder, {"input_features": torch.randn(2, 80, 3000)}, {"input_features": {0: "batch"}}
+
+
 def _zoo_case(kind):
     if kind in ("bert", "gpt2"):
         return _bert_and_gpt2(kind)
+    if kind == "whisper_encoder":
+        return _whisper_encoder()
     from exporter.sweep.zoo import load_case
 
     case = load_case("transformers", kind)
@@ -218,11 +231,11 @@ def _copy_and_retrace(model, args, kwargs, names, monkeypatch):
     return copied, retraced, taken
 
 
-@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama", "qwen2", "t5", "vit"])
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama", "qwen2", "t5", "vit", "whisper_encoder"])
 def test_a_transformers_model_takes_the_copy_path_with_the_onnx_ops_and_outputs_of_the_retrace(kind, monkeypatch):
     """Dropout, ``to``, ``__and__``, ``contiguous``, ``min``, T5's in-place ``add_``, ViT's
     ``flatten``, same-shape reshapes and the ``-1`` sizes are done on a copy as the retrace
-    does them (GPT-2's symbolic ``view(-1, 32)`` stays as written, as the retrace leaves it;
+    does them (the issue's list: BERT, GPT-2, Llama, Qwen2, T5, ViT, Whisper's encoder) (GPT-2's symbolic ``view(-1, 32)`` stays as written, as the retrace leaves it;
     Llama's dead ``arange`` goes): no retrace, the same optimized ONNX ops in the same order,
     the same outputs at another size."""
     import numpy as np
@@ -230,10 +243,26 @@ def test_a_transformers_model_takes_the_copy_path_with_the_onnx_ops_and_outputs_
     model, kwargs, names = _zoo_case(kind)
     copied, retraced, taken = _copy_and_retrace(model, (), kwargs, names, monkeypatch)
     assert taken
-    assert [n.op_type for n in copied.model_proto.graph.node] == [n.op_type for n in retraced.model_proto.graph.node]
+    _assert_retrace_ops_or_fewer_reshapes(copied, retraced, fewer=kind == "whisper_encoder")
     other = {name: _another_size(value, names[name]) for name, value in kwargs.items()}
     for got, want in zip(copied.run_onnx(**other), retraced.run_onnx(**other), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def _assert_retrace_ops_or_fewer_reshapes(copied, retraced, *, fewer):
+    """The optimized ONNX ops in the same order; with ``fewer``, the copy may lack a
+    ``Reshape`` the retrace keeps (Whisper's encoder: a reshape of the attention output to
+    its own shape, which the copy path drops and the optimizer cannot prove a no-op)."""
+    import difflib
+
+    mine = [n.op_type for n in copied.model_proto.graph.node]
+    theirs = [n.op_type for n in retraced.model_proto.graph.node]
+    if not fewer:
+        assert mine == theirs
+        return
+    changes = [(tag, theirs[j1:j2]) for tag, _, _, j1, j2 in
+               difflib.SequenceMatcher(a=mine, b=theirs, autojunk=False).get_opcodes() if tag != "equal"]
+    assert changes and all(tag == "insert" and set(ops) == {"Reshape"} for tag, ops in changes), changes
 
 
 def _another_size(example, axes):
