@@ -240,6 +240,21 @@ def eval_batch_norm(node: Any, copied: CopiedGraph) -> bool:
     return True
 
 
+def chunk(node: Any, copied: CopiedGraph) -> bool:
+    """``chunk(x, n, dim)`` is ``split(x, ceil(size / n), dim)`` over a static size (ATen's own
+    definition); over a symbolic one only the retrace's expression gives the piece size."""
+    import torch
+
+    value = _value(node.args[0])
+    chunks = node.args[1]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    size = value.shape[dim] if value is not None else None
+    if not isinstance(size, int) or size == 0:
+        return False
+    node.target, node.args, node.kwargs = torch.ops.aten.split.Tensor, (node.args[0], -(-size // chunks), dim), {}
+    return True
+
+
 def global_average_pool(node: Any, copied: CopiedGraph) -> bool:
     """``adaptive_avg_pool2d`` to 1x1 is the ``mean`` over the last two dims, kept (ATen's
     own shortcut); another output size stays (retrace)."""
@@ -272,6 +287,7 @@ def rules() -> dict[Any, Rule]:
         aten.reshape.default: reshape,
         aten.batch_norm.default: eval_batch_norm,
         aten.adaptive_avg_pool2d.default: global_average_pool,
+        aten.chunk.default: chunk,
     }
     in_place = {
         aten.add_.Tensor: aten.add.Tensor, aten.sub_.Tensor: aten.sub.Tensor, aten.mul_.Tensor: aten.mul.Tensor,

@@ -306,8 +306,8 @@ class SelfAttention(torch.nn.Module):
 
 class TinyConvNet(torch.nn.Module):
     """The torchvision/timm idioms: eval batch norm, in-place activations (on a batch norm's
-    output and on a convolution's), an in-place eval dropout, global average pooling and
-    ``flatten`` (whose batch size no earlier node computes)."""
+    output and on a convolution's), ``chunk``, an in-place eval dropout, global average
+    pooling and ``flatten`` (whose batch size no earlier node computes)."""
 
     def __init__(self):
         super().__init__()
@@ -321,6 +321,8 @@ class TinyConvNet(torch.nn.Module):
 
     def forward(self, x):
         x = self.acts[0](self.norm(self.conv(x)))
+        left, right = x.chunk(2, dim=1)  # ShuffleNet's channel split
+        x = torch.cat([left, right * 2], dim=1)
         x = self.acts[2](self.acts[1](self.conv2(x)))
         x = torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
         return self.head(self.dropout(x))
