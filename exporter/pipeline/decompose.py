@@ -19,7 +19,8 @@ What ``torch.onnx.export`` does between capture and translation (its
    ``flatten``, shape lists with a ``-1``...), so transformers' and torchvision's models take
    this path too;
 3. every ``view`` becomes a ``reshape`` (:func:`views_as_reshapes`);
-4. explicit type promotion, without leaving new unbacked symbols pending;
+4. explicit type promotion, without leaving new unbacked symbols pending (skipped when no
+   node needs a cast: :func:`~exporter.compat.type_promotion_needed`);
 5. assertion nodes removed;
 6. custom ops with a translated equivalent call it (last: no fake kernel runs on them).
 """
