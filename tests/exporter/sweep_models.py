@@ -48,6 +48,18 @@ def baked() -> SweepCase:
 
 
 @zoo_entry("tests")
+def vanishing() -> SweepCase:
+    """Outputs around 1e-12, as a classifier whose head starts at zero (torchvision's ViT):
+    no comparison can tell a right model from one returning zeros."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Tanh())
+    with torch.no_grad():
+        model[0].weight.mul_(1e-12)
+        model[0].bias.zero_()
+    return SweepCase(model.eval(), (torch.randn(2, 8),), dynamic_shapes=({0: "batch"},))
+
+
+@zoo_entry("tests")
 def hang() -> SweepCase:
     """Never returns from its forward (the build step calls it)."""
     pid_file = os.environ.get(PID_FILE_VARIABLE)
