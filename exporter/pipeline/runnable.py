@@ -79,14 +79,17 @@ def onnxruntime_refusal(model: ir.Model) -> str | None:
     if needs_external_data(model) or initializer_bytes(model) > MAX_CHECKED_BYTES:
         return None  # one protobuf cannot hold it (or a copy costs too much): verify loads it
     try:
-        proto = ir.to_proto(model)
-    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
-        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
-    try:
-        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+        typed = _proto_without_weight_bytes(model)
+        onnx.shape_inference.infer_shapes(typed, check_type=True, strict_mode=True)
         return None
     except onnx.shape_inference.InferenceError:
         pass
+    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
+        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
+    try:
+        proto = ir.to_proto(model)
+    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
+        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
     try:
         ort_inference_session(proto.SerializeToString())
         return None
@@ -94,6 +97,40 @@ def onnxruntime_refusal(model: ir.Model) -> str | None:
         refused = " ".join(str(exc).split())
     return (f"onnxruntime cannot load this model ({refused[:240]}); it is kept as torch.onnx.export would "
             "write it, but verify and benchmark need onnxruntime")
+
+
+WEIGHT_BYTES = 4096
+"""Initializers above this size are weights: type inference needs their type and shape only."""
+
+
+def _proto_without_weight_bytes(model: ir.Model) -> Any:
+    """``model`` as a ModelProto whose weights are external-data references to no file: type
+    and shape inference reads their type and shape, and copying them was most of this check
+    (ResNet-50: 0.49 s). Small initializers (shape operands) keep their values, and so does
+    any tensor that is not a real torch or numpy one (a tracing leftover must still fail to
+    serialize). The model is this stage's own output, not yet shared: its values are put
+    back before this returns."""
+    import numpy
+    import onnx_ir as ir
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    swapped = []
+    try:
+        for value in model.graph.initializers.values():
+            tensor = value.const_value
+            raw = getattr(tensor, "raw", None)
+            real = isinstance(raw, numpy.ndarray) or (isinstance(raw, torch.Tensor) and not isinstance(raw, FakeTensor))
+            if tensor is None or not real or tensor.nbytes <= WEIGHT_BYTES:
+                continue
+            dims = tensor.shape.numpy()  # an initializer's shape is static
+            value.const_value = ir.ExternalTensor("weights-not-written", 0, tensor.nbytes, tensor.dtype,
+                                                  shape=ir.Shape(dims), name=tensor.name or value.name or "")
+            swapped.append((value, tensor))
+        return ir.to_proto(model)
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
 
 
 def _dtype_hint(program: Any, bound: BoundInputs) -> str | None:
