@@ -113,14 +113,13 @@ def _proto_without_weight_bytes(model: ir.Model) -> Any:
     import numpy
     import onnx_ir as ir
     import torch
-    from torch._subclasses.fake_tensor import FakeTensor
 
     swapped = []
     try:
         for value in model.graph.initializers.values():
             tensor = value.const_value
             raw = getattr(tensor, "raw", None)
-            real = isinstance(raw, numpy.ndarray) or (isinstance(raw, torch.Tensor) and not isinstance(raw, FakeTensor))
+            real = isinstance(raw, numpy.ndarray) or type(raw) in (torch.Tensor, torch.nn.Parameter)  # not a subclass: a fake
             if tensor is None or not real or tensor.nbytes <= WEIGHT_BYTES:
                 continue
             dims = tensor.shape.numpy()  # an initializer's shape is static
