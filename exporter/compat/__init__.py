@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from .decompositions import (
     copy_program,
-    name_outputs_after_their_nodes,
-    type_promotion_needed,
     drop_leftover_unbacked_symbols,
     insert_type_promotion_nodes,
+    name_outputs_after_their_nodes,
     onnx_decomposition_table,
     onnx_decomposition_tables,
     program_shape_env,
@@ -37,6 +36,7 @@ from .decompositions import (
     replace_graph_module,
     retrace_changes_graph,
     run_decompositions,
+    type_promotion_needed,
     unbacked_symbols_discarded,
 )
 from .dims import (

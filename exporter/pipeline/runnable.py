@@ -80,18 +80,15 @@ def onnxruntime_refusal(model: ir.Model) -> str | None:
         return None  # one protobuf cannot hold it (or a copy costs too much): verify loads it
     try:
         typed = _proto_without_weight_bytes(model)
+    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
+        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
+    try:
         onnx.shape_inference.infer_shapes(typed, check_type=True, strict_mode=True)
         return None
     except onnx.shape_inference.InferenceError:
         pass
-    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
-        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
-    try:
-        proto = ir.to_proto(model)
-    except Exception as exc:  # noqa: BLE001 - e.g. a FakeTensor constant left by an earlier trace
-        return f"the model cannot be serialized, so onnxruntime cannot load it: {first_line(exc)}"
-    try:
-        ort_inference_session(proto.SerializeToString())
+    try:  # the weights too (they serialized above, as plain tensors): onnxruntime decides
+        ort_inference_session(ir.to_proto(model).SerializeToString())
         return None
     except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal, whatever its class, is the finding
         refused = " ".join(str(exc).split())
