@@ -48,14 +48,14 @@ def decompose(program: Any, opset_version: int) -> Any:
     rnn_loops = compat.rnn_while_loop_decompositions() if rnn else contextlib.nullcontext()
     with compat.size_oblivious_capture(), rnn_loops:
         copied = None if rnn else compat.copy_program(program)
-        if copied is not None and undo_retrace_work(copied.graph_module) \
+        if copied is not None and undo_retrace_work(copied.graph_module, recompile=False) \
                 and not compat.retrace_changes_graph(copied, registry, tables, undone=undone()):
             compat.name_outputs_after_their_nodes(copied)
             decomposed = copied
         else:
             decomposed = compat.run_decompositions(program, tables)
         graph_module = decomposed.graph_module
-        views_as_reshapes(graph_module)
+        views_as_reshapes(graph_module, recompile=False)  # remove_assertion_nodes recompiles
         with compat.unbacked_symbols_discarded(decomposed):
             compat.insert_type_promotion_nodes(graph_module)
         graph_module = compat.remove_assertion_nodes(graph_module)
@@ -64,7 +64,7 @@ def decompose(program: Any, opset_version: int) -> Any:
     return decomposed
 
 
-def views_as_reshapes(graph_module: Any) -> int:
+def views_as_reshapes(graph_module: Any, *, recompile: bool = True) -> int:
     """Turn every ``aten.view`` of a decomposed graph into ``aten.reshape`` (in place; returns
     how many). ONNX has no strides: both become ``Reshape``. But torch.onnx's type-promotion
     pass re-runs the graph on fresh fake tensors, whose strides can differ from those seen
@@ -81,6 +81,6 @@ def views_as_reshapes(graph_module: Any) -> int:
         if node.op == "call_function" and node.target is view:
             node.target = reshape
             count += 1
-    if count:
+    if count and recompile:
         graph_module.recompile()
     return count

@@ -86,11 +86,12 @@ class CopiedGraph:
 Rule = Callable[[Any, CopiedGraph], bool]
 
 
-def undo_retrace_work(graph_module: Any) -> bool:
+def undo_retrace_work(graph_module: Any, *, recompile: bool = True) -> bool:
     """Apply every rule to the copied ``graph_module`` (in place) in graph order, then drop
     the nodes left without users, as the retrace does. A graph output may become another
     node: the caller renames the signature's outputs after them. False when a rule cannot
-    do its op's work (the caller retraces)."""
+    do its op's work (the caller retraces). ``recompile=False``: the caller regenerates the
+    module's code after its own changes (milliseconds per call on a large graph)."""
     graph = graph_module.graph
     copied = CopiedGraph(graph)
     table = rules()
@@ -106,7 +107,8 @@ def undo_retrace_work(graph_module: Any) -> bool:
         if not done:
             return False
     graph.eliminate_dead_code()
-    graph_module.recompile()
+    if recompile:
+        graph_module.recompile()
     return True
 
 

@@ -49,10 +49,11 @@ def _bytes(model) -> bytes:
     return ir.to_proto(model).SerializeToString()
 
 
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])  # static: most shapes known to folding
 @pytest.mark.parametrize("example", [demo_block, mlp], ids=["demo_block", "mlp"])
-def test_recorded_passes_give_the_same_model_byte_for_byte_as_onnxscripts_optimizer(example):
+def test_recorded_passes_give_the_same_model_byte_for_byte_as_onnxscripts_optimizer(example, static):
     model, args, kwargs, dims = example()
-    session = export(model, *args, options=ExportOptions(dynamic_shapes=dims), **kwargs)
+    session = export(model, *args, options=ExportOptions(dynamic_shapes=None if static else dims), **kwargs)
     plain = compat.optimize_onnx_ir(session.stage_output("translate").clone())
     assert _bytes(session.stage_output("optimize")) == _bytes(plain)
 

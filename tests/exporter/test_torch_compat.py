@@ -444,6 +444,49 @@ def test_a_linear_multi_output_rule_never_matches_a_node_of_another_op_type():
     assert tried == ["Slice", "Slice"]
 
 
+class SmallConvNet(torch.nn.Module):
+    """Convolutions, batch norm, pooling and a reshape by ``x.shape[0]`` (a constant once the
+    batch is static)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.norm(self.conv(x)))
+        return self.head(h.mean((2, 3)).reshape(x.shape[0], -1))
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic batch"])
+def test_constant_folding_skips_inference_only_where_the_outputs_are_known_and_folds_the_same(monkeypatch, dynamic):
+    from onnxscript.optimizer import _constant_folding
+
+    from exporter import ExportOptions, Session
+
+    spec = {"x": {0: "batch"}} if dynamic else None
+    translated = Session(SmallConvNet().eval(), (torch.randn(2, 3, 8, 8),), {},
+                         ExportOptions(dynamic_shapes=spec)).stage_output("translate")
+    inferred = []
+    library_inference = _constant_folding.FoldConstantsPass._do_inference
+    monkeypatch.setattr(_constant_folding.FoldConstantsPass, "_do_inference",
+                        lambda self, node: inferred.append(node.op_type) or library_inference(self, node))
+    ours_class = compat.onnxscript_optimizer_parts()["FoldConstantsPass"]
+    results = []
+    for fold_class in (_constant_folding.FoldConstantsPass, ours_class):
+        inferred.clear()
+        model = translated.clone()
+        modified = fold_class(shape_inference=True, input_size_limit=1024, output_size_limit=1024)(model).modified
+        results.append((ir.to_proto(model).SerializeToString(), modified, list(inferred)))
+    (library_bytes, library_modified, by_library), (our_bytes, our_modified, by_us) = results
+    assert our_bytes == library_bytes and our_modified == library_modified
+    if dynamic:  # every output carries the symbolic batch: inference still runs on each node
+        assert by_us == by_library
+    else:  # the translation knew most outputs' shapes: inference only where it did not
+        assert 0 < len(by_library) and len(by_us) <= len(by_library) // 2, (by_us, by_library)
+
+
 class SameDtypes(torch.nn.Module):
     def forward(self, x, mask):
         return torch.where(mask > 0, x * 2.0, x.sum(-1, keepdim=True)), mask.shape[0] * mask
