@@ -3,7 +3,10 @@ failed translation says (torch.onnx's ``ConversionError`` chain, read as a :clas
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +94,48 @@ def translate_to_onnx_ir(program: Any, registry: Any) -> Any:
     """Translate a decomposed ExportedProgram to an ``onnx_ir.Model``."""
     from torch.onnx._internal.exporter import _core
 
-    return _core._exported_program_to_onnx_program(program, registry=registry).model
+    with _op_signatures_reused():
+        return _core._exported_program_to_onnx_program(program, registry=registry).model
+
+
+# torch.onnx's graph builder (``_building.OpRecorder.eval``) turns the ONNX schema of every
+# op it emits into an ``onnx_ir`` OpSignature, anew each time: a third of translating
+# ResNet-50. The signature depends on the schema alone and the builder only reads it, so
+# during a translation each schema's is built once. One schema per (domain, name, version).
+_SIGNATURES: dict[tuple[str, str, int], Any] = {}
+_SIGNATURES_LOCK = threading.Lock()
+_signature_users = 0
+_library_from_op_schema: Any = None
+
+
+@contextlib.contextmanager
+def _op_signatures_reused() -> Iterator[None]:
+    """``OpSignature.from_op_schema`` memoized while any translation runs (a count, so that
+    translations in two threads restore the library's method once, after the last)."""
+    global _signature_users, _library_from_op_schema
+    from onnx_ir import schemas
+
+    with _SIGNATURES_LOCK:
+        if _signature_users == 0:
+            _library_from_op_schema = schemas.OpSignature.__dict__["from_op_schema"]
+            build = schemas.OpSignature.from_op_schema
+
+            def reused(cls: Any, op_schema: Any) -> Any:
+                key = (op_schema.domain, op_schema.name, op_schema.since_version)
+                signature = _SIGNATURES.get(key)
+                if signature is None:
+                    signature = _SIGNATURES[key] = build(op_schema)
+                return signature
+
+            schemas.OpSignature.from_op_schema = classmethod(reused)  # type: ignore[method-assign, assignment]
+        _signature_users += 1
+    try:
+        yield
+    finally:
+        with _SIGNATURES_LOCK:
+            _signature_users -= 1
+            if _signature_users == 0:
+                schemas.OpSignature.from_op_schema = _library_from_op_schema  # type: ignore[method-assign]
 
 
 def optimize_onnx_ir(model: Any) -> Any:

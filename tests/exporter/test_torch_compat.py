@@ -487,6 +487,31 @@ def test_constant_folding_skips_inference_only_where_the_outputs_are_known_and_f
         assert 0 < len(by_library) and len(by_us) <= len(by_library) // 2, (by_us, by_library)
 
 
+def test_translation_reuses_op_signatures_and_gives_the_same_model_and_leaves_onnx_ir_as_it_was(monkeypatch):
+    from onnx_ir import schemas
+    from torch.onnx._internal.exporter import _core
+
+    from exporter import Session
+
+    library_method = schemas.OpSignature.__dict__["from_op_schema"]
+    built = []
+    library_build = schemas.OpSignature.from_op_schema
+    monkeypatch.setattr(schemas.OpSignature, "from_op_schema",
+                        classmethod(lambda cls, schema: built.append(schema.name) or library_build(schema)))
+    spied = schemas.OpSignature.__dict__["from_op_schema"]
+    program = Session(SmallConvNet().eval(), (torch.randn(2, 3, 8, 8),), {}).stage_output("decompose")
+    registry = onnx_registry(18)
+    by_library = _core._exported_program_to_onnx_program(program, registry=registry).model
+    per_op = len(built)
+    built.clear()
+    ours = compat.translate_to_onnx_ir(program, registry)
+    assert ir.to_proto(ours).SerializeToString() == ir.to_proto(by_library).SerializeToString()
+    assert len(built) < per_op  # each schema built once at most (none when an earlier test built them)
+    assert schemas.OpSignature.__dict__["from_op_schema"] is spied  # what was there before is back
+    monkeypatch.undo()
+    assert schemas.OpSignature.__dict__["from_op_schema"] is library_method
+
+
 class SameDtypes(torch.nn.Module):
     def forward(self, x, mask):
         return torch.where(mask > 0, x * 2.0, x.sum(-1, keepdim=True)), mask.shape[0] * mask
