@@ -173,7 +173,7 @@ def _folding_without_known_inference(base: type) -> type:
     comes out the same, byte for byte, and a static graph skips most of the inference (each
     call serializes the node and its input types: about half the pass on a static ViT)."""
 
-    class FoldConstantsPass(base):  # type: ignore[misc, valid-type]
+    class FoldConstantsPass(base):
         def _do_inference(self, node: Any) -> None:
             if node.outputs and all(_type_and_static_shape_known(value) for value in node.outputs):
                 return
