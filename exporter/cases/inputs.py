@@ -11,7 +11,7 @@ from ..inputs import BoundInputs
 from ..program_symbols import symbol_of
 from .groups import DimGroup, complete_sizes
 
-__all__ = ["InputCase", "is_mask", "make_case_inputs"]
+__all__ = ["InputCase", "is_mask", "make_case_inputs", "tensor_like"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,10 @@ def _make_mask(example: Any, shape: tuple[int, ...], generator: Any) -> Any:
     return rows.reshape(shape)
 
 
-def _make_tensor(example: Any, shape: tuple[int, ...], generator: Any, index_caps: Sequence[tuple[int, int]]) -> Any:
+def tensor_like(example: Any, shape: tuple[int, ...], generator: Any, index_caps: Sequence[tuple[int, int]] = ()) -> Any:
+    """A new tensor of ``shape`` with values like ``example``'s: random floats, a mask for a
+    mask, integers in its range (capped below a shrunk size they could index: ``index_caps``
+    holds ``(example size, new size)`` pairs)."""
     import torch
 
     if example.dtype.is_floating_point:
@@ -123,6 +126,6 @@ def make_case_inputs(
         shape = tuple(axis_sizes.get((leaf.path, a), s) for a, s in enumerate(leaf.shape))
         shapes[leaf.path] = shape
         if shape != tuple(example.shape):
-            leaves[leaf.index] = _make_tensor(example, shape, generator, caps)
+            leaves[leaf.index] = tensor_like(example, shape, generator, caps)
     args, kwargs = bound.rebuild(leaves)
     return args, kwargs, shapes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..compat import clear_dim_marks, formats, onnx_capture_patches, record_shape_guards, size_oblivious_capture
@@ -186,8 +187,10 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
     """The capture stage: ``strategy`` (or each of :data:`STRATEGIES` in turn for ``"auto"``)
     until one succeeds, telling ``observer`` of every attempt and stopping at the next one once
     ``cancel`` is set. A spec torch rejects is not tried with the others: they would only hide
-    it. ``patches`` (:mod:`exporter.patches` names) are applied around each try. Never raises
-    for a failure."""
+    it; but when the default capture rejected it because the code read a dim into a Python
+    int, the strict capture torch.onnx.export falls back to is tried, and kept only when its
+    program matches the model at other sizes (:mod:`.size_check`). ``patches``
+    (:mod:`exporter.patches` names) are applied around each try. Never raises for a failure."""
     start = time.perf_counter()
     try:
         dynamic_shapes = spec.to_torch(inputs)
@@ -208,25 +211,78 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
         attempts.append(attempt)
         observer.on_attempt(attempt)
         if attempt.success:
-            state = attempt.model_state
-            notes = tuple(note for note in (
-                state.message if state is not None else "",
-                "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
-                + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
-            ) if note)
-            return StageResult(
-                "capture", Status.OK, time.perf_counter() - start, attempt.program,
-                attempts=tuple(attempts), strategy=attempt.strategy,
-                detail="; ".join((f"strategy {attempt.strategy}", *_patch_notes(patches), *notes)), warnings=notes,
-            )
+            return _captured(attempt, attempts, patches, start)
         if attempt.error is not None and is_constraint_violation(attempt.error):
+            tried = {a.strategy for a in attempts}
+            # A dim the default capture read into a Python int may stay symbolic under
+            # TorchDynamo; a guard that narrows a range is the same guard there: not tried.
+            if strategy == "auto" and StrictStrategy.name not in tried and formats.marked_static(attempt.error) \
+                    and not (cancel is not None and cancel.cancelled):
+                rescue = _strict_after_rejection(model, inputs, dynamic_shapes, runtime_asserts, patches)
+                attempts.append(rescue)
+                observer.on_attempt(rescue)
+                tried.add(rescue.strategy)
+                if rescue.success:
+                    return _captured(rescue, attempts, patches, start, (_rescue_note(attempt, spec, inputs, model),))
             reason = "skipped: the dim spec was rejected, another strategy would only hide it"
             for skipped in strategies[i + 1 :]:
-                attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
-                observer.on_attempt(attempts[-1])
+                if skipped.name not in tried:
+                    attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
+                    observer.on_attempt(attempts[-1])
             break
     return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=_first_failure(attempts),
                        attempts=tuple(attempts))
+
+
+def _captured(attempt: CaptureAttempt, attempts: list[CaptureAttempt], patches: tuple[str, ...], start: float,
+              notes: tuple[str, ...] = ()) -> StageResult:
+    state = attempt.model_state
+    notes = (*notes, *(note for note in (
+        state.message if state is not None else "",
+        "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
+        + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
+    ) if note))
+    return StageResult(
+        "capture", Status.OK, time.perf_counter() - start, attempt.program,
+        attempts=tuple(attempts), strategy=attempt.strategy,
+        detail="; ".join((f"strategy {attempt.strategy}", *_patch_notes(patches), *notes)), warnings=notes,
+    )
+
+
+def _rescue_note(rejected: CaptureAttempt, spec: DimSpec, inputs: BoundInputs, model: Any) -> str:
+    """What the default capture rejected, in the user's terms, and why the strict program is kept."""
+    from ..diagnose import capture_error
+
+    error = capture_error((rejected,), spec, inputs, model)
+    why = (error.reason.splitlines() or [""])[0].removeprefix(f"could not capture the model ({rejected.strategy}): ")
+    why = why.removeprefix("the dim spec does not hold: ")
+    where = f" ({error.source})" if error.source else ""
+    return (f"the default capture refused the spec, {why}{where}; the strict capture (TorchDynamo, which "
+            "torch.onnx.export falls back to) kept it dynamic, and its program matches the model at other sizes")
+
+
+def _strict_after_rejection(model: Any, inputs: BoundInputs, dynamic_shapes: Any, runtime_asserts: bool,
+                            patches: tuple[str, ...]) -> CaptureAttempt:
+    """The strict capture torch.onnx.export would fall back to, once the default capture
+    rejected the spec: kept only when its program matches the model at other sizes
+    (:mod:`.size_check`); otherwise a failed attempt that says where it differs."""
+    from .size_check import differs_from_model
+
+    attempt = StrictStrategy(runtime_asserts=runtime_asserts, patches=patches)(model, inputs.args, inputs.kwargs,
+                                                                               dynamic_shapes)
+    if not attempt.success:
+        return attempt
+    began = time.perf_counter()
+    try:
+        difference = differs_from_model(model, attempt.program, inputs)
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run keeps the rejection
+        difference = f"it could not be checked at other sizes ({type(exc).__name__}: {first_line(exc)})"
+    seconds = attempt.seconds + time.perf_counter() - began
+    if difference is None:
+        return replace(attempt, seconds=seconds)
+    error = CaptureError(f"the strict capture kept the dims dynamic, but its program is not the model's: {difference}",
+                         hint="not used: the dim spec's rejection above stands, with its fix")
+    return CaptureAttempt(attempt.strategy, seconds, error=error, guards=attempt.guards)
 
 
 def _patch_notes(patches: tuple[str, ...]) -> tuple[str, ...]:

@@ -65,15 +65,28 @@ def test_each_stage_declares_what_it_consumes_and_the_registry_is_in_that_order(
 
 
 def test_constraint_violation_stops_auto_instead_of_hiding_it_behind_a_fallback():
+    """Only the strict capture torch.onnx.export falls back to is tried for a pinned dim
+    (test_strict_after_rejection): here it pins it too, and the rejection stands."""
     class PinsDim(torch.nn.Module):
         def forward(self, x):
             return x.reshape(2, 6)
 
     session = Session(PinsDim(), (torch.randn(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: Dim("rows")}}))
     session.run()
-    outcomes = [a.outcome for a in session.attempts]
-    assert outcomes == ["failed", "skipped", "skipped", "skipped"]
+    outcomes = [(a.strategy, a.outcome) for a in session.attempts]
+    assert outcomes == [("nonstrict", "failed"), ("strict", "failed"), ("draft", "skipped"), ("fx_symbolic", "skipped")]
     assert "rows" in str(session.failed_stage.error)
+
+
+def test_a_range_narrowed_by_a_guard_tries_no_other_capture():
+    class NeedsMoreThanFour(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[0] > 4 else x + 1
+
+    session = Session(NeedsMoreThanFour(), (torch.randn(6, 4),), {},
+                      ExportOptions(dynamic_shapes={"x": {0: Dim("rows", min=1, max=64)}}))
+    session.run()
+    assert [a.outcome for a in session.attempts] == ["failed", "skipped", "skipped", "skipped"]
 
 
 def test_suggested_fixes_are_parsed_from_a_torch_constraint_violation():
