@@ -31,7 +31,8 @@ import gc
 from ipywidgets.widgets.widget import _instances
 from workbench import Workbench
 
-workbenches = [o for o in gc.get_objects() if isinstance(o, Workbench)]
+# type(), not isinstance(): a weakref.proxy whose object died (TorchDynamo leaves some) raises on __class__
+workbenches = [o for o in gc.get_objects() if issubclass(type(o), Workbench)]
 for each in workbenches:
     each.wait(300)
 for widget in list(_instances.values()):
