@@ -25,6 +25,8 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from export_overhead import bare_torch_export, quiet_stdout, silence_third_party_noise, torch_dims_for
@@ -75,60 +77,42 @@ def export_seconds(name: str, axes: dict[int, str], exporter: bool) -> float:
     return time.perf_counter() - start
 
 
-def measure(name: str, axes: dict[int, str], repeats: int) -> float | str:
-    """The median per-repeat ratio exporter / torch, or why the row was not timed."""
+def median_ratio(seconds: Callable[[bool], float], repeats: int) -> float | str:
+    """The median per-repeat ratio exporter / torch of ``seconds(exporter)``, after one
+    untimed call of each, or why the row was not timed."""
     try:
-        export_seconds(name, axes, True)
-        export_seconds(name, axes, False)
+        seconds(True)
+        seconds(False)
     except Exception as exc:  # noqa: BLE001 - a row either exporter cannot do is reported, not timed
         return f"not timed: {type(exc).__name__}: {str(exc).splitlines()[0][:90]}"
     ratios = []
     for index in range(repeats):
         order = (True, False) if index % 2 == 0 else (False, True)
-        seconds = {contender: export_seconds(name, axes, contender) for contender in order}
-        ratios.append(seconds[True] / seconds[False])
+        timed = {contender: seconds(contender) for contender in order}
+        ratios.append(timed[True] / timed[False])
     return statistics.median(ratios)
 
 
 def respec_seconds(name: str, axes: dict[int, str], changed: dict[int, str], exporter: bool) -> float:
     """Seconds of a re-export with ``changed`` axes: the exporter's ``with_dims`` after a first
     export with ``axes`` (untimed), or a bare torch.onnx.export with ``changed``."""
+    if not exporter:
+        return export_seconds(name, changed, False)
     import torch
 
     from exporter import ExportOptions, export
 
     model, x = build(name), torch.randn(2, 3, 224, 224)
-    if exporter:
-        with quiet_stdout():
-            first = export(model, x, options=ExportOptions(dynamic_shapes=[axes]))
-        first.raise_for_status()
-        start = time.perf_counter()
-        with quiet_stdout():
-            session = first.with_dims([changed])
-            session.run()
-        seconds = time.perf_counter() - start
-        session.raise_for_status()
-        return seconds
-    dims = torch_dims_for(model, (x,), {}, [changed])
+    with quiet_stdout():
+        first = export(model, x, options=ExportOptions(dynamic_shapes=[axes]))
+    first.raise_for_status()
     start = time.perf_counter()
     with quiet_stdout():
-        bare_torch_export(model, (x,), {}, dims)
-    return time.perf_counter() - start
-
-
-def measure_respec(name: str, axes: dict[int, str], changed: dict[int, str], repeats: int) -> float | str:
-    """The median per-repeat re-export ratio exporter / torch, or why the row was not timed."""
-    try:
-        respec_seconds(name, axes, changed, True)
-        respec_seconds(name, axes, changed, False)
-    except Exception as exc:  # noqa: BLE001 - a row either exporter cannot do is reported, not timed
-        return f"not timed: {type(exc).__name__}: {str(exc).splitlines()[0][:90]}"
-    ratios = []
-    for index in range(repeats):
-        order = (True, False) if index % 2 == 0 else (False, True)
-        seconds = {contender: respec_seconds(name, axes, changed, contender) for contender in order}
-        ratios.append(seconds[True] / seconds[False])
-    return statistics.median(ratios)
+        session = first.with_dims([changed])
+        session.run()
+    seconds = time.perf_counter() - start
+    session.raise_for_status()
+    return seconds
 
 
 def main() -> int:
@@ -155,9 +139,9 @@ def main() -> int:
         for spec in options.specs.split(","):
             if options.respec:
                 label = f"{spec}->{RESPEC[spec]}"
-                result = measure_respec(name, SPECS[spec], SPECS[RESPEC[spec]], options.repeats)
+                result = median_ratio(partial(respec_seconds, name, SPECS[spec], SPECS[RESPEC[spec]]), options.repeats)
             else:
-                label, result = spec, measure(name, SPECS[spec], options.repeats)
+                label, result = spec, median_ratio(partial(export_seconds, name, SPECS[spec]), options.repeats)
             if isinstance(result, float):
                 ratios.append(result)
                 print(f"{name:<32} {label:<17} {result:.2f}", flush=True)
