@@ -104,19 +104,21 @@ def _proto_without_weight_bytes(model: ir.Model) -> Any:
     """``model`` as a ModelProto whose weights are external-data references to no file: type
     and shape inference reads their type and shape, and copying them was most of this check
     (ResNet-50: 0.49 s). Small initializers (shape operands) keep their values, and so does
-    any tensor that is not a real torch or numpy one (a tracing leftover must still fail to
-    serialize). The model is this stage's own output, not yet shared: its values are put
+    any tensor that is not a real torch or numpy one (a tracing leftover,
+    :func:`~exporter.compat.trace_tensor_kind`, must still fail to serialize). The model is this stage's own output, not yet shared: its values are put
     back before this returns."""
     import numpy
     import onnx_ir as ir
     import torch
+
+    from ..compat import trace_tensor_kind
 
     swapped = []
     try:
         for value in model.graph.initializers.values():
             tensor = value.const_value
             raw = getattr(tensor, "raw", None)
-            real = isinstance(raw, numpy.ndarray) or type(raw) in (torch.Tensor, torch.nn.Parameter)  # not a subclass: a fake
+            real = isinstance(raw, numpy.ndarray) or (isinstance(raw, torch.Tensor) and trace_tensor_kind(raw) is None)
             if tensor is None or not real or tensor.nbytes <= WEIGHT_BYTES:
                 continue
             dims = tensor.shape.numpy()  # an initializer's shape is static

@@ -139,3 +139,16 @@ def test_the_onnxruntime_check_infers_types_without_copying_weights_and_leaves_t
         {n for n, size in sizes.items() if size > WEIGHT_BYTES} != set()
     assert all(value.const_value is before[name] for name, value in model.graph.initializers.items())
     assert onnxruntime_refusal(model) is None
+
+
+def test_a_meta_tensor_left_as_a_weight_is_still_found_unserializable_by_the_onnxruntime_check():
+    """Any tracing leftover stays in the checked proto and fails there, not only a FakeTensor:
+    a plain-typed meta tensor used to pass as a real weight."""
+    from torch.onnx._internal.exporter._core import TorchTensor  # how translation wraps a weight
+
+    from exporter.pipeline.runnable import onnxruntime_refusal
+
+    model = Session(torch.nn.Linear(64, 64).eval(), (torch.randn(2, 64),), {}).onnx_model
+    name, value = max(model.graph.initializers.items(), key=lambda item: item[1].const_value.nbytes)
+    value.const_value = TorchTensor(torch.empty(64, 64, device="meta"), name=name)
+    assert onnxruntime_refusal(model).startswith("the model cannot be serialized, so onnxruntime cannot load it")
