@@ -20,15 +20,18 @@ __all__ = ["differs_from_model", "other_size_assignments"]
 RTOL, ATOL = 1e-4, 1e-5  # the same ATen kernels run on both sides: only summation order differs
 
 
-def other_size_assignments(program: Any, bound: BoundInputs) -> list[dict[str, int]]:
+def other_size_assignments(program: Any, bound: BoundInputs,
+                           symbols: dict[tuple[str, int], str] | None = None) -> list[dict[str, int]]:
     """Sizes for the program's input symbols other than the example's, inside the ranges it
     was captured for: each symbol one larger (or one smaller at its maximum), then twice the
-    example (when that fits and differs). Empty when the program has no symbol."""
+    example (when that fits and differs). Empty when the program has no symbol. ``symbols``:
+    ``symbol_of(program, bound)`` if known."""
     from .. import compat
     from ..program_symbols import symbol_of
 
+    symbols = symbol_of(program, bound) if symbols is None else symbols
     examples: dict[str, int] = {}
-    for (path, axis), expr in symbol_of(program, bound).items():
+    for (path, axis), expr in symbols.items():
         if expr.isidentifier() and expr not in examples:
             examples[expr] = bound.leaf(path).shape[axis]
     ranges = compat.program_ranges(program)
@@ -46,15 +49,15 @@ def other_size_assignments(program: Any, bound: BoundInputs) -> list[dict[str, i
     return assignments
 
 
-def _inputs_at(program: Any, bound: BoundInputs, assignment: dict[str, int]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _inputs_at(symbols: dict[tuple[str, int], str], bound: BoundInputs,
+               assignment: dict[str, int]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     import sympy
     import torch
 
     from ..cases.inputs import tensor_like
-    from ..program_symbols import symbol_of
 
     sizes: dict[tuple[str, int], int] = {}
-    for key, expr in symbol_of(program, bound).items():
+    for key, expr in symbols.items():
         if expr in assignment:
             sizes[key] = assignment[expr]
         elif not expr.lstrip("-").isdigit():
@@ -98,12 +101,10 @@ def _difference(got: list[Any], want: list[Any]) -> str | None:
     return None
 
 
-def _labels(program: Any, bound: BoundInputs) -> dict[str, str]:
+def _labels(symbols: dict[tuple[str, int], str]) -> dict[str, str]:
     """Each input symbol by the first input axis that has it: ``x.shape[1]``."""
-    from ..program_symbols import symbol_of
-
     labels: dict[str, str] = {}
-    for (path, axis), expr in symbol_of(program, bound).items():
+    for (path, axis), expr in symbols.items():
         labels.setdefault(expr, f"{path}.shape[{axis}]")
     return labels
 
@@ -116,16 +117,18 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs) -> str | No
     import torch
 
     from ..model_state import preserved
+    from ..program_symbols import symbol_of
 
-    assignments = other_size_assignments(program, bound)
+    symbols = symbol_of(program, bound)
+    assignments = other_size_assignments(program, bound, symbols)
     if not assignments:
         return "its program has no dynamic dim"
     runnable = program.module()
-    labels = _labels(program, bound)
+    labels = _labels(symbols)
     judged = 0
     for assignment in assignments:
         where = ", ".join(f"{labels.get(symbol, symbol)}={size}" for symbol, size in assignment.items())
-        args, kwargs = _inputs_at(program, bound, assignment)
+        args, kwargs = _inputs_at(symbols, bound, assignment)
         try:
             with preserved(model, what=f"checking the strict capture at {where}"), torch.no_grad():
                 want = _tensors(model(*args, **kwargs))
