@@ -4,6 +4,7 @@ failed translation says (torch.onnx's ``ConversionError`` chain, read as a :clas
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Iterator
@@ -165,6 +166,7 @@ def onnxscript_optimizer_parts() -> dict[str, Any]:
     }
 
 
+@functools.cache  # one class per library class, not a new one on every optimize
 def _folding_without_known_inference(base: type) -> type:
     """onnxscript's constant-folding pass, minus the ONNX shape inference it runs node by node
     where that can only say what the node's outputs already say: a type and a fully static
