@@ -71,7 +71,7 @@ from .patches import (
     rnn_while_loop_decompositions,
     scan,
 )
-from .program import draft_export_report, fx_node_origins, guards_code, output_paths
+from .program import draft_export_report, fx_node_origins, guards_code, output_paths, unguarded_module
 from .pytree import key_path_to_str, pytree_children, pytree_keystr, tree_flatten_with_path, tree_replace_leaves
 from .registry import (
     Translations,
@@ -158,5 +158,6 @@ __all__ = [
     "translate_to_onnx_ir",
     "tree_flatten_with_path",
     "tree_replace_leaves",
+    "unguarded_module",
     "unbacked_symbols_discarded",
 ]

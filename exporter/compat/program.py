@@ -8,7 +8,7 @@ from typing import Any
 from .kv_cache import is_kv_cache_type
 from .pytree import key_path_to_str
 
-__all__ = ["draft_export_report", "fx_node_origins", "guards_code", "output_paths"]
+__all__ = ["draft_export_report", "fx_node_origins", "guards_code", "output_paths", "unguarded_module"]
 
 
 def draft_export_report(program: Any) -> Any:
@@ -84,3 +84,12 @@ def fx_node_origins(node: Any) -> tuple[str, ...]:
 
     walk(node.meta.get("from_node"))
     return tuple(dict.fromkeys(roots))
+
+
+def unguarded_module(program: Any) -> Any:
+    """``program.module()`` without the input guard check torch adds (``check_guards=False``,
+    torch ≥ 2.9): it runs at sizes outside what torch proved, to see what it computes there."""
+    try:
+        return program.module(check_guards=False)
+    except TypeError:  # pragma: no cover - an older torch checks only the input ranges
+        return program.module()

@@ -18,6 +18,7 @@ from ..compat import clear_dim_marks, formats, onnx_capture_patches, record_shap
 from ..model_state import preserved
 from ..patches import applied
 from ..errors import CaptureError, ExportError, Status, first_line, user_source_line
+from .grown_example import capture_at_grown_example
 from .records import CaptureAttempt, StageResult
 
 if TYPE_CHECKING:
@@ -189,7 +190,9 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
     ``cancel`` is set. A spec torch rejects is not tried with the others: they would only hide
     it; but when the default capture rejected it because the code read a dim into a Python
     int, the strict capture torch.onnx.export falls back to is tried, and kept only when its
-    program matches the model at other sizes (:mod:`.size_check`). ``patches``
+    program matches the model at other sizes (:mod:`.size_check`). A program that holds only
+    while the example keeps an intermediate size at 1 is captured again at a larger example
+    (:mod:`.grown_example`). ``patches``
     (:mod:`exporter.patches` names) are applied around each try. Never raises for a failure."""
     start = time.perf_counter()
     try:
@@ -211,7 +214,14 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
         attempts.append(attempt)
         observer.on_attempt(attempt)
         if attempt.success:
-            return _captured(attempt, attempts, patches, start)
+            grown = None if cancel is not None and cancel.cancelled else capture_at_grown_example(
+                cls(runtime_asserts=runtime_asserts, patches=patches), model, inputs, spec, attempt)
+            if grown is None:
+                return _captured(attempt, attempts, patches, start)
+            attempts[-1] = grown.set_aside
+            attempts.append(grown.attempt)
+            observer.on_attempt(grown.attempt)
+            return _captured(grown.attempt, attempts, patches, start, (grown.note,))
         if attempt.error is not None and is_constraint_violation(attempt.error):
             tried = {a.strategy for a in attempts}
             # A dim the default capture read into a Python int may stay symbolic under

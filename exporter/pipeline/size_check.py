@@ -15,7 +15,7 @@ from typing import Any
 
 from ..inputs import BoundInputs
 
-__all__ = ["differs_from_model", "other_size_assignments"]
+__all__ = ["differs_from_model", "inputs_at", "other_size_assignments"]
 
 RTOL, ATOL = 1e-4, 1e-5  # the same ATen kernels run on both sides: only summation order differs
 
@@ -49,8 +49,10 @@ def other_size_assignments(program: Any, bound: BoundInputs,
     return assignments
 
 
-def _inputs_at(symbols: dict[tuple[str, int], str], bound: BoundInputs,
-               assignment: dict[str, int]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def inputs_at(symbols: dict[tuple[str, int], str], bound: BoundInputs,
+              assignment: dict[str, int]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``bound``'s inputs with the axes of every symbol in ``assignment`` at its size (derived
+    axes evaluated), values like the example's."""
     import sympy
     import torch
 
@@ -109,28 +111,32 @@ def _labels(symbols: dict[tuple[str, int], str]) -> dict[str, str]:
     return labels
 
 
-def differs_from_model(model: Any, program: Any, bound: BoundInputs) -> str | None:
-    """None when ``program`` matches ``model`` at every other size tried; else why not, in
-    words ("at x.shape[1]=7 its output 0 has shape [2, 3] where the model's has [2, 3, 1]"). A size the
+def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tuple[dict[str, int], ...] = (),
+                       what: str = "strict capture", guarded: bool = True) -> str | None:
+    """None when ``program`` matches ``model`` at every other size tried (``also``'s
+    assignments first, then :func:`other_size_assignments`); else why not, in words ("at
+    x.shape[1]=7 its output 0 has shape [2, 3] where the model's has [2, 3, 1]"). A size the
     model itself refuses is not one to judge at; when the model refuses them all, the program
-    cannot be shown right elsewhere, which is said."""
+    cannot be shown right elsewhere, which is said. ``guarded=False`` runs the program without
+    torch's guard check: the question is then what it computes there, not what torch proved."""
     import torch
 
+    from .. import compat
     from ..model_state import preserved
     from ..program_symbols import symbol_of
 
     symbols = symbol_of(program, bound)
-    assignments = other_size_assignments(program, bound, symbols)
+    assignments = [*also, *(a for a in other_size_assignments(program, bound, symbols) if a not in also)]
     if not assignments:
         return "its program has no dynamic dim"
-    runnable = program.module()
+    runnable = program.module() if guarded else compat.unguarded_module(program)
     labels = _labels(symbols)
     judged = 0
     for assignment in assignments:
         where = ", ".join(f"{labels.get(symbol, symbol)}={size}" for symbol, size in assignment.items())
-        args, kwargs = _inputs_at(symbols, bound, assignment)
+        args, kwargs = inputs_at(symbols, bound, assignment)
         try:
-            with preserved(model, what=f"checking the strict capture at {where}"), torch.no_grad():
+            with preserved(model, what=f"checking the {what} at {where}"), torch.no_grad():
                 want = _tensors(model(*args, **kwargs))
         except Exception:  # noqa: BLE001 - the model refuses this size: no judgement there
             continue

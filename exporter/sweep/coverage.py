@@ -20,6 +20,11 @@ def _cell(text: object) -> str:
     return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
 
 
+def _patched(record: UnitRecord) -> str:
+    return f"{SHORT.get(record.fixed_status or '', record.fixed_status)} ({', '.join(record.fixed_by)})" \
+        if record.fixed_by else ""
+
+
 def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export coverage", scope: str | None = None,
                       command: str = REGENERATE) -> str:
     """Markdown for a sweep's ``records``: the counts, the comparison with ``torch.onnx.export``, one row
@@ -45,16 +50,21 @@ def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export cov
     if versus:
         lines += ["Against `torch.onnx.export` on the same call: "
                   + ", ".join(f"**{versus[k]} {k}**" for k in ("better", "same", "worse")) + ".", ""]
+    patched = [r for r in records if r.failed and r.fixed_by]
+    if patched:
+        lines += [f"With the model patches their session offered as fixes (`session.apply_suggested_fixes()`, "
+                  f"the dims unchanged), **{sum(r.fixed for r in patched)} of {len(patched)}** failed units "
+                  "offered one pass.", ""]
     for zoo in dict.fromkeys(r.zoo for r in records):
         mine = [r for r in records if r.zoo == zoo]
         ok = sum(r.ok for r in mine)
         lines += [f"## {zoo} ({ok} of {len(mine)} export)", "",
-                  "| model | spec | status | failed at | torch.onnx.export | ours vs it | failure |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| model | spec | status | failed at | torch.onnx.export | ours vs it | with offered patches | failure |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in mine:
             why = r.error or (f"torch.onnx.export: {r.baseline_error}" if r.baseline_error else "")
             lines.append(f"| {_cell(r.model)} | {r.spec} | {SHORT.get(r.status, r.status)} | {_cell(r.failed_stage)} | "
-                         f"{_cell(r.baseline)} | {_cell(r.versus)} | {_cell(why)[:160]} |")
+                         f"{_cell(r.baseline)} | {_cell(r.versus)} | {_cell(_patched(r))} | {_cell(why)[:160]} |")
         lines.append("")
     buckets = failure_buckets(records)
     if len(buckets):

@@ -40,7 +40,10 @@ class UnitRecord:
     (:func:`exporter.sweep.outcome.rank`). ``seconds`` per stage and in all (``total``), ``onnx_bytes`` the
     size of our ONNX model, ``speedup`` onnxruntime vs eager when benchmarked, ``versions``
     the packages that ran it, ``host`` and ``pid`` where, ``started`` / ``finished`` when
-    (Unix time)."""
+    (Unix time). ``fixed_by``: the model patches a failed unit's session offered as fixes
+    (:attr:`exporter.Session.suggested_fixes`), and ``fixed_status`` the status of the same
+    export with them applied (the spec unchanged): what one click gives; ``status`` stays
+    the export's own."""
 
     unit_id: str
     zoo: str
@@ -59,6 +62,8 @@ class UnitRecord:
     seconds: Mapping[str, float] = field(default_factory=dict)
     onnx_bytes: int | None = None
     speedup: float | None = None
+    fixed_by: tuple[str, ...] = ()
+    fixed_status: str | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
     host: str = ""
@@ -75,6 +80,11 @@ class UnitRecord:
     def failed(self) -> bool:
         return self.status in FAILED
 
+    @property
+    def fixed(self) -> bool:
+        """Failed, and passes with the model patches its session offered."""
+        return self.failed and self.fixed_status == "passed"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (what the sweep writes, one line per record)."""
         data = asdict(self)
@@ -86,7 +96,10 @@ class UnitRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> UnitRecord:
         """The record a :meth:`to_dict` gave (fields added since are left at their defaults)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        known = {k: v for k, v in data.items() if k in names}
+        if "fixed_by" in known:
+            known["fixed_by"] = tuple(known["fixed_by"])
+        return cls(**known)
 
     def outcome(self) -> dict[str, Any]:
         """What a record says about the model, without timings nor where it ran: two runs of

@@ -70,6 +70,17 @@ class SweepResults(Presentable):
         versus = Counter(r.versus for r in self.records if r.versus)
         return {k: versus[k] for k in ("better", "same", "worse")} if versus else {}
 
+    def with_offered_patches(self) -> str | None:
+        """How the failed units whose session offered model patches did with them applied:
+        ``"3 of 4 failed units offered model patches pass with them (apply_suggested_fixes)"``;
+        None when no failed unit was offered any."""
+        offered = [r for r in self.records if r.failed and r.fixed_by]
+        if not offered:
+            return None
+        fixed = sum(r.fixed for r in offered)
+        return (f"{fixed} of {len(offered)} failed unit(s) offered model patches pass with them "
+                "(session.apply_suggested_fixes())")
+
     def diff(self, previous: SweepResults | str | os.PathLike[str]) -> SweepDiff:
         """What changed since ``previous`` (results or their directory), regressions first."""
         from .diff import diff_results

@@ -83,13 +83,16 @@ def _run_stages(unit: Unit, progress: _Progress) -> None:
     if built is None:
         return
     case, example_outputs = built
-    session = _export(unit, case, progress)
+    session, exported = _export(unit, case, progress)
     checked_cases: Sequence[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]] = [(tuple(case.args), dict(case.kwargs), example_outputs)]
-    if session is not None:
+    if exported:
         if unit.verify:
             checked_cases = _verify(session, progress) or checked_cases
         if unit.benchmark and "status" not in progress.fields:
             _benchmark(session, progress)
+    if session is not None:
+        if unit.verify and progress.fields.get("status") in ("export_failed", "verify_failed"):
+            _with_offered_patches(session, progress)
         session.release()
     if unit.baseline:
         if len(checked_cases) == 1 and unit.spec == "dynamic":
@@ -166,7 +169,8 @@ def _like(value: Any, shape: list[int]) -> Any:
     return torch.randint(low, high + 1, shape, generator=generator, dtype=value.dtype)
 
 
-def _export(unit: Unit, case: SweepCase, progress: _Progress) -> Any:
+def _export(unit: Unit, case: SweepCase, progress: _Progress) -> tuple[Any, bool]:
+    """The session (None when it could not be made) and whether it exported."""
     from ..options import ExportOptions
     from ..session import Session
 
@@ -179,17 +183,41 @@ def _export(unit: Unit, case: SweepCase, progress: _Progress) -> Any:
     except Exception as exc:  # noqa: BLE001 - e.g. a SpecError for the factory's dim names
         progress.end("capture", "failed", started)
         progress.fail("capture", "export_failed", exc)
-        return None
+        return None, False
     for stage in session.stages:
         progress.stages[stage.name] = stage.status.value
         progress.seconds[stage.name] = round(stage.seconds, 3)
     failed = session.failed_stage
     if failed is not None:
         progress.fail(failed.name, "export_failed", failed.error if failed.error is not None else failed.detail)
-        return None
+        return session, False
     if not session.is_large:
         progress.fields["onnx_bytes"] = len(session.model_bytes)
-    return session
+    return session, True
+
+
+def _with_offered_patches(session: Any, progress: _Progress) -> None:
+    """A failed unit exported again with the model patches its session offers as fixes (the
+    dim spec unchanged, as ``apply_suggested_fixes``' first round), and verified: what a user
+    gets with one click. Recorded as ``fixed_by`` / ``fixed_status`` beside the unit's own
+    status, which it does not change."""
+    started = progress.begin("fixes")
+    try:
+        offered = tuple(session.suggested_fixes.patch_names)
+        if not offered:
+            return
+        patched = session.with_options(patches=session.options.patches + offered)
+        patched.run()
+        verdict = None if patched.failed_stage is not None else patched.verify().status
+        patched.release()
+    except Exception as exc:  # a fix that raises is recorded, not a crash
+        if is_out_of_memory(exc):
+            raise _OutOfMemory("fixes", error_line(exc)) from exc
+        progress.end("fixes", "failed", started)
+        return
+    status = {None: "export_failed", "passed": "passed", "not_verified": "not_verified"}.get(verdict, "verify_failed")
+    progress.end("fixes", status, started)
+    progress.fields.update(fixed_by=offered, fixed_status=status)
 
 
 def _verify(session: Any, progress: _Progress) -> list[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]]:

@@ -14,13 +14,13 @@ if TYPE_CHECKING:
 __all__ = ["COLUMNS", "records_frame"]
 
 COLUMNS = ["unit_id", "zoo", "model", "spec", "status", "failed_stage", "failure_class", "error", "verdict",
-           "baseline", "baseline_error", "versus", "seconds", "onnx_bytes", "speedup", "stages", "options", "versions", "host",
+           "baseline", "baseline_error", "versus", "fixed_by", "fixed_status", "seconds", "onnx_bytes", "speedup", "stages", "options", "versions", "host",
            "started", "finished"]
 
 
 def records_frame(records: Sequence[UnitRecord], flat: bool = False) -> pandas.DataFrame:
-    """One row per record; ``seconds`` is the unit's total. ``flat``: the dict columns
-    (``stages``, ``options``, ``versions``) as JSON text, as Parquet stores them."""
+    """One row per record; ``seconds`` is the unit's total. ``flat``: the dict and list columns
+    (``stages``, ``options``, ``versions``, ``fixed_by``) as JSON text, as Parquet stores them."""
     import pandas
 
     rows = []
@@ -28,7 +28,7 @@ def records_frame(records: Sequence[UnitRecord], flat: bool = False) -> pandas.D
         row = record.to_dict()
         row["seconds"] = record.seconds.get("total")
         if flat:
-            for name in ("stages", "options", "versions"):
+            for name in ("stages", "options", "versions", "fixed_by"):
                 row[name] = json.dumps(row[name], sort_keys=True)
         rows.append({name: row.get(name) for name in COLUMNS})
     return pandas.DataFrame(rows, columns=COLUMNS)

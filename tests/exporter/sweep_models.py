@@ -78,3 +78,17 @@ def oom() -> SweepCase:
     """Allocates 16 GiB while building: past any cap the tests set."""
     weights = torch.ones(1 << 34, dtype=torch.uint8)
     return SweepCase(torch.nn.Identity(), (weights[:8].float(),))
+
+
+@zoo_entry("tests")
+def dinov2() -> SweepCase:
+    """transformers' DINOv2, tiny: its position embeddings are interpolated with sizes read into
+    Python floats, so the export is wrong at any other image size until the model patch
+    ``pos_embed_interpolation`` its session offers is applied."""
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    config = Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                          image_size=32, patch_size=8)
+    return SweepCase(Dinov2Model(config).eval(), (), {"pixel_values": torch.randn(2, 3, 32, 32)},
+                     dynamic_shapes={"pixel_values": {0: "batch", 2: "height", 3: "width"}})

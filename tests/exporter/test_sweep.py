@@ -145,6 +145,25 @@ def test_the_subcommand_writes_the_dashboard_and_coverage_and_diffs(local_run, t
     assert "baked" in (tmp_path / "d.html").read_text() and "| mlp | dynamic | pass |" in (tmp_path / "c.md").read_text()
 
 
+def test_a_failed_unit_is_exported_again_with_the_model_patches_its_session_offers(tmp_path):
+    pytest.importorskip("transformers")
+    results = sweep(SWEEP_MODELS, models=["dinov2"], engine="local", workers=1, output_dir=tmp_path, timeout=300,
+                    progress=False)
+    record = results.record("dinov2")
+    assert record.status == "verify_failed"  # the export's own status is kept
+    assert record.fixed_by == ("pos_embed_interpolation",) and record.fixed_status == "passed" and record.fixed
+    assert results.with_offered_patches() == \
+        "1 of 1 failed unit(s) offered model patches pass with them (session.apply_suggested_fixes())"
+    assert "| pass (pos_embed_interpolation) |" in results.coverage_markdown()
+    assert load_results(tmp_path).record("dinov2").fixed_by == ("pos_embed_interpolation",)  # through JSON
+
+
+def test_a_failure_with_no_patch_to_offer_records_none(local_run):
+    baked = local_run.record("baked")
+    assert baked.failed and baked.fixed_by == () and baked.fixed_status is None
+    assert local_run.with_offered_patches() is None
+
+
 def test_the_transformers_zoo_draws_all_zero_weight_matrices_and_leaves_the_rest():
     import torch
 

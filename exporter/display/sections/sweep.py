@@ -21,6 +21,9 @@ def sweep_results_section(results: SweepResults, title: str = "Sweep", top: int 
     versus = results.versus_counts()
     if versus:
         body.append(KeyValues((("vs torch.onnx.export", ", ".join(f"{n} {k}" for k, n in versus.items())),)))
+    patched = results.with_offered_patches()
+    if patched:
+        body.append(KeyValues((("with offered patches", patched),)))
     buckets = results.buckets().head(top)
     if len(buckets):
         body.append(Table.from_rows(("units", "stage", "failure class"),

@@ -25,6 +25,7 @@ VOCAB = 128
 HIDDEN = 32
 BATCH, SEQ, DECODER_SEQ = 2, 16, 8
 IMAGE = 64
+LARGER_IMAGES = (IMAGE, 128, 256)  # tried in turn for a vision model that needs a larger image
 
 # Scalar config attributes set when the config has them.
 _SIZES: dict[str, Any] = {
@@ -70,7 +71,26 @@ def shrink_config(config: Any) -> Any:
     for value in list(vars(config).values()):
         if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
             shrink_config(value)
+    _resnet_for_timm_backbone(config)
     return config
+
+
+def _resnet_for_timm_backbone(config: Any) -> None:
+    """A timm backbone (the DETR family's default ResNet-50) swapped for a tiny ResNet of
+    transformers' own with the same feature levels: the zoo builds without timm, and the same
+    on every machine."""
+    backbone = getattr(config, "backbone_config", None)
+    if getattr(backbone, "model_type", None) != "timm_backbone":
+        return
+    from transformers import ResNetConfig
+
+    levels = list(getattr(backbone, "out_indices", None) or (4,))
+    sizes: dict[str, Any] = {"embedding_size": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+                             "out_features": [f"stage{i}" for i in levels]}  # out_features: a backbone kwarg
+    config.backbone_config = ResNetConfig(**sizes)
+    for name in ("use_timm_backbone", "use_pretrained_backbone"):
+        if hasattr(config, name):
+            setattr(config, name, False)
 
 
 def _ids(shape: tuple[int, ...]) -> Any:
@@ -135,17 +155,34 @@ def randomize_zero_matrices(model: Any, std: float = 0.02) -> Any:
 
 
 def tiny_model(model_type: str) -> SweepCase:
-    """A tiny ``model_type`` base model with random weights and its natural inputs."""
+    """A tiny ``model_type`` base model with random weights and its natural inputs. A vision
+    model whose layers need a larger image than the zoo's 64×64 (MobileViTV2's 8×8 unfold
+    after a 32× reduction) is built again at 128 and 256."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     mapped = MODEL_MAPPING_NAMES[model_type]
     class_name: str = mapped if isinstance(mapped, str) else mapped[0]
-    config = shrink_config(CONFIG_MAPPING[model_type]())
-    model = randomize_zero_matrices(getattr(transformers, class_name)(config).eval())
-    kwargs, names = _inputs(model, config)
+    for image in LARGER_IMAGES:
+        config = shrink_config(CONFIG_MAPPING[model_type]())
+        if image != IMAGE and getattr(config, "image_size", None) != IMAGE:
+            break  # not a model the zoo gave a 64×64 image to: nothing to retry
+        if image != IMAGE:
+            config.image_size = image
+        model = randomize_zero_matrices(getattr(transformers, class_name)(config).eval())
+        kwargs, names = _inputs(model, config)
+        if image == LARGER_IMAGES[-1] or "pixel_values" not in kwargs:
+            break
+        try:
+            with torch.no_grad():
+                model(**kwargs)
+            break
+        except RuntimeError as exc:
+            if "size" not in str(exc):  # not an image too small for a kernel or a reshape
+                break
     return SweepCase(model, (), kwargs, names)
 
 
