@@ -53,6 +53,21 @@ def _mamba() -> torch.nn.Module:
     return transformers.MambaModel(config).eval()
 
 
+def _rwkv() -> torch.nn.Module:
+    config = transformers.RwkvConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, attention_hidden_size=16,
+                                     intermediate_size=32, context_length=64, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.RwkvModel(config).eval()
+
+
+def _recurrent_gemma() -> torch.nn.Module:
+    config = transformers.RecurrentGemmaConfig(vocab_size=64, hidden_size=16, lru_width=16, intermediate_size=32,
+                                               num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                               head_dim=8, attention_window_size=16, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.RecurrentGemmaModel(config).eval()
+
+
 def _mobilevit() -> torch.nn.Module:
     """A 3-stage MobileViT whose batch-norm statistics are taken from a few images, so its
     outputs are not ~1e-6 (random convolutions over many layers shrink them to nothing)."""
@@ -103,11 +118,12 @@ def _same_state(model: torch.nn.Module, before: dict) -> bool:
 def test_patches_option_takes_registry_names_once_and_refuses_others_listing_them():
     assert ExportOptions(patches=["tf_same_padding", "tf_same_padding"]).patches == ("tf_same_padding",)
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
-    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, unfold_resize") as info:
+    with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
+                                        "unfold_resize, rwkv_attention_scan, linear_rnn_scan") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
-                           "unfold_resize")
+                           "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -117,6 +133,8 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(_focalnet())] == ["pad_to_patch_multiple"]
     assert [s.name for s in suggested_patches(_mamba())] == ["selective_scan_loop"]
     assert [s.name for s in suggested_patches(_mobilevit())] == ["unfold_resize"]
+    assert [s.name for s in suggested_patches(_rwkv())] == ["rwkv_attention_scan"]
+    assert [s.name for s in suggested_patches(_recurrent_gemma())] == ["linear_rnn_scan"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -333,6 +351,54 @@ def test_the_selective_scan_replacement_computes_what_the_loop_computes_bit_for_
     actual = mamba_selective_scan(hidden, dt, A, B, C, **kwargs)
 
     assert all(torch.equal(a, e) for a, e in zip(actual, expected, strict=True))
+
+
+@pytest.mark.parametrize(("build", "patch", "function"), [
+    (_rwkv, "rwkv_attention_scan", "rwkv_linear_attention_cpu"),
+    (_recurrent_gemma, "linear_rnn_scan", "_rnn_scan"),
+])
+def test_a_recurrence_looped_over_the_sequence_pins_it_until_the_offered_scan_patch_keeps_seq_dynamic(build, patch, function):
+    model = build()
+    before = _state(model)
+    plain = Session(model, (_ids(2, 12),), {}, ExportOptions(dynamic_shapes=TEXT_DIMS))
+    assert plain.run().status == "failed"  # the loop unrolled at 12 steps pins seq
+    assert plain.suggested_fixes.patch_names == (patch,)
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.options.patches == (patch,) and fixed.spec == plain.spec and fixed.run().ok
+    assert "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
+    for batch, seq in [(2, 12), (1, 1), (3, 29)]:
+        ids = _ids(batch, seq)
+        with torch.no_grad():  # the unpatched model, run eagerly
+            expected = model(ids).last_hidden_state
+        actual = torch.as_tensor(fixed.run_onnx(ids)[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at batch={batch}, seq={seq}")
+    assert _same_state(model, before)
+    assert f"{function}" in plain.suggested_fixes.patches[0].diff
+
+
+def test_the_rwkv_and_rg_lru_replacements_compute_what_the_loops_compute_bit_for_bit():
+    import transformers.models.recurrent_gemma.modeling_recurrent_gemma as rg
+    import transformers.models.rwkv.modeling_rwkv as rwkv
+
+    from exporter.patches.recurrence_scan import _rnn_scan, rwkv_linear_attention_cpu
+
+    generator = torch.Generator().manual_seed(0)
+    batch, seq, width = 2, 9, 6
+    decay, first = torch.randn(width, generator=generator), torch.randn(width, generator=generator)
+    key, value = (torch.randn(batch, seq, width, generator=generator) for _ in range(2))
+    expected = rwkv.rwkv_linear_attention_cpu(decay, first, key, value, return_state=True)
+    actual = rwkv_linear_attention_cpu(decay, first, key, value, return_state=True)
+    assert torch.equal(actual[0], expected[0]) and all(torch.equal(a, e) for a, e in zip(actual[1], expected[1], strict=True))
+
+    layer = _recurrent_gemma().layers[0].temporal_block.rg_lru
+    hidden, gate = torch.randn(batch, seq, width, generator=generator), torch.rand(batch, seq, width, generator=generator)
+    reset = torch.zeros(batch, seq, width, dtype=torch.bool)
+    reset[:, 0] = True
+    start = torch.randn(batch, width, generator=generator)
+    for states in (None, start):
+        expected = rg.RecurrentGemmaRglru._rnn_scan(layer, hidden, gate, reset, states)
+        actual = _rnn_scan(layer, hidden, gate, reset, states)
+        assert all(torch.equal(a, e) for a, e in zip(actual, expected, strict=True))
 
 
 def test_jamba_is_offered_the_scan_patch_though_torch_reports_its_failure_at_a_later_use_of_seq():
