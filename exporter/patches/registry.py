@@ -10,6 +10,7 @@ from ..errors import SpecError
 from .base import Patch, SuggestedPatch
 from .maybe_pad import PadToPatchMultiple
 from .pos_embed import PositionEmbeddingInterpolation
+from .range_tensor import RangeListTensor
 from .recurrence_scan import LinearRnnScan, RwkvAttentionScan
 from .selective_scan import SelectiveScanLoop
 from .tf_padding import TfSamePadding
@@ -19,7 +20,7 @@ __all__ = ["PATCHES", "PATCH_NAMES", "applied", "check_patch_names", "patch_name
 
 #: Every patch, in the order they are offered and entered.
 PATCHES: tuple[Patch, ...] = (PositionEmbeddingInterpolation(), TfSamePadding(), PadToPatchMultiple(), SelectiveScanLoop(),
-                              UnfoldResize(), RwkvAttentionScan(), LinearRnnScan())
+                              UnfoldResize(), RwkvAttentionScan(), LinearRnnScan(), RangeListTensor())
 PATCH_NAMES: tuple[str, ...] = tuple(patch.name for patch in PATCHES)
 
 

@@ -68,6 +68,13 @@ def _recurrent_gemma() -> torch.nn.Module:
     return transformers.RecurrentGemmaModel(config).eval()
 
 
+def _cpmant() -> torch.nn.Module:
+    config = transformers.CpmAntConfig(vocab_size=64, hidden_size=16, num_attention_heads=2, dim_head=8, dim_ff=32,
+                                       num_hidden_layers=2, prompt_length=4, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.CpmAntModel(config).eval()
+
+
 def _mobilevit() -> torch.nn.Module:
     """A 3-stage MobileViT whose batch-norm statistics are taken from a few images, so its
     outputs are not ~1e-6 (random convolutions over many layers shrink them to nothing)."""
@@ -119,11 +126,11 @@ def test_patches_option_takes_registry_names_once_and_refuses_others_listing_the
     assert ExportOptions(patches=["tf_same_padding", "tf_same_padding"]).patches == ("tf_same_padding",)
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
     with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
-                                        "unfold_resize, rwkv_attention_scan, linear_rnn_scan") as info:
+                                        "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
-                           "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan")
+                           "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -135,6 +142,7 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(_mobilevit())] == ["unfold_resize"]
     assert [s.name for s in suggested_patches(_rwkv())] == ["rwkv_attention_scan"]
     assert [s.name for s in suggested_patches(_recurrent_gemma())] == ["linear_rnn_scan"]
+    assert [s.name for s in suggested_patches(_cpmant())] == ["range_list_tensor"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -356,8 +364,9 @@ def test_the_selective_scan_replacement_computes_what_the_loop_computes_bit_for_
 @pytest.mark.parametrize(("build", "patch", "function"), [
     (_rwkv, "rwkv_attention_scan", "rwkv_linear_attention_cpu"),
     (_recurrent_gemma, "linear_rnn_scan", "_rnn_scan"),
+    (_cpmant, "range_list_tensor", "_prepare_attention_mask"),
 ])
-def test_a_recurrence_looped_over_the_sequence_pins_it_until_the_offered_scan_patch_keeps_seq_dynamic(build, patch, function):
+def test_a_loop_or_list_over_the_sequence_pins_it_until_the_offered_patch_keeps_seq_dynamic(build, patch, function):
     model = build()
     before = _state(model)
     plain = Session(model, (_ids(2, 12),), {}, ExportOptions(dynamic_shapes=TEXT_DIMS))
@@ -365,7 +374,7 @@ def test_a_recurrence_looped_over_the_sequence_pins_it_until_the_offered_scan_pa
     assert plain.suggested_fixes.patch_names == (patch,)
     fixed = plain.apply_suggested_fixes()
     assert fixed.options.patches == (patch,) and fixed.spec == plain.spec and fixed.run().ok
-    assert "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
+    assert patch == "range_list_tensor" or "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
     for batch, seq in [(2, 12), (1, 1), (3, 29)]:
         ids = _ids(batch, seq)
         with torch.no_grad():  # the unpatched model, run eagerly
@@ -399,6 +408,21 @@ def test_the_rwkv_and_rg_lru_replacements_compute_what_the_loops_compute_bit_for
         expected = rg.RecurrentGemmaRglru._rnn_scan(layer, hidden, gate, reset, states)
         actual = _rnn_scan(layer, hidden, gate, reset, states)
         assert all(torch.equal(a, e) for a, e in zip(actual, expected, strict=True))
+
+
+def test_the_cpmant_mask_replacement_gives_the_list_built_mask_exactly():
+    import transformers.models.cpmant.modeling_cpmant as modeling
+
+    from exporter.patches.range_tensor import _prepare_attention_mask
+
+    model = _cpmant()
+    ids = _ids(3, 11)
+    span = torch.zeros_like(ids)
+    context = torch.tensor([[True] * 7 + [False] * 4] * 3)
+    length = torch.tensor([11, 9, 4])
+    expected = modeling.CpmAntModel._prepare_attention_mask(model, ids, span, context, length)
+    actual = _prepare_attention_mask(model, ids, span, context, length)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
 
 
 def test_jamba_is_offered_the_scan_patch_though_torch_reports_its_failure_at_a_later_use_of_seq():
