@@ -142,10 +142,11 @@ def complete_sizes(groups: Sequence[DimGroup], assignment: Mapping[str, int]) ->
     return sizes
 
 
-QUOTED_GUARD_CHARACTERS = 160
+QUOTED_GUARD_CHARACTERS = 80
 """A guard longer than this is not quoted in a cause: torch's expression of a padded, windowed
 size (SwinV2's ``Mod(8 - Mod(pixel_values.shape[2], 8), 8)`` nested five deep) runs to a
-thousand characters and hides the line that added it."""
+thousand characters and hides the line that added it; at 150 (FocalNet's first guard) it is
+already a line of sympy no one reads."""
 
 
 def guard_words(expr: str) -> str:
