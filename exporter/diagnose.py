@@ -147,6 +147,24 @@ def _rnn_reason(error: BaseException, model: Any) -> str | None:
     )
 
 
+def _interpolation_reason(error: BaseException, model: Any, bound: BoundInputs | None) -> str | None:
+    """A pinned image size on a model whose forward takes ``interpolate_pos_encoding`` (ViT,
+    DeiT, CLIP's vision tower...) left off: without it the model accepts its training size only."""
+    import inspect
+
+    if model is None or bound is None or not formats.marked_static(error):
+        return None
+    try:
+        parameters = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    if "interpolate_pos_encoding" not in parameters or bound.by_parameter().get("interpolate_pos_encoding") is True:
+        return None
+    return ("the model's forward takes interpolate_pos_encoding: pass interpolate_pos_encoding=True to keep the "
+            "image size dynamic (without it the model checks the image against its training size); if verify then "
+            "fails at the training size, apply the pos_embed_interpolation patch it offers")
+
+
 def _guard_line(guard: Guard) -> str:
     """``file:line in function: code`` of a guard's user line, as other sources read."""
     return f"{source_label(guard.file, guard.line)} in {guard.function}: {guard.code}"
@@ -190,7 +208,7 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: DimSpec | None = N
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
     show_tried = len(attempts) > 1 and not (rejected and all(a.skipped_reason for a in attempts if a is not first))
     hint = (_solved_hint(fixes) if rejected else None) or _hint_for(cause, bound)
-    rnn = _rnn_reason(cause, model)
+    rnn = _rnn_reason(cause, model) or _interpolation_reason(cause, model, bound)
     error = CaptureError(
         (headline if ranges else f"could not capture the model ({first.strategy}): {headline}")
         + "".join(f"\n  {line}" for line in details)

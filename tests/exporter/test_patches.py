@@ -235,6 +235,24 @@ def test_dinov2_patched_export_leaves_the_model_and_its_class_as_they_were(dinov
     assert _same_state(model, before)
 
 
+def test_a_vit_refused_at_its_image_check_is_told_to_pass_interpolate_pos_encoding_which_with_the_patch_verifies():
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                    image_size=32, patch_size=8)
+    torch.manual_seed(0)
+    model = transformers.ViTModel(config, add_pooling_layer=False).eval()
+    pixels = torch.randn(2, 3, 32, 32)
+    refused = Session(model, (), {"pixel_values": pixels}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    assert refused.run().status == "failed"
+    assert "pass interpolate_pos_encoding=True" in refused.failed_stage.error.hint
+    told = Session(model, (), {"pixel_values": pixels, "interpolate_pos_encoding": True},
+                   ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    assert told.run().ok
+    assert told.verify().status == "failed"  # the embeddings come back unchanged at the training size
+    assert told.suggested_fixes.patch_names == ("pos_embed_interpolation",)
+    verdict = told.apply_suggested_fixes().verify()
+    assert verdict.status == "passed", verdict
+
+
 def test_dinov2_failed_verify_offers_the_patch_and_applying_it_passes_verify(dinov2_exports):
     _, _, _, fresh, _ = dinov2_exports
     quick = {"sizes": {"height": [40]}, "edge_values": False, "locate": False}

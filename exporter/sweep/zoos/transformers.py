@@ -56,6 +56,14 @@ def shrink_config(config: Any) -> Any:
     for name, value in _SIZES.items():
         if name in vars(config) and not isinstance(getattr(config, name), (list, tuple, dict)) and getattr(config, name) is not None:
             setattr(config, name, value)
+    if "head_dim" in vars(config):  # None: the checkpoint's config would set it (Ministral, HunYuan)
+        # multi-head latent attention rotates qk_rope_head_dim channels (DeepSeek-V2/V3)
+        config.head_dim = config.qk_rope_head_dim if "qk_rope_head_dim" in vars(config) else _SIZES["head_dim"]
+    if "qk_head_dim" in vars(config) and "qk_nope_head_dim" in vars(config):  # LongCat-Flash: their sum
+        config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    if getattr(config, "num_experts_per_tok", 0) is None and getattr(config, "n_routed_experts", None):
+        config.num_experts_per_tok = _SIZES["num_experts_per_tok"]  # DeepSeek-V2 leaves it to the checkpoint
+    _shrink_mrope_sections(config)
     for name, per_stage in _STAGE_LISTS.items():
         value = getattr(config, name, None)
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
@@ -73,6 +81,19 @@ def shrink_config(config: Any) -> Any:
             shrink_config(value)
     _resnet_for_timm_backbone(config)
     return config
+
+
+def _shrink_mrope_sections(config: Any) -> None:
+    """Multimodal rotary sections (Qwen2.5-VL, GLM-4V) rescaled to sum to half the new head
+    dim, as the model splits the rotary channels by them."""
+    half = _SIZES["head_dim"] // 2
+    for name in ("rope_parameters", "rope_scaling"):
+        params = getattr(config, name, None)
+        sections = params.get("mrope_section") if isinstance(params, dict) else None
+        if isinstance(sections, list) and sections and sum(sections) != half:
+            scaled = [max(1, round(s * half / sum(sections))) for s in sections]
+            scaled[0] += half - sum(scaled)
+            params["mrope_section"] = scaled
 
 
 def _resnet_for_timm_backbone(config: Any) -> None:
