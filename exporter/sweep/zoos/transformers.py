@@ -89,7 +89,9 @@ def _shrink_mrope_sections(config: Any) -> None:
     half = _SIZES["head_dim"] // 2
     for name in ("rope_parameters", "rope_scaling"):
         params = getattr(config, name, None)
-        sections = params.get("mrope_section") if isinstance(params, dict) else None
+        if not isinstance(params, dict):
+            continue
+        sections = params.get("mrope_section")
         if isinstance(sections, list) and sections and sum(sections) != half:
             scaled = [max(1, round(s * half / sum(sections))) for s in sections]
             scaled[0] += half - sum(scaled)
