@@ -2,7 +2,8 @@
 built from its default config shrunk to a tiny size, with random weights (no hub access).
 
 Inputs follow the model's ``main_input_name``: ``input_ids`` + ``attention_mask`` (and
-``decoder_input_ids`` for encoder-decoders) for text, ``pixel_values`` for vision,
+``decoder_input_ids`` for encoder-decoders) for text, ``pixel_values`` for vision (with
+``interpolate_pos_encoding=True`` where forward takes it: a ViT accepts another image size only then),
 ``input_features`` / ``input_values`` for audio; dims are named ``batch``, ``seq``,
 ``height``, ``width``, ``frames``, ``length`` as a ``torch.onnx.export`` user names them. A
 model whose config or forward does not fit these generic inputs fails at ``build``: it is
@@ -136,6 +137,8 @@ def _inputs(model: Any, config: Any) -> tuple[dict[str, Any], dict[str, dict[int
         size = size if isinstance(size, int) else IMAGE
         kwargs["pixel_values"] = torch.randn(BATCH, channels, size, size)
         names["pixel_values"] = {0: "batch", 2: "height", 3: "width"}
+        if "interpolate_pos_encoding" in parameters:  # ViT-style: other image sizes only when asked
+            kwargs["interpolate_pos_encoding"] = True
     elif main == "input_features":
         bins = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 16)
         frames = 2 * getattr(config, "max_source_positions", 32)
