@@ -125,8 +125,13 @@ def dashboard_html(records: Sequence[UnitRecord], *, title: str = "Zoo sweep") -
                 continue
             record = found
             failed = " failed" if record.failed else ""
-            cells.append(f'<td class="cell{failed}" data-unit="{_e(record.unit_id)}" title="{_e(record.error or record.status)}" '
-                         f'style="background:{COLORS.get(record.status, "#6e7781")}">{_e(SHORT.get(record.status, record.status))}</td>')
+            patched = (f" · patched: {SHORT.get(record.fixed_status or '', record.fixed_status)}"
+                       if record.fixed_by else "")
+            title = (record.error or record.status) + (f" (with {', '.join(record.fixed_by)}: {record.fixed_status})"
+                                                       if record.fixed_by else "")
+            cells.append(f'<td class="cell{failed}" data-unit="{_e(record.unit_id)}" title="{_e(title)}" '
+                         f'style="background:{COLORS.get(record.status, "#6e7781")}">'
+                         f'{_e(SHORT.get(record.status, record.status) + patched)}</td>')
         base: UnitRecord | None = next((r for r in by_spec.values() if r.baseline), None)
         baseline = (f'<td class="cell" data-unit="{_e(base.unit_id)}" style="background:{COLORS.get(base.baseline or "", "#6e7781")}">'
                     f'{_e(SHORT.get(base.baseline or "", base.baseline))}</td><td class="vs">{_e(VERSUS.get(base.versus or "", ""))}</td>'

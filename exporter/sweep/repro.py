@@ -28,6 +28,9 @@ def reproduction_code(record: UnitRecord) -> str:
         "session = export(case.model, *case.args, options=options, **case.kwargs)",
         "session.verify()",
     ]
+    if record.fixed_by:
+        lines += ["", f"# with the model patches its session offers ({record.fixed_status} in the sweep)",
+                  "fixed = session.apply_suggested_fixes()  # patches " + ", ".join(record.fixed_by), "fixed.verify()"]
     if record.failed_stage == "baseline" or record.baseline in ("export_failed", "verify_failed"):
         lines += [
             "",

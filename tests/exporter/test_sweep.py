@@ -155,6 +155,8 @@ def test_a_failed_unit_is_exported_again_with_the_model_patches_its_session_offe
     assert results.with_offered_patches() == \
         "1 of 1 failed unit(s) offered model patches pass with them (session.apply_suggested_fixes())"
     assert "| pass (pos_embed_interpolation) |" in results.coverage_markdown()
+    assert "wrong · patched: pass" in results.dashboard()
+    assert "fixed = session.apply_suggested_fixes()  # patches pos_embed_interpolation" in results.dashboard()
     assert load_results(tmp_path).record("dinov2").fixed_by == ("pos_embed_interpolation",)  # through JSON
 
 
