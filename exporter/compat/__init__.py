@@ -71,7 +71,7 @@ from .patches import (
     rnn_while_loop_decompositions,
     scan,
 )
-from .program import draft_export_report, fx_node_origins, guards_code, output_paths, unguarded_module
+from .program import draft_export_assumptions, draft_export_report, fx_node_origins, guards_code, output_paths, unguarded_module
 from .pytree import key_path_to_str, pytree_children, pytree_keystr, tree_flatten_with_path, tree_replace_leaves
 from .registry import (
     Translations,
@@ -103,6 +103,7 @@ __all__ = [
     "default_opset",
     "derived_dim_parts",
     "dim_hint_policy",
+    "draft_export_assumptions",
     "draft_export_report",
     "copy_program",
     "name_outputs_after_their_nodes",

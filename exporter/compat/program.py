@@ -8,12 +8,38 @@ from typing import Any
 from .kv_cache import is_kv_cache_type
 from .pytree import key_path_to_str
 
-__all__ = ["draft_export_report", "fx_node_origins", "guards_code", "output_paths", "unguarded_module"]
+__all__ = ["draft_export_assumptions", "draft_export_report", "fx_node_origins", "guards_code", "output_paths", "unguarded_module"]
 
 
 def draft_export_report(program: Any) -> Any:
     """The ``DraftExportReport`` attached by ``torch.export.draft_export`` (or None)."""
     return getattr(program, "_report", None)
+
+
+def draft_export_assumptions(program: Any) -> list[tuple[str, str | None, int | None, str]]:
+    """The data-dependent values ``torch.export.draft_export`` fixed at the example's (each a
+    ``(expression, file, line, code)`` of its innermost frame outside torch), from its report's
+    ``DATA_DEPENDENT_ERROR`` failures: the program holds only for inputs that give them again.
+    Empty for any other program."""
+    from .frames import is_user_file
+
+    report = draft_export_report(program)
+    if report is None:
+        return []
+    # Frames name their files by torch's process-wide intern ids; a report maps only the ids
+    # first interned during its own export, so a file seen by an earlier export is looked up there.
+    from torch._logging.structured import INTERN_TABLE
+
+    filenames = {**{number: name for name, number in INTERN_TABLE.items()}, **report.str_to_filename}
+    found = []
+    for failure in getattr(report, "failures", ()):
+        if getattr(failure, "xfail", False) or getattr(failure.failure_type, "name", "") != "DATA_DEPENDENT_ERROR":
+            continue
+        frames = [(filenames.get(f["filename"]), f) for f in failure.data.get("user_stack", ())]
+        user = [(name, f) for name, f in frames if name and is_user_file(name)]
+        name, frame = user[-1] if user else (None, {})
+        found.append((str(failure.data.get("expr", "")), name, frame.get("line"), str(frame.get("loc", "")).strip()))
+    return found
 
 
 def output_paths(program: Any) -> list[str]:

@@ -247,7 +247,7 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
 def _captured(attempt: CaptureAttempt, attempts: list[CaptureAttempt], patches: tuple[str, ...], start: float,
               notes: tuple[str, ...] = ()) -> StageResult:
     state = attempt.model_state
-    notes = (*notes, *(note for note in (
+    notes = (*notes, *_draft_notes(attempt), *(note for note in (
         state.message if state is not None else "",
         "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
         + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
@@ -257,6 +257,25 @@ def _captured(attempt: CaptureAttempt, attempts: list[CaptureAttempt], patches: 
         attempts=tuple(attempts), strategy=attempt.strategy,
         detail="; ".join((f"strategy {attempt.strategy}", *_patch_notes(patches), *notes)), warnings=notes,
     )
+
+
+def _draft_notes(attempt: CaptureAttempt) -> tuple[str, ...]:
+    """What draft export fixed at the example's values, in the user's lines: its program (and
+    the ONNX model) hold only for inputs that take the same data-dependent branches."""
+    from ..compat import draft_export_assumptions
+    from ..frames import source_label
+
+    if attempt.strategy != DraftExportStrategy.name:
+        return ()
+    fixed = draft_export_assumptions(attempt.program)
+    if not fixed:
+        return ()
+    where = "; ".join(f"`{expr}` at {source_label(file, line, short=True)}" + (f" (`{code}`)" if code else "")
+                      for expr, file, line, code in fixed[:3])
+    more = f"; and {len(fixed) - 3} more" if len(fixed) > 3 else ""
+    return (f"draft export fixed {len(fixed)} data-dependent value(s) at the example's: {where}{more}. The ONNX "
+            "model holds only for inputs that take the same branches (torch's checks for them are not in ONNX); "
+            "verify() tries other values",)
 
 
 def _rescue_note(rejected: CaptureAttempt, spec: DimSpec, inputs: BoundInputs, model: Any) -> str:
