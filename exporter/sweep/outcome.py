@@ -55,20 +55,27 @@ def package_versions() -> dict[str, str]:
 
 
 # How good an outcome is: what "better / same / worse" compares. A model that exports and is
-# wrong without any error is worse than an export that fails and says why.
+# wrong without any error is worse than an export that fails and says why; one that is right
+# wherever onnxruntime runs it, and refused with an error elsewhere, is better than no model.
 _RANKS = {"verify_failed": 0, "export_failed": 1, "example_only": 2, "not_verified": 2, "exported": 2, "passed": 3}
+REFUSES_ONLY_RANK = 1.5
 
 
-def rank(status: str | None) -> int | None:
-    """0 wrong numbers somewhere (no error), 1 export failed, 2 right where compared but not
-    compared at another size, 3 right at the example and at other sizes; None when there is
-    nothing to compare."""
-    return None if status is None else _RANKS.get(status)
+def rank(status: str | None, refuses_only: bool = False) -> float | None:
+    """0 wrong numbers somewhere (no error), 1 export failed, 1.5 right at the example and
+    wherever onnxruntime ran it, which raised at some size (``refuses_only``, with a
+    ``verify_failed`` status), 2 right where compared but not compared at another size, 3
+    right at the example and at other sizes; None when there is nothing to compare."""
+    if status is None:
+        return None
+    return REFUSES_ONLY_RANK if status == "verify_failed" and refuses_only else _RANKS.get(status)
 
 
-def versus(ours: str, baseline: str | None) -> str | None:
-    """``better``, ``same`` or ``worse``: our status against ``torch.onnx.export``'s."""
-    a, b = rank(ours), rank(baseline)
+def versus(ours: str, baseline: str | None, *, ours_refuses_only: bool = False,
+           baseline_refuses_only: bool = False) -> str | None:
+    """``better``, ``same`` or ``worse``: our status against ``torch.onnx.export``'s (each
+    ``refuses_only`` as for :func:`rank`)."""
+    a, b = rank(ours, ours_refuses_only), rank(baseline, baseline_refuses_only)
     if a is None or b is None:
         return None
     return "better" if a > b else "worse" if a < b else "same"

@@ -36,7 +36,8 @@ class UnitRecord:
     compared, or at the example with every named dim one larger when verify did not run;
     ``example_only``: matched at the example, no other size compared; ``verify_failed``;
     ``export_failed``), and ``versus`` compares it with ours: ``better``, ``same`` or
-    ``worse``, ranking wrong numbers without an error below a failed export
+    ``worse``, ranking wrong numbers without an error below a failed export, and a model right
+    wherever onnxruntime runs it (it raises at some size) above one
     (:func:`exporter.sweep.outcome.rank`). ``seconds`` per stage and in all (``total``), ``onnx_bytes`` the
     size of our ONNX model, ``speedup`` onnxruntime vs eager when benchmarked, ``versions``
     the packages that ran it, ``host`` and ``pid`` where, ``started`` / ``finished`` when

@@ -20,6 +20,7 @@ from .zoo import load_case
 __all__ = ["run_unit"]
 
 BENCHMARK_BUDGET = 0.5
+ORT_FAILED = "onnxruntime failed at"  # how a baseline problem that raised (not a wrong value) begins
 
 
 class _OutOfMemory(Exception):
@@ -40,6 +41,7 @@ class _Progress:
     seconds: dict[str, float] = field(default_factory=dict)
     fields: dict[str, Any] = field(default_factory=dict)
     vacuous: bool = False  # every value verify compared was within atol of 0
+    refuses_only: bool = False  # verify failed only where onnxruntime raised, right at the example
 
     def begin(self, stage: str) -> float:
         self.report(stage)
@@ -227,6 +229,9 @@ def _verify(session: Any, progress: _Progress) -> list[tuple[tuple[Any, ...], di
     progress.end("verify", result.status, started)
     progress.fields["verdict"] = short(result.verdict)
     progress.vacuous = any(finding.kind == "vacuous" for finding in result.findings)
+    failed = result.failed_cases
+    progress.refuses_only = bool(failed) and all(c.status == "ort_error" for c in failed) and any(
+        c.name == "example" and c.status == "pass" for c in result.cases)
     if result.status == "passed":
         progress.fields["status"] = "passed"
     elif result.status == "not_verified":
@@ -277,20 +282,22 @@ def _baseline(unit: Unit, case: SweepCase, checked: Sequence[tuple[tuple[Any, ..
         run = _ort_runner(program)
     except Exception as exc:  # noqa: BLE001 - a model onnxruntime cannot load is the finding
         checked, status, error = (), "verify_failed", f"onnxruntime cannot load it: {error_line(exc)}"
-    for args, kwargs, expected in checked:
-        problem = _compare(run, args, kwargs, expected)
-        if problem is not None:
-            status, error = "verify_failed", problem
-            break
+    problems = [p for p in (_compare(run, args, kwargs, expected) for args, kwargs, expected in checked) if p]
+    if problems:
+        status, error = "verify_failed", problems[0]
+    refuses_only = bool(checked) and 0 < len(problems) < len(checked) and \
+        all(p.startswith(ORT_FAILED) for p in problems) and _compare(run, *checked[0]) is None
     if status != "verify_failed" and progress.vacuous:  # the same cases: its match tells nothing either
         status, error = "not_verified", "every value compared is within atol of 0: a model returning zeros would pass too"
     progress.end("baseline", status, started)
-    _set_baseline(progress, status, error)
+    _set_baseline(progress, status, error, refuses_only)
 
 
-def _set_baseline(progress: _Progress, status: str, error: str | None) -> None:
+def _set_baseline(progress: _Progress, status: str, error: str | None, refuses_only: bool = False) -> None:
     ours = progress.fields.get("status", "exported")
-    progress.fields.update(baseline=status, baseline_error=short(error) if error else None, versus=versus(ours, status))
+    progress.fields.update(baseline=status, baseline_error=short(error) if error else None,
+                           versus=versus(ours, status, ours_refuses_only=progress.refuses_only,
+                                         baseline_refuses_only=refuses_only))
 
 
 def _ort_runner(program: Any) -> Callable[[tuple[Any, ...], dict[str, Any]], list[Any]]:
@@ -327,7 +334,7 @@ def _compare(run: Callable[[tuple[Any, ...], dict[str, Any]], list[Any]], args: 
     try:
         outputs = run(args, kwargs)
     except Exception as exc:  # noqa: BLE001 - onnxruntime failing at a size is the finding
-        return f"onnxruntime failed at {sizes}: {error_line(exc)}"
+        return f"{ORT_FAILED} {sizes}: {error_line(exc)}"
     if len(outputs) != len(expected):
         return f"{len(outputs)} outputs where eager PyTorch gives {len(expected)}"
     for i, (got, want) in enumerate(zip(outputs, expected)):

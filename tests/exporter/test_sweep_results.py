@@ -41,6 +41,17 @@ AFTER = SweepResults((
 ))
 
 
+def test_a_model_onnxruntime_refuses_at_some_size_ranks_above_no_model_and_a_silently_wrong_one_below():
+    from exporter.sweep.outcome import versus
+
+    assert versus("verify_failed", "export_failed") == "worse"  # wrong numbers, no error
+    assert versus("verify_failed", "export_failed", ours_refuses_only=True) == "better"
+    assert versus("verify_failed", "verify_failed", ours_refuses_only=True) == "better"
+    assert versus("verify_failed", "verify_failed", baseline_refuses_only=True) == "worse"
+    assert versus("verify_failed", "passed", ours_refuses_only=True) == "worse"
+    assert versus("passed", "export_failed", baseline_refuses_only=True) == "better"  # only verify_failed can refuse
+
+
 def test_failure_class_takes_out_what_varies_from_model_to_model():
     one = failure_class("RuntimeError: shape '[2, 16, 4, 8]' is invalid for input of size 1024")
     two = failure_class("RuntimeError: shape '[3, 11]' is invalid for input of size 33")
