@@ -60,6 +60,8 @@ def shrink_config(config: Any) -> Any:
     if "head_dim" in vars(config):  # None: the checkpoint's config would set it (Ministral, HunYuan)
         # multi-head latent attention rotates qk_rope_head_dim channels (DeepSeek-V2/V3)
         config.head_dim = config.qk_rope_head_dim if "qk_rope_head_dim" in vars(config) else _SIZES["head_dim"]
+    if "kv_lora_rank" in vars(config) and "num_key_value_heads" in vars(config):
+        config.num_key_value_heads = config.num_attention_heads  # latent attention has a key per head, as checkpoints say
     if "qk_head_dim" in vars(config) and "qk_nope_head_dim" in vars(config):  # LongCat-Flash: their sum
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
     if getattr(config, "num_experts_per_tok", 0) is None and getattr(config, "n_routed_experts", None):
