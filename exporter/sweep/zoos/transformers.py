@@ -141,6 +141,7 @@ def _inputs(model: Any, config: Any) -> tuple[dict[str, Any], dict[str, dict[int
         names["pixel_values"] = {0: "batch", 2: "height", 3: "width"}
         if "interpolate_pos_encoding" in parameters:  # ViT-style: other image sizes only when asked
             kwargs["interpolate_pos_encoding"] = True
+            names["interpolate_pos_encoding"] = None  # torch.export wants every input named in the spec
     elif main == "input_features":
         bins = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 16)
         frames = 2 * getattr(config, "max_source_positions", 32)
