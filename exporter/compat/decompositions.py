@@ -16,21 +16,25 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=4)
+def _registered_op_count() -> int:
+    """How many ops torch's dispatcher knows (~2 ms): it grows when a library registers more
+    (``quantized_decomposed`` once ``torch.ao`` is imported), and the tables built from the
+    ops then known are built again."""
+    import torch
+
+    return len(torch._C._dispatch_get_all_op_names())
+
+
 def onnx_decomposition_table(registry: Any) -> dict[Any, Any]:
     """torch.onnx's ONNX-friendly decomposition table for a registry: every op the registry
-    translates is kept whole. Built once per registry."""
-    from torch.onnx._internal.exporter import _decomp
-
-    registered = set(_decomp.get_onnx_implemented_overloads(registry))
-    return _decomp.create_onnx_friendly_decomposition_table(registered)
+    translates is kept whole. Built once per registry and set of registered ops."""
+    return _decomposition_table(registry, _registered_op_count())
 
 
-@functools.lru_cache(maxsize=4)
 def onnx_decomposition_tables(registry: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
     """:func:`onnx_decomposition_table` split the way ``ExportedProgram.run_decompositions``
     splits it on every call, ``(composite-implicit ops, python decompositions)`` (~0.07 s):
-    done once per registry instead.
+    done once per registry and set of registered ops instead.
 
     The composite-implicit part keeps only the ops whose handling differs from their own
     CompositeImplicitAutograd kernel: the ones kept whole (translated directly) and the ones
@@ -38,10 +42,23 @@ def onnx_decomposition_tables(registry: Any) -> tuple[dict[Any, Any], dict[Any, 
     kernel, which the retrace runs anyway; every entry is patched into the op's Python
     kernels and restored on every decomposition (11,000 ``py_impl`` calls, ~0.1 s of a
     tiny model's 0.12 s). Same graphs without them."""
+    return _decomposition_tables(registry, _registered_op_count())
+
+
+@functools.lru_cache(maxsize=4)
+def _decomposition_table(registry: Any, op_count: int) -> dict[Any, Any]:
+    from torch.onnx._internal.exporter import _decomp
+
+    registered = set(_decomp.get_onnx_implemented_overloads(registry))
+    return _decomp.create_onnx_friendly_decomposition_table(registered)
+
+
+@functools.lru_cache(maxsize=4)
+def _decomposition_tables(registry: Any, op_count: int) -> tuple[dict[Any, Any], dict[Any, Any]]:
     from torch.export import exported_program
 
     composite, python = exported_program._split_decomp_table_to_cia_and_python_decomp(
-        dict(onnx_decomposition_table(registry))
+        dict(_decomposition_table(registry, op_count))
     )
     return {op: fn for op, fn in composite.items() if not _runs_its_own_cia_kernel(fn)}, python
 

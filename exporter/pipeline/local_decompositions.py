@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -48,13 +47,22 @@ def local_decompositions(torchs: dict[Any, Any]) -> dict[Any, Callable[..., Any]
     return {rsub: _unless_floating(rsub_scalar, torchs.get(rsub))}
 
 
-@functools.lru_cache(maxsize=4)
+_LAST: list[tuple[Any, tuple[dict[Any, Any], dict[Any, Any]]]] = []  # (torch.onnx's tables, ours from them)
+
+
 def decomposition_tables(registry: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
     """torch.onnx's ``(composite-implicit, python)`` decomposition tables for ``registry``
     with :func:`local_decompositions` in the python table, in place of torch's entries for
-    the same ops. Built once per registry."""
+    the same ops. Built again only when those tables are (another registry, or ops a
+    library registered since)."""
     from .. import compat
 
-    composite, python = compat.onnx_decomposition_tables(registry)
+    tables = compat.onnx_decomposition_tables(registry)
+    for source, built in _LAST:
+        if source is tables:
+            return built
+    composite, python = tables
     local = local_decompositions(python)
-    return {op: fn for op, fn in composite.items() if op not in local}, {**python, **local}
+    built = ({op: fn for op, fn in composite.items() if op not in local}, {**python, **local})
+    _LAST[:] = [*_LAST[-3:], (tables, built)]
+    return built

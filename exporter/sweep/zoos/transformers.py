@@ -130,14 +130,14 @@ def _ids(shape: tuple[int, ...]) -> Any:
     return torch.randint(3, VOCAB - 1, shape, generator=torch.Generator().manual_seed(0))
 
 
-def _inputs(model: Any, config: Any) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+def _inputs(model: Any, config: Any) -> tuple[dict[str, Any], dict[str, dict[int, str] | None]]:
     """The natural example inputs of ``model`` and their dim names."""
     import torch
 
     parameters = inspect.signature(model.forward).parameters
     main = getattr(model, "main_input_name", "input_ids")
     kwargs: dict[str, Any] = {}
-    names: dict[str, dict[int, str]] = {}
+    names: dict[str, dict[int, str] | None] = {}
     if main == "pixel_values":
         channels = getattr(config, "num_channels", 3)
         size = getattr(config, "image_size", IMAGE)
