@@ -211,7 +211,7 @@ def _zoo_case(kind):
     case = load_case("transformers", kind)
     assert not case.args
     if kind == "vit":  # its height and width are static (position embeddings), its batch is not
-        return case.model, case.kwargs, {"pixel_values": {0: "batch"}}
+        return case.model, {"pixel_values": case.kwargs["pixel_values"]}, {"pixel_values": {0: "batch"}}
     return case.model, case.kwargs, case.dynamic_shapes
 
 
