@@ -211,6 +211,8 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
                                detail=f"cancelled before strategy {cls.name}")
         attempt = cls(runtime_asserts=runtime_asserts, patches=patches)(model, inputs.args, inputs.kwargs,
                                                                          dynamic_shapes)
+        if attempt.success and cls is DraftExportStrategy:
+            attempt = _draft_checked(attempt, model, inputs)
         attempts.append(attempt)
         observer.on_attempt(attempt)
         if attempt.success:
@@ -257,6 +259,26 @@ def _captured(attempt: CaptureAttempt, attempts: list[CaptureAttempt], patches: 
         attempts=tuple(attempts), strategy=attempt.strategy,
         detail="; ".join((f"strategy {attempt.strategy}", *_patch_notes(patches), *notes)), warnings=notes,
     )
+
+
+def _draft_checked(attempt: CaptureAttempt, model: Any, inputs: BoundInputs) -> CaptureAttempt:
+    """A draft program that fixed data-dependent values, kept only when it reproduces the
+    model at the example itself (values fixed from fake tensors need not be the example's);
+    otherwise a failed attempt that says how it differs."""
+    from ..compat import draft_export_assumptions
+    from .size_check import differs_at_example
+
+    if not draft_export_assumptions(attempt.program):
+        return attempt
+    try:
+        difference = differs_at_example(model, attempt.program, inputs)
+    except Exception as exc:  # noqa: BLE001 - a program that cannot run at its example is not kept
+        difference = f"it fails there ({type(exc).__name__}: {first_line(exc)})"
+    if difference is None:
+        return attempt
+    error = CaptureError(f"draft export fixed data-dependent values, and its program is not the model even at the "
+                         f"example: {difference}", hint="not used: no capture strategy gives a sound program here")
+    return CaptureAttempt(attempt.strategy, attempt.seconds, error=error, guards=attempt.guards)
 
 
 def _draft_notes(attempt: CaptureAttempt) -> tuple[str, ...]:

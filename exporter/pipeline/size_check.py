@@ -15,7 +15,7 @@ from typing import Any
 
 from ..inputs import BoundInputs
 
-__all__ = ["differs_from_model", "inputs_at", "other_size_assignments"]
+__all__ = ["differs_at_example", "differs_from_model", "inputs_at", "other_size_assignments"]
 
 RTOL, ATOL = 1e-4, 1e-5  # the same ATen kernels run on both sides: only summation order differs
 
@@ -150,3 +150,19 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tu
         if difference is not None:
             return f"at {where} {difference}"
     return None if judged else "the model runs at no other size tried, so the program cannot be shown right there"
+
+
+def differs_at_example(model: Any, program: Any, bound: BoundInputs) -> str | None:
+    """None when ``program`` gives the model's outputs at the example inputs themselves; else
+    how it differs. For a program torch could not trace soundly (draft export fixed values
+    it could not know), which may not even reproduce the example."""
+    import torch
+
+    from .. import compat
+    from ..model_state import preserved
+
+    with preserved(model, what="checking the draft capture at the example"), torch.no_grad():
+        want = _tensors(model(*bound.args, **bound.kwargs))
+    with torch.no_grad():
+        got = _tensors(compat.unguarded_module(program)(*bound.args, **bound.kwargs))
+    return _difference(got, want)

@@ -4,6 +4,7 @@ lines, since the ONNX model is right only for inputs that take the same branches
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from exporter import ExportOptions, Session, compat
@@ -36,3 +37,14 @@ def test_draft_export_assumptions_reads_the_reports_data_dependent_failures_and_
     assert expr and file.endswith("test_draft_assumptions.py") and code == "if x.sum() > 0:"
     assert line == SignBranch.forward.__code__.co_firstlineno + 1
     assert compat.draft_export_assumptions(torch.export.export(torch.nn.ReLU(), (x,))) == []
+
+
+def test_the_example_check_tells_a_draft_program_that_does_not_reproduce_the_model_there():
+    from exporter.inputs import bind_inputs
+    from exporter.pipeline.size_check import differs_at_example
+
+    positive, negative = torch.full((2, 3), 2.0), torch.full((2, 3), -2.0)
+    program = torch.export.draft_export(SignBranch(), (positive,))  # fixed on the positive branch
+    assert differs_at_example(SignBranch(), program, bind_inputs(SignBranch(), (positive,), {})) is None
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):  # the fixed value's assert, kept in the program
+        differs_at_example(SignBranch(), program, bind_inputs(SignBranch(), (negative,), {}))
