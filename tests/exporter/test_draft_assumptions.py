@@ -39,7 +39,7 @@ def test_draft_export_assumptions_reads_the_reports_data_dependent_failures_and_
     assert compat.draft_export_assumptions(torch.export.export(torch.nn.ReLU(), (x,))) == []
 
 
-def test_the_example_check_tells_a_draft_program_that_does_not_reproduce_the_model_there():
+def test_the_example_check_passes_a_draft_program_at_its_example_and_its_fixed_values_assert_elsewhere():
     from exporter.inputs import bind_inputs
     from exporter.pipeline.size_check import differs_at_example
 
