@@ -337,6 +337,15 @@ def _ids(batch: int, seq: int) -> torch.Tensor:
     return torch.randint(0, 64, (batch, seq), generator=torch.Generator().manual_seed(batch * 100 + seq))
 
 
+def _assert_onnx_matches_unpatched_eager(fixed, model):
+    for batch, seq in [(2, 12), (1, 1), (3, 29)]:
+        ids = _ids(batch, seq)
+        with torch.no_grad():  # the unpatched model, run eagerly
+            expected = model(ids).last_hidden_state
+        actual = torch.as_tensor(fixed.run_onnx(ids)[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at batch={batch}, seq={seq}")
+
+
 def test_mamba_capture_refusal_at_the_scan_loop_is_fixed_by_the_patch_keeping_seq_dynamic():
     model = _mamba()
     before = _state(model)
@@ -351,12 +360,7 @@ def test_mamba_capture_refusal_at_the_scan_loop_is_fixed_by_the_patch_keeping_se
     assert fixed.options.patches == ("selective_scan_loop",) and fixed.spec == plain.spec
     assert fixed.run().ok
     assert "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
-    for batch, seq in [(2, 12), (1, 1), (3, 29)]:
-        ids = _ids(batch, seq)
-        with torch.no_grad():  # the unpatched model, run eagerly
-            expected = model(ids).last_hidden_state
-        actual = torch.as_tensor(fixed.run_onnx(ids)[0])
-        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at batch={batch}, seq={seq}")
+    _assert_onnx_matches_unpatched_eager(fixed, model)
     assert _same_state(model, before)
 
 
@@ -393,12 +397,7 @@ def test_a_loop_or_list_over_the_sequence_pins_it_until_the_offered_patch_keeps_
     fixed = plain.apply_suggested_fixes()
     assert fixed.options.patches == (patch,) and fixed.spec == plain.spec and fixed.run().ok
     assert patch == "range_list_tensor" or "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
-    for batch, seq in [(2, 12), (1, 1), (3, 29)]:
-        ids = _ids(batch, seq)
-        with torch.no_grad():  # the unpatched model, run eagerly
-            expected = model(ids).last_hidden_state
-        actual = torch.as_tensor(fixed.run_onnx(ids)[0])
-        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at batch={batch}, seq={seq}")
+    _assert_onnx_matches_unpatched_eager(fixed, model)
     assert _same_state(model, before)
     assert f"{function}" in plain.suggested_fixes.patches[0].diff
 
