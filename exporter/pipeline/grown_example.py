@@ -102,6 +102,7 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     assignment = grown_assignment([size for size, _ in pinned], examples, compat.program_ranges(attempt.program))
     if assignment is None:
         return None
+    assignment = _named_alike(assignment, examples, symbols, spec)
     began = time.perf_counter()
     args, kwargs = inputs_at(symbols, inputs, assignment)
     grown_inputs = bind_inputs(model, args, kwargs)
@@ -128,6 +129,18 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
             f"while it stayed 1; captured again at {where}, which matches the model at the example and at "
             "other sizes")
     return GrownCapture(grown, set_aside, note)
+
+
+def _named_alike(assignment: dict[str, int], examples: dict[str, int], symbols: dict[tuple[str, int], str],
+                 spec: DimSpec) -> dict[str, int]:
+    """``assignment`` with every axis the spec names like a grown one grown alike: ``input_ids``
+    and ``attention_mask`` both ``seq`` are one length to the model, though the program may hold
+    them as two symbols that its guards make equal."""
+    named = {(entry.path, entry.axis): entry.policy.name for entry in spec if isinstance(getattr(entry.policy, "name", None), str)}
+    grown = {named[axis]: assignment[expr] for axis, expr in symbols.items()
+             if axis in named and expr in assignment and assignment[expr] != examples[expr]}
+    return {**assignment, **{expr: grown[named[axis]] for axis, expr in symbols.items()
+                             if expr in assignment and named.get(axis) in grown}}
 
 
 def _pinned_words(pinned: list[tuple[Any, Any]], inputs: BoundInputs, attempt: CaptureAttempt) -> str:
