@@ -277,7 +277,7 @@ def _draft_checked(attempt: CaptureAttempt, model: Any, inputs: BoundInputs) -> 
     if difference is None:
         return attempt
     error = CaptureError(f"draft export fixed data-dependent values, and its program is not the model even at the "
-                         f"example: {difference}", hint="not used: no capture strategy gives a sound program here")
+                         f"example: {difference}", hint="not used: the values it fixed do not hold at the example")
     return CaptureAttempt(attempt.strategy, attempt.seconds, error=error, guards=attempt.guards)
 
 

@@ -104,9 +104,13 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
         return None
     assignment = _named_alike(assignment, examples, symbols, spec)
     began = time.perf_counter()
-    args, kwargs = inputs_at(symbols, inputs, assignment)
-    grown_inputs = bind_inputs(model, args, kwargs)
-    grown = strategy(model, grown_inputs.args, grown_inputs.kwargs, spec.to_torch(grown_inputs))
+    try:
+        args, kwargs = inputs_at(symbols, inputs, assignment)
+        grown_inputs = bind_inputs(model, args, kwargs)
+        dynamic_shapes = spec.to_torch(grown_inputs)
+    except Exception:  # noqa: BLE001 - no larger example to capture at: the first program stands
+        return None
+    grown = strategy(model, grown_inputs.args, grown_inputs.kwargs, dynamic_shapes)
     if not grown.success:
         return None
     grown_symbols = symbol_of(grown.program, grown_inputs)
@@ -115,8 +119,8 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     at_example = {expr: inputs.leaf(path).shape[axis] for (path, axis), expr in grown_symbols.items()
                   if expr.isidentifier()}
     try:
-        difference = differs_from_model(model, grown.program, grown_inputs, also=(at_example,), what="capture at a larger example",
-                                        guarded=False)
+        difference = differs_from_model(model, grown.program, grown_inputs, also=(at_example,),
+                                        what="capture at a larger example", guarded=False)
     except Exception:  # noqa: BLE001 - a check that cannot run keeps the first program
         return None
     if difference is not None:

@@ -1,12 +1,15 @@
 """Does a captured program compute what the model computes at sizes other than the example's?
 
-The capture stage asks this of the strict (TorchDynamo) program it tries after torch rejected
-the dim spec in the default capture, as ``torch.onnx.export`` falls back to strict. Strict can
-keep a dim symbolic where the default capture read it into a Python int (``n = int(x.shape[1])``),
-and then its program is right at every size; but it can also trace a size-dependent path at
-the example only and give a program that is silently wrong elsewhere (a pooling that comes out
-``1×1`` where the model gives ``2×2``). So the program is run beside the model at one or two
-other sizes of its dynamic dims, and kept only when every output matches.
+The capture stage asks this of the programs it gets other than by the default capture, before
+keeping one: the strict (TorchDynamo) program it tries after torch rejected the dim spec in the
+default capture, as ``torch.onnx.export`` falls back to strict; the program captured again at a
+larger example (:mod:`.grown_example`), also at the user's example; and a draft-export program,
+at the example itself. Strict can keep a dim symbolic where the default capture read it into a
+Python int (``n = int(x.shape[1])``), and then its program is right at every size; but it can
+also trace a size-dependent path at the example only and give a program that is silently wrong
+elsewhere (a pooling that comes out ``1×1`` where the model gives ``2×2``). So the program is
+run beside the model at one or two other sizes of its dynamic dims, and kept only when every
+output matches.
 """
 
 from __future__ import annotations
