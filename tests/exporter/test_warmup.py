@@ -56,11 +56,12 @@ def test_the_warm_up_thread_finishes_and_fills_the_per_process_caches():
         thread.join()
         assert not thread.is_alive()
         from exporter import compat
+        from exporter.compat.decompositions import _decomposition_tables
         from exporter.pipeline.translations import project_translations
         for module in ("torch", "onnxscript", "onnxruntime"):
             assert module in sys.modules, module
         print(compat.onnx_registry.cache_info().currsize, compat.onnx_registry_with.cache_info().currsize,
-              compat.onnx_decomposition_tables.cache_info().currsize, project_translations.cache_info().currsize)
+              _decomposition_tables.cache_info().currsize, project_translations.cache_info().currsize)
     """, ONNX_WORKBENCH_WARMUP="1")
     registries, with_translations, tables, translations = map(int, out.split())
     assert registries >= 1 and with_translations >= 1 and tables >= 1 and translations == 1
