@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..frames import source_label
 from ..guards import guards_from_events
 from .records import CaptureAttempt
 
@@ -92,10 +93,10 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     from .. import compat
     from ..inputs import bind_inputs
     from ..program_symbols import symbol_of
-    from .size_check import differs_from_model, inputs_at
+    from .size_check import differs_from_model, example_sizes, inputs_at
 
     symbols = symbol_of(attempt.program, inputs)
-    examples = {expr: inputs.leaf(path).shape[axis] for (path, axis), expr in symbols.items() if expr.isidentifier()}
+    examples = example_sizes(symbols, inputs)
     pinned = pinned_sizes(attempt, set(examples))
     if not pinned:
         return None
@@ -116,8 +117,7 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     grown_symbols = symbol_of(grown.program, grown_inputs)
     if pinned_sizes(grown, {e for e in grown_symbols.values() if e.isidentifier()}):
         return None
-    at_example = {expr: inputs.leaf(path).shape[axis] for (path, axis), expr in grown_symbols.items()
-                  if expr.isidentifier()}
+    at_example = example_sizes(grown_symbols, inputs)
     try:
         difference = differs_from_model(model, grown.program, grown_inputs, also=(at_example,),
                                         what="capture at a larger example", guarded=False)
@@ -153,7 +153,7 @@ def _pinned_words(pinned: list[tuple[Any, Any]], inputs: BoundInputs, attempt: C
     for guard in guards:
         if guard.file and guard.line:
             code = f" (`{guard.code.strip()}`)" if guard.code else ""
-            return f"the size computed at {guard.file.rsplit('/', 1)[-1]}:{guard.line}{code}"
+            return f"the size computed at {source_label(guard.file, guard.line, short=True)}{code}"
     return f"the size {pinned[0][0]}"
 
 

@@ -18,9 +18,18 @@ from typing import Any
 
 from ..inputs import BoundInputs
 
-__all__ = ["differs_at_example", "differs_from_model", "inputs_at", "other_size_assignments"]
+__all__ = ["differs_at_example", "differs_from_model", "example_sizes", "inputs_at", "other_size_assignments"]
 
 RTOL, ATOL = 1e-4, 1e-5  # the same ATen kernels run on both sides: only summation order differs
+
+
+def example_sizes(symbols: dict[tuple[str, int], str], bound: BoundInputs) -> dict[str, int]:
+    """Each input symbol's size in ``bound``, read at the first input axis that has it."""
+    sizes: dict[str, int] = {}
+    for (path, axis), expr in symbols.items():
+        if expr.isidentifier() and expr not in sizes:
+            sizes[expr] = bound.leaf(path).shape[axis]
+    return sizes
 
 
 def other_size_assignments(program: Any, bound: BoundInputs,
@@ -33,10 +42,7 @@ def other_size_assignments(program: Any, bound: BoundInputs,
     from ..program_symbols import symbol_of
 
     symbols = symbol_of(program, bound) if symbols is None else symbols
-    examples: dict[str, int] = {}
-    for (path, axis), expr in symbols.items():
-        if expr.isidentifier() and expr not in examples:
-            examples[expr] = bound.leaf(path).shape[axis]
+    examples = example_sizes(symbols, bound)
     ranges = compat.program_ranges(program)
     assignments: list[dict[str, int]] = []
     for pick in (lambda v: v + 1, lambda v: 2 * v):
