@@ -161,8 +161,7 @@ def _interpolation_reason(error: BaseException, model: Any, bound: BoundInputs |
     if "interpolate_pos_encoding" not in parameters or bound.by_parameter().get("interpolate_pos_encoding") is True:
         return None
     return ("the model's forward takes interpolate_pos_encoding: pass interpolate_pos_encoding=True to keep the "
-            "image size dynamic (without it the model checks the image against its training size); if verify then "
-            "fails at the training size, apply the pos_embed_interpolation patch it offers")
+            "image size dynamic (without it the model checks the image against its training size)")
 
 
 def _guard_line(guard: Guard) -> str:

@@ -1,15 +1,20 @@
-"""Capture again at a larger example when the example makes an intermediate size 1.
+"""Capture again at a larger example when the example pins an intermediate size to a constant.
 
 torch treats a size that is 1 at the example as a constant: a broadcast or a stride check on
 it adds the guard ``Eq(<size>, 1)``, and the program holds only while that size stays 1. A
 small example image does this to the last stage of a downsampling backbone (64×64 through
 FocalNet's 32× reduction leaves 1×1): the exported model then gives ``[2, 1, 256]`` where the
-model gives ``[2, 4, 256]`` at 128×128, in torch.onnx.export as here.
+model gives ``[2, 4, 256]`` at 128×128, in torch.onnx.export as here. A shortcut taken at one
+size does the same: a ViT's ``interpolate_pos_encoding`` returns its stored table unchanged
+when the image has as many patches as the table (``Eq((height//16)**2 + 1, 197)``), so a
+ViT exported at its training size adds that table to every other size too, and onnxruntime
+refuses them.
 
 So when a capture's guards pin such a size, the same strategy runs again with the dims it
-depends on grown until every pinned size is at least 2, and that program replaces the first
-one when it matches the model at the user's example and at other sizes (:mod:`.size_check`).
-Otherwise the first program stands, with its narrow range, as before.
+depends on grown until no pinned size keeps its constant, and that program replaces the first
+one when it matches the model at the user's example and at other sizes (:mod:`.size_check`):
+a model that really computes something else at that size keeps the first program, with its
+narrow range, as before.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
     from ..dims import DimSpec
     from ..inputs import BoundInputs
 
-__all__ = ["GrownCapture", "capture_at_grown_example", "grown_assignment", "pinned_sizes"]
+__all__ = ["GrownCapture", "PinnedSize", "capture_at_grown_example", "grown_assignment", "pinned_sizes"]
 
 FACTORS = (2, 4, 8)  # how much the involved dims are grown, tried in turn
 
@@ -42,31 +47,42 @@ class GrownCapture:
     note: str
 
 
-def pinned_sizes(attempt: CaptureAttempt, symbols: set[str]) -> list[tuple[Any, Any]]:
-    """``(size expression, guard event)`` for every guard of ``attempt`` that says an
-    intermediate size computed from the input symbols ``symbols`` equals 1 (not an input dim
-    itself: a size-1 input is the user's example, said elsewhere)."""
+@dataclass(frozen=True)
+class PinnedSize:
+    """A guard of a capture saying that an intermediate size, computed from the input dims,
+    equals ``value``: ``size`` is the sympy expression, ``event`` the guard as torch logged it."""
+
+    size: Any
+    value: int
+    event: Any
+
+
+def pinned_sizes(attempt: CaptureAttempt, symbols: set[str]) -> list[PinnedSize]:
+    """Every guard of ``attempt`` that says an intermediate size computed from the input
+    symbols ``symbols`` equals a constant (not an input dim itself: torch makes such a dim
+    static, which the dim outcomes say elsewhere)."""
     import sympy
 
-    found: list[tuple[Any, Any]] = []
+    found: list[PinnedSize] = []
     for event in attempt.guards:
         expr = event.expr
         if event.prefix != "eval" or not isinstance(expr, sympy.Eq):
             continue
-        size = expr.lhs if expr.rhs == 1 else expr.rhs if expr.lhs == 1 else None
-        if size is None or size.is_Symbol or not size.free_symbols:
+        size, value = (expr.lhs, expr.rhs) if expr.rhs.is_Integer else (expr.rhs, expr.lhs)
+        if not value.is_Integer or size.is_Symbol or not size.free_symbols:
             continue
-        if {str(s) for s in size.free_symbols} <= symbols and all(e is not size for e, _ in found):
-            found.append((size, event))
+        if {str(s) for s in size.free_symbols} <= symbols and all(p.size is not size for p in found):
+            found.append(PinnedSize(size, int(value), event))
     return found
 
 
-def grown_assignment(sizes: list[Any], examples: dict[str, int],
+def grown_assignment(pinned: list[PinnedSize], examples: dict[str, int],
                      ranges: dict[str, tuple[int, int | None]]) -> dict[str, int] | None:
-    """The input symbol sizes with every symbol the pinned ``sizes`` depend on multiplied by
-    the smallest of :data:`FACTORS` that makes each of them at least 2, inside ``ranges``;
-    None when no factor does."""
-    involved = {s for size in sizes for s in size.free_symbols}
+    """The input symbol sizes with every symbol the ``pinned`` sizes depend on multiplied by
+    the smallest of :data:`FACTORS` that moves each of them off its constant to at least 2,
+    inside ``ranges``; None when no factor does (a multiple of the example keeps
+    ``Mod(height, 2)`` at 0, whatever the factor)."""
+    involved = {s for p in pinned for s in p.size.free_symbols}
     for factor in FACTORS:
         assignment = dict(examples)
         for symbol in involved:
@@ -77,16 +93,27 @@ def grown_assignment(sizes: list[Any], examples: dict[str, int],
             assignment[str(symbol)] = grown
         values = {symbol: assignment[str(symbol)] for symbol in involved}
         try:
-            if all(int(size.subs(values)) >= 2 for size in sizes):
+            if all(_moved_off(int(p.size.subs(values)), p.value) for p in pinned):
                 return assignment
         except (TypeError, ValueError):
             return None
     return None
 
 
+def _moved_off(size: int, value: int) -> bool:
+    return size != value and size >= 2
+
+
+def _movable(pinned: list[PinnedSize], examples: dict[str, int],
+             ranges: dict[str, tuple[int, int | None]]) -> list[PinnedSize]:
+    """The pinned sizes a larger example moves off their constant: not ``Mod(height, 8) == 0``,
+    which every multiple of the example keeps (a real requirement of the model, not a shortcut)."""
+    return [p for p in pinned if grown_assignment([p], examples, ranges) is not None]
+
+
 def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spec: DimSpec,
                              attempt: CaptureAttempt) -> GrownCapture | None:
-    """When ``attempt``'s program holds only while an intermediate size stays 1, the capture
+    """When ``attempt``'s program holds only while an intermediate size keeps its value at the example, the capture
     by ``strategy`` (a configured :class:`~.capture.CaptureStrategy`) at an example grown so
     that it does not, checked against the model; None when there is no such size, or the
     larger example does not give a program that matches the model."""
@@ -97,10 +124,9 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
 
     symbols = symbol_of(attempt.program, inputs)
     examples = example_sizes(symbols, inputs)
-    pinned = pinned_sizes(attempt, set(examples))
-    if not pinned:
-        return None
-    assignment = grown_assignment([size for size, _ in pinned], examples, compat.program_ranges(attempt.program))
+    ranges = compat.program_ranges(attempt.program)
+    pinned = _movable(pinned_sizes(attempt, set(examples)), examples, ranges)
+    assignment = grown_assignment(pinned, examples, ranges) if pinned else None
     if assignment is None:
         return None
     assignment = _named_alike(assignment, examples, symbols, spec)
@@ -115,8 +141,9 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     if not grown.success:
         return None
     grown_symbols = symbol_of(grown.program, grown_inputs)
-    if pinned_sizes(grown, {e for e in grown_symbols.values() if e.isidentifier()}):
-        return None
+    grown_examples = example_sizes(grown_symbols, grown_inputs)
+    if _movable(pinned_sizes(grown, set(grown_examples)), grown_examples, compat.program_ranges(grown.program)):
+        return None  # pinned again, by another shortcut: no better than the first
     at_example = example_sizes(grown_symbols, inputs)
     try:
         difference = differs_from_model(model, grown.program, grown_inputs, also=(at_example,),
@@ -126,12 +153,12 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     if difference is not None:
         return None
     grown = replace(grown, seconds=grown.seconds + time.perf_counter() - began)
-    size = _pinned_words(pinned, inputs, attempt)
-    set_aside = replace(attempt, program=None, skipped_reason=f"set aside: its program holds only while {size} stays 1")
-    where = ", ".join(f"{path}.shape[{axis}]={value}" for (path, axis), value in _grown_axes(symbols, inputs, grown_inputs))
-    note = (f"the example makes {size} 1, and torch treats a size 1 as a constant, so that program held only "
-            f"while it stayed 1; captured again at {where}, which matches the model at the example and at "
-            "other sizes")
+    size, value = _pinned_words(pinned, inputs, attempt), pinned[0].value
+    set_aside = replace(attempt, program=None, skipped_reason=f"set aside: its program holds only while {size} stays {value}")
+    where = ", ".join(f"{path}.shape[{axis}]={new}" for (path, axis), new in _grown_axes(symbols, inputs, grown_inputs))
+    why = "torch treats a size 1 as a constant" if value == 1 else "torch traces only the path the model takes there"
+    note = (f"the example makes {size} {value}, and {why}, so that program held only while it stayed {value}; "
+            f"captured again at {where}, which matches the model at the example and at other sizes")
     return GrownCapture(grown, set_aside, note)
 
 
@@ -147,14 +174,14 @@ def _named_alike(assignment: dict[str, int], examples: dict[str, int], symbols: 
                              if expr in assignment and named.get(axis) in grown}}
 
 
-def _pinned_words(pinned: list[tuple[Any, Any]], inputs: BoundInputs, attempt: CaptureAttempt) -> str:
+def _pinned_words(pinned: list[PinnedSize], inputs: BoundInputs, attempt: CaptureAttempt) -> str:
     """The first pinned size in the user's terms: where it is computed, else its expression."""
-    guards = guards_from_events(tuple(event for _, event in pinned), inputs, attempt.strategy)
+    guards = guards_from_events(tuple(p.event for p in pinned), inputs, attempt.strategy)
     for guard in guards:
         if guard.file and guard.line:
             code = f" (`{guard.code.strip()}`)" if guard.code else ""
             return f"the size computed at {source_label(guard.file, guard.line, short=True)}{code}"
-    return f"the size {pinned[0][0]}"
+    return f"the size {pinned[0].size}"
 
 
 def _grown_axes(symbols: dict[tuple[str, int], str], inputs: BoundInputs,

@@ -81,14 +81,15 @@ def oom() -> SweepCase:
 
 
 @zoo_entry("tests")
-def dinov2() -> SweepCase:
-    """transformers' DINOv2, tiny: its position embeddings are interpolated with sizes read into
-    Python floats, so the export is wrong at any other image size until the model patch
-    ``pos_embed_interpolation`` its session offers is applied."""
-    from transformers import Dinov2Config, Dinov2Model
+def focalnet() -> SweepCase:
+    """transformers' FocalNet, tiny: its patch embedding drops the pixels past a multiple of the
+    patch size with the padding chosen in Python, so the export is wrong at any image size that
+    is not a multiple of 4 until the model patch ``pad_to_patch_multiple`` its session offers is
+    applied."""
+    from transformers import FocalNetConfig, FocalNetModel
 
     torch.manual_seed(0)
-    config = Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                          image_size=32, patch_size=8)
-    return SweepCase(Dinov2Model(config).eval(), (), {"pixel_values": torch.randn(2, 3, 32, 32)},
+    config = FocalNetConfig(image_size=32, patch_size=4, embed_dim=8, depths=[1, 1], focal_levels=[2, 2],
+                            hidden_sizes=[8, 16])
+    return SweepCase(FocalNetModel(config).eval(), (), {"pixel_values": torch.randn(2, 3, 32, 32)},
                      dynamic_shapes={"pixel_values": {0: "batch", 2: "height", 3: "width"}})

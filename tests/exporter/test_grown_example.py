@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from exporter import ExportOptions, Session, compat
 from exporter.errors import Status
-from exporter.pipeline.grown_example import grown_assignment
+from exporter.pipeline.grown_example import PinnedSize, grown_assignment
 
 SPEC = {"x": {0: "batch", 2: "height", 3: "width"}}
 
@@ -75,11 +75,18 @@ def test_a_size_one_the_model_branches_on_keeps_the_first_program_and_its_narrow
     torch.testing.assert_close(torch.from_numpy(got), SizeOneBranch()(x))
 
 
-def test_the_grown_example_is_the_smallest_factor_that_lifts_every_pinned_size_within_its_range():
+def test_the_grown_example_is_the_smallest_factor_that_moves_every_pinned_size_off_its_constant_within_its_range():
     h, w = sympy.symbols("s1 s2", integer=True, positive=True)
-    sizes = [sympy.floor(h / 8), sympy.floor(w / 32)]
+
+    def ones(*sizes):
+        return [PinnedSize(size, 1, None) for size in sizes]
+
     examples = {"s0": 2, "s1": 8, "s2": 32}
+    sizes = ones(sympy.floor(h / 8), sympy.floor(w / 32))
     assert grown_assignment(sizes, examples, {}) == {"s0": 2, "s1": 16, "s2": 64}
-    assert grown_assignment([sympy.floor(h / 24)], examples, {}) == {"s0": 2, "s1": 64, "s2": 32}  # 2× and 4× fall short
+    assert grown_assignment(ones(sympy.floor(h / 24)), examples, {}) == {"s0": 2, "s1": 64, "s2": 32}  # 2× and 4× fall short
     assert grown_assignment(sizes, examples, {"s1": (1, 12)}) is None  # the user's Dim max forbids it
-    assert grown_assignment([sympy.floor(h / 100)], examples, {}) is None  # no factor tried reaches 2
+    assert grown_assignment(ones(sympy.floor(h / 100)), examples, {}) is None  # no factor tried reaches 2
+    patches = sympy.floor(h / 2) ** 2 + 1  # a ViT's patch count plus its class token: 17 at the example
+    assert grown_assignment([PinnedSize(patches, 17, None)], examples, {}) == {"s0": 2, "s1": 16, "s2": 32}
+    assert grown_assignment([PinnedSize(sympy.Mod(h, 4), 0, None)], examples, {}) is None  # every multiple keeps it

@@ -211,11 +211,14 @@ def dinov2_exports():
     return model, before, method, plain, patched
 
 
-def test_dinov2_without_the_patch_fails_in_onnxruntime_at_another_image_size(dinov2_exports):
-    _, _, _, plain, _ = dinov2_exports
-    assert plain.succeeded
-    with pytest.raises(Exception, match="broadcast"):
-        plain.run_onnx(_image(40, 40))  # 25 patches; the graph adds the 16-patch table
+def test_dinov2_exported_at_its_training_size_without_the_patch_is_captured_again_at_a_larger_image(dinov2_exports):
+    model, _, _, plain, _ = dinov2_exports
+    capture = plain.result("capture")
+    assert [a.outcome for a in capture.attempts] == ["skipped", "ok"]  # the first held only at 32x32
+    [note] = [w for w in capture.warnings if "captured again" in w]
+    assert "pixel_values.shape[2]=64" in note and "torch traces only the path the model takes there" in note
+    assert plain.succeeded and not plain.options.patches
+    _assert_matches_eager(plain, model, [(32, 32), (40, 48), (64, 33)])
 
 
 def test_dinov2_with_the_patch_matches_the_unpatched_eager_model_at_three_sizes(dinov2_exports):
@@ -235,7 +238,7 @@ def test_dinov2_patched_export_leaves_the_model_and_its_class_as_they_were(dinov
     assert _same_state(model, before)
 
 
-def test_a_vit_refused_at_its_image_check_is_told_to_pass_interpolate_pos_encoding_which_with_the_patch_verifies():
+def test_a_vit_refused_at_its_image_check_is_told_to_pass_interpolate_pos_encoding_which_then_verifies():
     config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                                     image_size=32, patch_size=8)
     torch.manual_seed(0)
@@ -246,25 +249,23 @@ def test_a_vit_refused_at_its_image_check_is_told_to_pass_interpolate_pos_encodi
     assert "pass interpolate_pos_encoding=True" in refused.failed_stage.error.hint
     told = Session(model, (), {"pixel_values": pixels, "interpolate_pos_encoding": True},
                    ExportOptions(dynamic_shapes=IMAGE_DIMS))
-    assert told.run().ok
-    assert told.verify().status == "failed"  # the embeddings come back unchanged at the training size
-    assert told.suggested_fixes.patch_names == ("pos_embed_interpolation",)
-    verdict = told.apply_suggested_fixes().verify()
+    assert told.run().ok  # captured again past the training size, where the embeddings come back unchanged
+    verdict = told.verify()
     assert verdict.status == "passed", verdict
 
 
-def test_dinov2_failed_verify_offers_the_patch_and_applying_it_passes_verify(dinov2_exports):
-    _, _, _, fresh, _ = dinov2_exports
-    quick = {"sizes": {"height": [40]}, "edge_values": False, "locate": False}
+def test_focalnet_failed_verify_offers_the_patch_and_applying_it_passes_verify():
+    fresh = Session(_focalnet(), (_image(32, 32),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    quick = {"sizes": {"height": [33]}, "edge_values": False, "locate": False}
     result = fresh.verify(**quick)
     assert result.status == "failed"
     fixes = fresh.suggested_fixes
-    assert fixes.patch_names == ("pos_embed_interpolation",) and bool(fixes)
+    assert fixes.patch_names == ("pad_to_patch_multiple",) and bool(fixes)
     assert fixes.after == fixes.before  # capture succeeded: no dim fix, the patch is the fix
     fixed = fresh.apply_suggested_fixes()
-    assert fixed.options.patches == ("pos_embed_interpolation",)
+    assert fixed.options.patches == ("pad_to_patch_multiple",)
     assert fixed.spec == fresh.spec
-    assert fixed.applied_fixes[-1].patch_names == ("pos_embed_interpolation",)
+    assert fixed.applied_fixes[-1].patch_names == ("pad_to_patch_multiple",)
     assert fixed.verify(**quick).status == "passed"
     assert not fixed.suggested_fixes.patches  # applied: not offered again
 

@@ -147,17 +147,17 @@ def test_the_subcommand_writes_the_dashboard_and_coverage_and_diffs(local_run, t
 
 def test_a_failed_unit_is_exported_again_with_the_model_patches_its_session_offers(tmp_path):
     pytest.importorskip("transformers")
-    results = sweep(SWEEP_MODELS, models=["dinov2"], engine="local", workers=1, output_dir=tmp_path, timeout=300,
+    results = sweep(SWEEP_MODELS, models=["focalnet"], engine="local", workers=1, output_dir=tmp_path, timeout=300,
                     progress=False)
-    record = results.record("dinov2")
+    record = results.record("focalnet")
     assert record.status == "verify_failed"  # the export's own status is kept
-    assert record.fixed_by == ("pos_embed_interpolation",) and record.fixed_status == "passed" and record.fixed
+    assert record.fixed_by == ("pad_to_patch_multiple",) and record.fixed_status == "passed" and record.fixed
     assert results.with_offered_patches() == \
         "1 of 1 failed unit(s) offered model patches pass with them (session.apply_suggested_fixes())"
-    assert "| pass (pos_embed_interpolation) |" in results.coverage_markdown()
+    assert "| pass (pad_to_patch_multiple) |" in results.coverage_markdown()
     assert "wrong · patched: pass" in results.dashboard()
-    assert "fixed = session.apply_suggested_fixes()  # patches pos_embed_interpolation" in results.dashboard()
-    assert load_results(tmp_path).record("dinov2").fixed_by == ("pos_embed_interpolation",)  # through JSON
+    assert "fixed = session.apply_suggested_fixes()  # patches pad_to_patch_multiple" in results.dashboard()
+    assert load_results(tmp_path).record("focalnet").fixed_by == ("pad_to_patch_multiple",)  # through JSON
 
 
 def test_a_failure_with_no_patch_to_offer_records_none(local_run):
