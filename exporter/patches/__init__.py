@@ -14,6 +14,11 @@ and the user's module object is never changed.
   size (MobileNetV1/V2).
 * ``pad_to_patch_multiple`` (:mod:`.maybe_pad`): Swin-family ``maybe_pad``, padding to a
   multiple of the patch size only when the size needs it (FocalNet, Swin, Swinv2, ...).
+* ``selective_scan_loop``, ``rwkv_attention_scan``, ``linear_rnn_scan``: recurrences written as
+  Python loops over the sequence, as one ``scan`` (Mamba, Jamba, RWKV, RecurrentGemma).
+* ``unfold_resize`` (MobileViT), ``range_list_tensor`` (CPM-Ant).
+* ``sinusoidal_positions`` (:mod:`.sinusoidal_table`): a sinusoidal position table that eager
+  PyTorch grows past its rows, computed for the sequence at hand (M2M100, NLLB, FSMT, XGLM, ...).
 
 Importing this package imports neither torch nor the models' libraries.
 """

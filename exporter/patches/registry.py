@@ -13,6 +13,7 @@ from .pos_embed import PositionEmbeddingInterpolation
 from .range_tensor import RangeListTensor
 from .recurrence_scan import LinearRnnScan, RwkvAttentionScan
 from .selective_scan import SelectiveScanLoop
+from .sinusoidal_table import SinusoidalTable
 from .tf_padding import TfSamePadding
 from .unfold_resize import UnfoldResize
 
@@ -20,7 +21,7 @@ __all__ = ["PATCHES", "PATCH_NAMES", "applied", "check_patch_names", "patch_name
 
 #: Every patch, in the order they are offered and entered.
 PATCHES: tuple[Patch, ...] = (PositionEmbeddingInterpolation(), TfSamePadding(), PadToPatchMultiple(), SelectiveScanLoop(),
-                              UnfoldResize(), RwkvAttentionScan(), LinearRnnScan(), RangeListTensor())
+                              UnfoldResize(), RwkvAttentionScan(), LinearRnnScan(), RangeListTensor(), SinusoidalTable())
 PATCH_NAMES: tuple[str, ...] = tuple(patch.name for patch in PATCHES)
 
 

@@ -1,10 +1,11 @@
-"""A function rebuilt from its own source with some statements left out.
+"""A function rebuilt from its own source with some statements left out or some lines edited.
 
 The rebuilt function is compiled under the original's file name with the left-out lines
 blanked, so every remaining line keeps its number: a graph node's stack trace still points at
 the user's (the library's) file and line. It runs in the original's module globals, so the
 names it reads are the original's. Functions with free variables (a closure, ``super()``'s
-``__class__``) or decorators are not rebuilt: the copy could not be the same function.
+``__class__``) or decorators are not rebuilt: the copy could not be the same function
+(:func:`edited` takes ``torch.no_grad()`` and an edit that removes ``super()``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Rewritten", "without_statements"]
+__all__ = ["Rewritten", "edited", "without_statements"]
+
+# Decorators a rebuilt function may carry: evaluated again in the module's globals, they wrap
+# the copy as they wrap the original (a registering decorator would not make the same function).
+_REAPPLIED = frozenset({"torch.no_grad()", "torch.inference_mode()"})
+
+#: An edit: the dedented source lines of a function and its parsed definition, to the same
+#: number of lines, None for a line left out; or None when the function has nothing to edit.
+Edit = Callable[[list[str], ast.FunctionDef], "list[str | None] | None"]
 
 
 @dataclass(frozen=True)
@@ -33,36 +42,69 @@ class Rewritten:
 def without_statements(function: Any, drop: Callable[[ast.stmt], bool]) -> Rewritten | None:
     """``function`` rebuilt without the statements ``drop`` selects (at any depth), or None
     when none is selected or it cannot be rebuilt as the same function."""
-    return _rewrite(function, drop)
+    return _without(function, drop)
+
+
+def edited(function: Any, edit: Edit) -> Rewritten | None:
+    """``function`` rebuilt from the lines ``edit`` gives for its source, each line at its
+    number in the file; None when ``edit`` finds nothing to change or the result cannot be
+    the same function (a closure, a decorator other than ``torch.no_grad()``, ``super()`` left
+    in a copy that has no class cell)."""
+    return _edited(function, edit)
 
 
 @functools.lru_cache(maxsize=256)
-def _rewrite(function: Any, drop: Callable[[ast.stmt], bool]) -> Rewritten | None:
-    code = getattr(function, "__code__", None)
-    if code is None or code.co_freevars:
+def _without(function: Any, drop: Callable[[ast.stmt], bool]) -> Rewritten | None:
+    parsed = _parsed(function)
+    if parsed is None or parsed[1].decorator_list:
         return None
-    try:
-        raw = inspect.getsource(function)
-    except (OSError, TypeError):
-        return None
-    text = textwrap.dedent(raw)
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    definition = tree.body[0] if tree.body else None
-    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) or definition.decorator_list:
-        return None
+    text, definition = parsed
     spans = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(definition)
              if isinstance(node, ast.stmt) and node is not definition and drop(node)]
     if not spans:
         return None
-    lines = text.splitlines()
     removed = {line for start, end in spans for line in range(start, end + 1)}
-    blanked = ["" if i + 1 in removed else line for i, line in enumerate(lines)]
-    shown = [line for i, line in enumerate(lines) if i + 1 not in removed]
+    return _rebuilt(function, text, definition,
+                    [None if i + 1 in removed else line for i, line in enumerate(text.splitlines())])
+
+
+@functools.lru_cache(maxsize=256)
+def _edited(function: Any, edit: Edit) -> Rewritten | None:
+    function = inspect.unwrap(function)
+    parsed = _parsed(function, allow_class_cell=True)
+    if parsed is None or any(ast.unparse(d) not in _REAPPLIED for d in parsed[1].decorator_list):
+        return None
+    text, definition = parsed
+    lines = text.splitlines()
+    new = edit(list(lines), definition)
+    if new is None or len(new) != len(lines) or any("super()" in line for line in new if line is not None):
+        return None
+    return _rebuilt(function, text, definition, new)
+
+
+def _parsed(function: Any, allow_class_cell: bool = False) -> tuple[str, ast.FunctionDef] | None:
+    """The dedented source of ``function`` and its definition, or None when it has none or
+    closes over names (a class cell, for ``super()``, only when ``allow_class_cell``)."""
+    code = getattr(function, "__code__", None)
+    if code is None or set(code.co_freevars) - ({"__class__"} if allow_class_cell else set()):
+        return None
+    try:
+        text = textwrap.dedent(inspect.getsource(function))
+        tree = ast.parse(text)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    definition = tree.body[0] if tree.body else None
+    return (text, definition) if isinstance(definition, ast.FunctionDef) else None
+
+
+def _rebuilt(function: Any, text: str, definition: ast.FunctionDef, lines: list[str | None]) -> Rewritten | None:
+    """``lines`` (None for a line left out) compiled under the original's file name, each at
+    its line number, and run in the original's module globals."""
+    code = function.__code__
+    compiled = ["" if line is None else line for line in lines]
+    shown = [line for line in lines if line is not None]
     # Blank lines before the definition put every line at its number in the file.
-    padded = "\n" * (code.co_firstlineno - 1) + "\n".join(blanked) + "\n"
+    padded = "\n" * (code.co_firstlineno - 1) + "\n".join(compiled) + "\n"
     namespace: dict[str, Any] = {}
     try:
         exec(compile(padded, code.co_filename, "exec"), function.__globals__, namespace)  # noqa: S102

@@ -75,6 +75,23 @@ def _cpmant() -> torch.nn.Module:
     return transformers.CpmAntModel(config).eval()
 
 
+def _m2m100() -> torch.nn.Module:
+    config = transformers.M2M100Config(vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1,
+                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                       decoder_ffn_dim=32, max_position_embeddings=16, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.M2M100Model(config).eval()
+
+
+def _fsmt() -> torch.nn.Module:
+    config = transformers.FSMTConfig(langs=["en", "de"], src_vocab_size=64, tgt_vocab_size=64, d_model=16,
+                                     encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                     decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                                     max_position_embeddings=16, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.FSMTModel(config).eval()
+
+
 def _mobilevit() -> torch.nn.Module:
     """A 3-stage MobileViT whose batch-norm statistics are taken from a few images, so its
     outputs are not ~1e-6 (random convolutions over many layers shrink them to nothing)."""
@@ -126,11 +143,13 @@ def test_patches_option_takes_registry_names_once_and_refuses_others_listing_the
     assert ExportOptions(patches=["tf_same_padding", "tf_same_padding"]).patches == ("tf_same_padding",)
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
     with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
-                                        "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor") as info:
+                                        "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor, "
+                                        "sinusoidal_positions") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
-                           "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor")
+                           "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor",
+                           "sinusoidal_positions")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -143,6 +162,8 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(_rwkv())] == ["rwkv_attention_scan"]
     assert [s.name for s in suggested_patches(_recurrent_gemma())] == ["linear_rnn_scan"]
     assert [s.name for s in suggested_patches(_cpmant())] == ["range_list_tensor"]
+    assert [s.name for s in suggested_patches(_m2m100())] == ["sinusoidal_positions"]
+    assert [s.name for s in suggested_patches(_fsmt())] == ["sinusoidal_positions"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -486,3 +507,52 @@ def test_the_unfold_resize_replacement_is_the_identity_resize_at_a_multiple_of_t
         with applied(model, ["unfold_resize"]):
             patched = model(x).last_hidden_state
     assert torch.equal(patched, expected)
+
+
+# -- sinusoidal position tables that grow in eager PyTorch --------------------------------------
+
+SEQ2SEQ_DIMS = {"input_ids": {0: "batch", 1: "seq"}, "decoder_input_ids": {0: "batch", 1: "decoder_seq"}}
+
+
+def _seq2seq_inputs(batch: int, seq: int, decoder_seq: int) -> dict:
+    ids = _ids(batch, seq + decoder_seq) % 62 + 2  # no padding id (1)
+    return {"input_ids": ids[:, :seq], "decoder_input_ids": ids[:, seq:]}
+
+
+def test_m2m100_fails_in_onnxruntime_past_its_table_until_the_offered_patch_computes_the_rows():
+    model = _m2m100()  # a 16-row table (+2): eager grows it at 17 tokens, the export keeps 18 rows
+    table = model.encoder.embed_positions.weights.clone()
+    plain = Session(model, (), _seq2seq_inputs(2, 8, 6), ExportOptions(dynamic_shapes=SEQ2SEQ_DIMS))
+    assert plain.run().ok
+    verdict = plain.verify(edge_values=False)
+    assert verdict.status == "failed"
+    assert "indices element out of data bounds" in str(verdict) and "modeling_m2m_100.py" in str(verdict)
+    fixes = plain.suggested_fixes
+    assert fixes.patch_names == ("sinusoidal_positions",)
+    assert "-        self.make_weights(max_pos + self.offset" in fixes.patches[0].diff
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.options.patches == ("sinusoidal_positions",) and fixed.spec == plain.spec and fixed.run().ok
+    assert fixed.verify(edge_values=False).status == "passed"
+    assert torch.equal(model.encoder.embed_positions.weights, table)  # exports and verifies left it as built
+    for batch, seq, decoder_seq in [(2, 40, 30), (1, 1, 1), (3, 17, 5)]:  # past the table, eagerly grown
+        inputs = _seq2seq_inputs(batch, seq, decoder_seq)
+        with torch.no_grad():
+            expected = model(**inputs).last_hidden_state
+        actual = torch.as_tensor(fixed.run_onnx(**inputs)[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at {batch}, {seq}, {decoder_seq}")
+
+
+def test_the_fsmt_replacement_gives_the_rows_the_grown_table_gives_without_growing_it():
+    import copy
+
+    model = _fsmt()
+    reference = copy.deepcopy(model)
+    inputs = _seq2seq_inputs(2, 29, 23)  # past the 18-row table
+    with torch.no_grad():
+        expected = reference(**inputs)[0]  # grows reference's tables
+        with applied(model, ["sinusoidal_positions"]):
+            actual = model(**inputs)[0]
+    assert torch.equal(actual, expected)
+    assert model.encoder.embed_positions.weight.shape[0] == 18  # the table as built
+    assert reference.encoder.embed_positions.weight.shape[0] > 18
