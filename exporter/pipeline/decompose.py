@@ -22,7 +22,9 @@ What ``torch.onnx.export`` does between capture and translation (its
 4. explicit type promotion, without leaving new unbacked symbols pending (skipped when no
    node needs a cast: :func:`~exporter.compat.type_promotion_needed`);
 5. assertion nodes removed;
-6. custom ops with a translated equivalent call it (last: no fake kernel runs on them).
+6. custom ops with a translated equivalent call it (last: no fake kernel runs on them);
+7. the nodes inlined from a ``torch.no_grad()`` subgraph get back the model's source line
+   (:mod:`.subgraph_traces`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 from .. import compat
 from .local_decompositions import decomposition_tables
 from .retrace_work import undo_retrace_work, undone
+from .subgraph_traces import restore_subgraph_stack_traces
 from .translations import onnx_registry, use_translated_equivalents
 
 __all__ = ["decompose", "undo_retrace_work", "views_as_reshapes"]
@@ -60,6 +63,7 @@ def decompose(program: Any, opset_version: int) -> Any:
             compat.insert_type_promotion_nodes(graph_module)
         graph_module = compat.remove_assertion_nodes(graph_module)
         use_translated_equivalents(graph_module)
+        restore_subgraph_stack_traces(program.graph_module, graph_module)
         compat.replace_graph_module(decomposed, graph_module)
     return decomposed
 

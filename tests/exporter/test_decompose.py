@@ -395,3 +395,33 @@ def test_outputs_that_are_conversions_or_an_eval_dropout_take_the_copy_path_name
     x, mask = torch.randn(4, 3), torch.zeros(4, 3, dtype=torch.long)
     for got, want in zip(copied.run_onnx(x, mask), model(x, mask), strict=True):
         np.testing.assert_allclose(got, want.numpy())
+
+
+class NoGradTable(torch.nn.Module):
+    """A lookup under ``@torch.no_grad()``, as transformers' sinusoidal position tables are."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(16, 4))
+
+    @torch.no_grad()
+    def forward(self, ids):
+        return self.table.index_select(0, ids.view(-1)) * 2  # THE LOOKUP LINE
+
+
+def test_nodes_inlined_from_a_no_grad_subgraph_keep_the_models_source_line_not_generated_code():
+    import inspect
+
+    from exporter.frames import source_of_stack
+
+    program = torch.export.export(NoGradTable().eval(), (torch.arange(6).view(2, 3),))
+    assert "wrap_with_set_grad_enabled" in str(program.graph)  # the subgraph this is about
+    decomposed = decompose(program, compat.default_opset())
+    lines, start = inspect.getsourcelines(NoGradTable.forward)
+    lookup_line = start + next(i for i, text in enumerate(lines) if "THE LOOKUP LINE" in text)
+    traces = {node.name: node.meta.get("stack_trace") for node in decomposed.graph.nodes
+              if node.op == "call_function" and "aten" in str(node.target)}
+    assert traces, "no aten node in the decomposed graph"
+    for name, trace in traces.items():
+        assert "<eval_with_key>" not in trace, name
+        assert f"test_decompose.py:{lookup_line} in forward" in source_of_stack(trace), name
