@@ -46,4 +46,4 @@ def restore_subgraph_stack_traces(captured: Any, decomposed: Any) -> int:
 
 def _is_model_trace(trace: str | None) -> bool:
     """A trace with at least one frame of a real file."""
-    return bool(trace) and re.search(r'File "(?!<eval_with_key>)[^"]+", line \d+', trace) is not None
+    return trace is not None and re.search(r'File "(?!<eval_with_key>)[^"]+", line \d+', trace) is not None
