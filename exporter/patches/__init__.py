@@ -16,6 +16,8 @@ and the user's module object is never changed.
   multiple of the patch size only when the size needs it (FocalNet, Swin, Swinv2, ...).
 * ``selective_scan_loop``, ``rwkv_attention_scan``, ``linear_rnn_scan``: recurrences written as
   Python loops over the sequence, as one ``scan`` (Mamba, Jamba, RWKV, RecurrentGemma).
+* ``delta_rule_scan`` (:mod:`.delta_rule_scan`): the chunked delta rule's loop over chunks, as
+  one ``scan`` (Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi-Linear, Bailing-Hybrid).
 * ``unfold_resize`` (MobileViT), ``range_list_tensor`` (CPM-Ant).
 * ``sinusoidal_positions`` (:mod:`.sinusoidal_table`): a sinusoidal position table that eager
   PyTorch grows past its rows, computed for the sequence at hand (M2M100, NLLB, FSMT, XGLM, ...).

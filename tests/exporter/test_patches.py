@@ -144,12 +144,12 @@ def test_patches_option_takes_registry_names_once_and_refuses_others_listing_the
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
     with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
                                         "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor, "
-                                        "sinusoidal_positions") as info:
+                                        "sinusoidal_positions, delta_rule_scan") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
                            "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor",
-                           "sinusoidal_positions")
+                           "sinusoidal_positions", "delta_rule_scan")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -164,6 +164,7 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(_cpmant())] == ["range_list_tensor"]
     assert [s.name for s in suggested_patches(_m2m100())] == ["sinusoidal_positions"]
     assert [s.name for s in suggested_patches(_fsmt())] == ["sinusoidal_positions"]
+    assert [s.name for s in suggested_patches(_olmo_hybrid_delta_layer())] == ["delta_rule_scan"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -556,3 +557,64 @@ def test_the_fsmt_replacement_gives_the_rows_the_grown_table_gives_without_growi
     assert torch.equal(actual, expected)
     assert model.encoder.embed_positions.weight.shape[0] == 18  # the table as built
     assert reference.encoder.embed_positions.weight.shape[0] > 18
+
+
+# -- the chunked delta rule's loop over chunks ---------------------------------------------------
+
+
+def _olmo_hybrid_delta_layer() -> torch.nn.Module:
+    from transformers.models.olmo_hybrid.modeling_olmo_hybrid import OlmoHybridGatedDeltaNet
+
+    config = transformers.OlmoHybridConfig(hidden_size=16, linear_num_value_heads=2, linear_num_key_heads=2,
+                                           linear_key_head_dim=8, linear_value_head_dim=8, num_attention_heads=2,
+                                           num_key_value_heads=2, intermediate_size=32, num_hidden_layers=2,
+                                           layer_types=["linear_attention", "full_attention"])
+    torch.manual_seed(0)
+    return OlmoHybridGatedDeltaNet(config, 0).eval()
+
+
+@pytest.mark.parametrize(("module", "function", "key_heads", "decay_per_channel"), [
+    ("qwen3_next", "torch_chunk_gated_delta_rule", 2, False),
+    ("olmo_hybrid", "torch_chunk_gated_delta_rule", 1, False),  # grouped: 1 key head for 2 value heads
+    ("kimi_linear", "chunk_kimi_delta_attention", 2, True),
+    ("bailing_hybrid", "chunk_kimi_delta_attention", 2, True),
+])
+def test_the_delta_rule_replacements_compute_what_the_chunk_loops_compute_bit_for_bit(module, function, key_heads,
+                                                                                      decay_per_channel):
+    import importlib
+
+    from exporter.patches import delta_rule_scan
+    from exporter.patches.base import plain_function
+
+    original = plain_function(getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), function))
+    replacement = getattr(delta_rule_scan, function)
+    generator = torch.Generator().manual_seed(0)
+    batch, seq, dim = 2, 150, 8  # three chunks of 64, the last one padded
+    query, key = (torch.randn(batch, seq, key_heads, dim, generator=generator) for _ in range(2))
+    value = torch.randn(batch, seq, 2, dim, generator=generator)
+    decay = -torch.rand((batch, seq, 2, dim) if decay_per_channel else (batch, seq, 2), generator=generator)
+    beta = torch.rand(batch, seq, 2, generator=generator)
+    state = torch.randn(batch, 2, dim, dim, generator=generator)
+    for normalize in (False, True):
+        kwargs = {"g": decay, "beta": beta, "initial_state": state, "output_final_state": True,
+                  "use_qk_l2norm_in_kernel": normalize}
+        expected = original(query, key, value, **kwargs)
+        actual = replacement(query, key, value, **kwargs)
+        assert all(torch.equal(a, e) for a, e in zip(actual, expected, strict=True)), normalize
+
+
+@pytest.mark.slow
+def test_a_delta_rule_layer_exported_with_the_patch_scans_its_chunks_and_matches_eager_at_other_chunk_counts():
+    model = _olmo_hybrid_delta_layer()
+    assert [s.name for s in suggested_patches(model)] == ["delta_rule_scan"]
+    dims = {"hidden_states": {0: "batch", 1: "seq"}}
+    hidden = torch.randn(2, 70, 16, generator=torch.Generator().manual_seed(0))  # two chunks of 64
+    fixed = Session(model, (hidden,), {}, ExportOptions(dynamic_shapes=dims, patches=("delta_rule_scan",)))
+    assert fixed.run().ok
+    assert "Scan" in [node.op_type for node in fixed.model_proto.graph.node]
+    for batch, seq in [(3, 200), (1, 5), (2, 64)]:  # four chunks, one, one full
+        x = torch.randn(batch, seq, 16, generator=torch.Generator().manual_seed(seq))
+        with torch.no_grad():
+            expected = model(x)
+        torch.testing.assert_close(torch.as_tensor(fixed.run_onnx(x)[0]), expected, rtol=1e-4, atol=1e-5,
+                                   msg=f"at batch={batch}, seq={seq}")
