@@ -4,7 +4,8 @@ first divergent node.
 User code is the code the export traced and the person can change: their scripts and
 notebook cells, the built-in example models (``exporter/examples.py``), and *installed*
 model code such as ``transformers``. Never the user's: torch (with functorch and torchgen),
-sympy, onnx, onnxscript, onnx_ir, onnxruntime, numpy, this distribution (``exporter``,
+sympy, onnx, onnxscript, onnx_ir, onnxruntime, numpy, Hugging Face's ``kernels`` (the wrapper
+transformers calls a layer's fallback through), this distribution (``exporter``,
 ``workbench``), the standard library, and synthetic files (``<frozen ...>``, ``<string>``)
 other than an IPython cell whose lines linecache holds.
 
@@ -26,6 +27,7 @@ __all__ = ["LIBRARY_PACKAGES", "is_user_file"]
 LIBRARY_PACKAGES = (
     "torch", "functorch", "torchgen", "sympy", "mpmath", "onnx", "onnxscript", "onnx_ir", "onnxruntime",
     "numpy", "exporter", "workbench",
+    "kernels",  # Hugging Face's hub kernels: transformers' layers call their fallback through its wrapper
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # exporter/

@@ -26,7 +26,8 @@ def test_installed_model_code_in_a_site_packages_path_is_user_code(package):
     assert is_user_file(os.path.join(SITE.replace("site-", "dist-"), package, "m.py"))
 
 
-@pytest.mark.parametrize("package", ["torch", "functorch", "onnx", "onnxscript", "onnx_ir", "onnxruntime", "numpy", "sympy", "exporter"])
+@pytest.mark.parametrize("package", ["torch", "functorch", "onnx", "onnxscript", "onnx_ir", "onnxruntime", "numpy", "sympy", "exporter",
+                                     "kernels"])
 def test_libraries_in_a_site_packages_path_are_not_user_code(package):
     assert not is_user_file(os.path.join(SITE, package, "nn", "functional.py"))
 
@@ -112,6 +113,14 @@ def test_a_stack_trace_maps_to_its_installed_model_frame_not_torchs():
         f'File "{torch_file}", line 1775, in _call_impl\n    return forward_call(*args, **kwargs)'
     )
     assert source_of_stack(stack) == f"{transformers}:120 in forward: return self.dense(x)"
+
+
+def test_a_hub_kernel_wrapper_frame_is_passed_over_for_the_model_line_that_called_it():
+    model = os.path.join(SITE, "transformers", "models", "olmo_hybrid", "modeling_olmo_hybrid.py")
+    wrapper = os.path.join(SITE, "kernels", "_internals", "layer", "layer.py")
+    stack = (f'File "{model}", line 779, in forward\n    out = torch_chunk_gated_delta_rule(q, k, v)\n'
+             f'File "{wrapper}", line 856, in forward\n    return func(*args, **kwargs)')
+    assert source_of_stack(stack) == f"{model}:779 in forward: out = torch_chunk_gated_delta_rule(q, k, v)"
 
 
 def test_a_notebook_cell_is_named_as_ipython_names_it_not_by_its_temporary_file(ipython_shell):
