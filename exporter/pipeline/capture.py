@@ -191,8 +191,8 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
     it; but when the default capture rejected it because the code read a dim into a Python
     int, the strict capture torch.onnx.export falls back to is tried, and kept only when its
     program matches the model at other sizes (:mod:`.size_check`). A program that holds only
-    while the example keeps an intermediate size at 1 is captured again at a larger example
-    (:mod:`.grown_example`). ``patches``
+    while the example keeps an intermediate size at a constant (or a spec refused for such a
+    size) is captured again at a larger example (:mod:`.grown_example`). ``patches``
     (:mod:`exporter.patches` names) are applied around each try. Never raises for a failure."""
     start = time.perf_counter()
     try:
@@ -225,6 +225,15 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
             observer.on_attempt(grown.attempt)
             return _captured(grown.attempt, attempts, patches, start, (grown.note,))
         if attempt.error is not None and is_constraint_violation(attempt.error):
+            grown = None if cancel is not None and cancel.cancelled else capture_at_grown_example(
+                cls(runtime_asserts=runtime_asserts, patches=patches), model, inputs, spec, attempt)
+            if grown is not None:
+                attempts[-1] = grown.set_aside
+                attempts.append(grown.attempt)
+                observer.on_attempt(grown.attempt)
+                if grown.attempt.success:
+                    return _captured(grown.attempt, attempts, patches, start, (grown.note,))
+                break  # refused at the larger example for ranges only: its fixes keep the dims dynamic
             tried = {a.strategy for a in attempts}
             # A dim the default capture read into a Python int may stay symbolic under
             # TorchDynamo; a guard that narrows a range is the same guard there: not tried.

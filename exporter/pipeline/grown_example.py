@@ -113,18 +113,22 @@ def _movable(pinned: list[PinnedSize], examples: dict[str, int],
 
 def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spec: DimSpec,
                              attempt: CaptureAttempt) -> GrownCapture | None:
-    """When ``attempt``'s program holds only while an intermediate size keeps its value at the example, the capture
-    by ``strategy`` (a configured :class:`~.capture.CaptureStrategy`) at an example grown so
-    that it does not, checked against the model; None when there is no such size, or the
-    larger example does not give a program that matches the model."""
+    """When ``attempt``'s program holds only while an intermediate size keeps its value at the
+    example (or torch refused the spec for such a size: named ``Dim``s that the shortcut would
+    make static), the capture by ``strategy`` (a configured :class:`~.capture.CaptureStrategy`)
+    at an example grown so that it does not, checked against the model; None when there is no
+    such size, or the larger example does not give a program that matches the model."""
     from .. import compat
     from ..inputs import bind_inputs
     from ..program_symbols import symbol_of
     from .size_check import differs_from_model, example_sizes, inputs_at
 
-    symbols = symbol_of(attempt.program, inputs)
+    if attempt.success:
+        symbols, ranges = symbol_of(attempt.program, inputs), compat.program_ranges(attempt.program)
+    else:  # refused: the guards' sources name the input axes, the spec their ranges
+        symbols = _symbols_of_guards(attempt, inputs)
+        ranges = _spec_ranges(spec, symbols)
     examples = example_sizes(symbols, inputs)
-    ranges = compat.program_ranges(attempt.program)
     pinned = _movable(pinned_sizes(attempt, set(examples)), examples, ranges)
     assignment = grown_assignment(pinned, examples, ranges) if pinned else None
     if assignment is None:
@@ -139,7 +143,7 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
         return None
     grown = strategy(model, grown_inputs.args, grown_inputs.kwargs, dynamic_shapes)
     if not grown.success:
-        return None
+        return _narrowed_there(grown, attempt, pinned, symbols, inputs, grown_inputs)
     grown_symbols = symbol_of(grown.program, grown_inputs)
     grown_examples = example_sizes(grown_symbols, grown_inputs)
     if _movable(pinned_sizes(grown, set(grown_examples)), grown_examples, compat.program_ranges(grown.program)):
@@ -154,12 +158,64 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
         return None
     grown = replace(grown, seconds=grown.seconds + time.perf_counter() - began)
     size, value = _pinned_words(pinned, inputs, attempt), pinned[0].value
-    set_aside = replace(attempt, program=None, skipped_reason=f"set aside: its program holds only while {size} stays {value}")
     where = ", ".join(f"{path}.shape[{axis}]={new}" for (path, axis), new in _grown_axes(symbols, inputs, grown_inputs))
     why = "torch treats a size 1 as a constant" if value == 1 else "torch traces only the path the model takes there"
-    note = (f"the example makes {size} {value}, and {why}, so that program held only while it stayed {value}; "
+    if attempt.success:
+        set_aside = replace(attempt, program=None, skipped_reason=f"set aside: its program holds only while {size} stays {value}")
+        held = f"so that program held only while it stayed {value}"
+    else:
+        set_aside, held = attempt, "so it refused the dims that size is computed from"
+    note = (f"the example makes {size} {value}, and {why}, {held}; "
             f"captured again at {where}, which matches the model at the example and at other sizes")
     return GrownCapture(grown, set_aside, note)
+
+
+def _narrowed_there(grown: CaptureAttempt, attempt: CaptureAttempt, pinned: list[PinnedSize],
+                    symbols: dict[tuple[str, int], str], inputs: BoundInputs, grown_inputs: BoundInputs) -> GrownCapture | None:
+    """A spec refused at the example for a pinned size, and at the larger example only for ranges
+    (``Dim('height', min=8, max=128)``): that refusal, whose fixes keep the dims dynamic, is the
+    one to report (applied, the next capture passes the example's shortcut the same way). None for
+    any other failure there."""
+    from ..compat import formats
+
+    error = grown.error
+    fixes = formats.suggested_fix_lines(error) if error is not None and formats.is_constraint_violation(error) else ()
+    if attempt.success or not fixes or any(formats.dim_call(line.split("=", 1)[1].strip()) is None for line in fixes):
+        return None
+    size, value = _pinned_words(pinned, inputs, attempt), pinned[0].value
+    where = ", ".join(f"{path}.shape[{axis}]={new}" for (path, axis), new in _grown_axes(symbols, inputs, grown_inputs))
+    set_aside = replace(attempt, error=None, skipped_reason=(
+        f"set aside: the example makes {size} {value}, and torch traces only the path the model takes there; "
+        f"at {where} torch asks only for the ranges below"))
+    return GrownCapture(grown, set_aside, "")
+
+
+def _symbols_of_guards(attempt: CaptureAttempt, inputs: BoundInputs) -> dict[tuple[str, int], str]:
+    """The symbol of every input axis a refused capture's guards name (through their sources)."""
+    from ..guards import axis_of_source, input_sources
+
+    sources = input_sources(inputs)
+    found: dict[tuple[str, int], str] = {}
+    for event in attempt.guards:
+        for symbol, named in event.sources:
+            for source in named:
+                axis = axis_of_source(source, inputs, sources)
+                if axis is not None:
+                    found.setdefault((axis.path, axis.index), str(symbol))
+    order = list(inputs.paths)
+    return dict(sorted(found.items(), key=lambda item: (order.index(item[0][0]), item[0][1])))
+
+
+def _spec_ranges(spec: DimSpec, symbols: dict[tuple[str, int], str]) -> dict[str, tuple[int, int | None]]:
+    """Each symbol's range as the spec asks it (a named ``Dim``'s min and max)."""
+    from ..dims import Dim
+
+    ranges: dict[str, tuple[int, int | None]] = {}
+    for entry in spec:
+        symbol = symbols.get((entry.path, entry.axis))
+        if symbol is not None and isinstance(entry.policy, Dim):
+            ranges[symbol] = (entry.policy.min or 0, entry.policy.max)
+    return ranges
 
 
 def _named_alike(assignment: dict[str, int], examples: dict[str, int], symbols: dict[tuple[str, int], str],

@@ -90,3 +90,33 @@ def test_the_grown_example_is_the_smallest_factor_that_moves_every_pinned_size_o
     patches = sympy.floor(h / 2) ** 2 + 1  # a ViT's patch count plus its class token: 17 at the example
     assert grown_assignment([PinnedSize(patches, 17, None)], examples, {}) == {"s0": 2, "s1": 16, "s2": 32}
     assert grown_assignment([PinnedSize(sympy.Mod(h, 4), 0, None)], examples, {}) is None  # every multiple keeps it
+
+
+def test_named_dims_refused_for_a_size_one_intermediate_are_captured_at_a_larger_example():
+    from exporter import Dim
+
+    named = {"x": {0: Dim("batch"), 2: Dim("height", min=8, max=64), 3: Dim("width", min=8, max=64)}}
+    session = Session(PooledContext(), (torch.randn(2, 3, 8, 8),), {}, ExportOptions(dynamic_shapes=named))
+    capture = session.run("capture")
+    assert capture.ok, session.failed_stage
+    assert "captured again at x.shape[2]=16, x.shape[3]=16" in capture.detail
+    assert session.verify(sizes={"height": [8, 24, 64], "width": [8, 24, 64]}).status == "passed"
+
+
+def test_dinov2_at_its_training_size_with_named_dims_is_offered_a_range_fix_not_static_which_then_verifies():
+    transformers = pytest.importorskip("transformers")
+    from exporter import Dim
+
+    config = transformers.Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=64, image_size=32, patch_size=8)
+    torch.manual_seed(0)
+    model = transformers.Dinov2Model(config).eval()
+    named = {"pixel_values": {0: Dim("batch"), 2: Dim("height", max=128), 3: Dim("width", max=128)}}
+    session = Session(model, (torch.randn(2, 3, 32, 32),), {}, ExportOptions(dynamic_shapes=named))
+    assert session.run().status == "failed"  # at 64x64 torch asks for height, width >= 8
+    fixes = session.suggested_fixes
+    assert "height = Dim('height', min=8, max=128)" in fixes.diff and "STATIC" not in str(fixes)
+    fixed = session.apply_suggested_fixes()
+    assert fixed.run().ok
+    assert "captured again at pixel_values.shape[2]=64, pixel_values.shape[3]=64" in fixed.result("capture").detail
+    assert fixed.verify(sizes={"height": [8, 32, 72], "width": [8, 32, 72]}).status == "passed"
