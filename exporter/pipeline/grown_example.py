@@ -39,8 +39,9 @@ FACTORS = (2, 4, 8)  # how much the involved dims are grown, tried in turn
 @dataclass(frozen=True)
 class GrownCapture:
     """The capture at a larger example that replaces one whose program held only while an
-    intermediate size stayed 1: the new attempt, the first one set aside, and the note that
-    says so in the user's terms."""
+    intermediate size kept its value (or that torch refused for it): the new attempt (a refusal
+    asking only for ranges, when that is what torch says there), the first one set aside, and
+    the note that says so in the user's terms."""
 
     attempt: CaptureAttempt
     set_aside: CaptureAttempt
@@ -141,9 +142,11 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
         dynamic_shapes = spec.to_torch(grown_inputs)
     except Exception:  # noqa: BLE001 - no larger example to capture at: the first program stands
         return None
+    size, value = _pinned_words(pinned, inputs, attempt), pinned[0].value
+    where = ", ".join(f"{path}.shape[{axis}]={new}" for (path, axis), new in _grown_axes(symbols, inputs, grown_inputs))
     grown = strategy(model, grown_inputs.args, grown_inputs.kwargs, dynamic_shapes)
     if not grown.success:
-        return _narrowed_there(grown, attempt, pinned, symbols, inputs, grown_inputs)
+        return _narrowed_there(grown, attempt, f"the example makes {size} {value}", where)
     grown_symbols = symbol_of(grown.program, grown_inputs)
     grown_examples = example_sizes(grown_symbols, grown_inputs)
     if _movable(pinned_sizes(grown, set(grown_examples)), grown_examples, compat.program_ranges(grown.program)):
@@ -157,8 +160,6 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     if difference is not None:
         return None
     grown = replace(grown, seconds=grown.seconds + time.perf_counter() - began)
-    size, value = _pinned_words(pinned, inputs, attempt), pinned[0].value
-    where = ", ".join(f"{path}.shape[{axis}]={new}" for (path, axis), new in _grown_axes(symbols, inputs, grown_inputs))
     why = "torch treats a size 1 as a constant" if value == 1 else "torch traces only the path the model takes there"
     if attempt.success:
         set_aside = replace(attempt, program=None, skipped_reason=f"set aside: its program holds only while {size} stays {value}")
@@ -170,8 +171,7 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     return GrownCapture(grown, set_aside, note)
 
 
-def _narrowed_there(grown: CaptureAttempt, attempt: CaptureAttempt, pinned: list[PinnedSize],
-                    symbols: dict[tuple[str, int], str], inputs: BoundInputs, grown_inputs: BoundInputs) -> GrownCapture | None:
+def _narrowed_there(grown: CaptureAttempt, attempt: CaptureAttempt, pinned_words: str, where: str) -> GrownCapture | None:
     """A spec refused at the example for a pinned size, and at the larger example only for ranges
     (``Dim('height', min=8, max=128)``): that refusal, whose fixes keep the dims dynamic, is the
     one to report (applied, the next capture passes the example's shortcut the same way). None for
@@ -182,10 +182,8 @@ def _narrowed_there(grown: CaptureAttempt, attempt: CaptureAttempt, pinned: list
     fixes = formats.suggested_fix_lines(error) if error is not None and formats.is_constraint_violation(error) else ()
     if attempt.success or not fixes or any(formats.dim_call(line.split("=", 1)[1].strip()) is None for line in fixes):
         return None
-    size, value = _pinned_words(pinned, inputs, attempt), pinned[0].value
-    where = ", ".join(f"{path}.shape[{axis}]={new}" for (path, axis), new in _grown_axes(symbols, inputs, grown_inputs))
     set_aside = replace(attempt, error=None, skipped_reason=(
-        f"set aside: the example makes {size} {value}, and torch traces only the path the model takes there; "
+        f"set aside: {pinned_words}, and torch traces only the path the model takes there; "
         f"at {where} torch asks only for the ranges below"))
     return GrownCapture(grown, set_aside, "")
 
