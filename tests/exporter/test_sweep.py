@@ -181,3 +181,32 @@ def test_the_transformers_zoo_draws_all_zero_weight_matrices_and_leaves_the_rest
     assert model[0].weight.any()  # a zero-initialised router would make every score tie
     assert not model[0].bias.any()  # biases and norms start at zero in checkpoints too
     assert torch.equal(model[1].weight, untouched)
+
+
+def test_the_transformers_zoo_gives_batch_norms_the_statistics_of_the_example_so_deep_outputs_do_not_vanish():
+    import torch
+
+    from exporter.sweep.zoos.transformers import calibrate_batch_norms
+
+    class Stack(torch.nn.Module):  # small random convolutions, as a tiny config initialises them
+        def __init__(self):
+            super().__init__()
+            layers = []
+            for _ in range(8):
+                conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+                torch.nn.init.normal_(conv.weight, std=0.02)
+                torch.nn.init.zeros_(conv.bias)
+                layers += [conv, torch.nn.BatchNorm2d(8), torch.nn.ReLU()]
+            self.layers = torch.nn.Sequential(*layers)
+
+        def forward(self, pixel_values):
+            return self.layers(pixel_values)
+
+    model = Stack().eval()
+    x = torch.randn(2, 8, 16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = float(model(x).abs().max())
+        calibrate_batch_norms(model, {"pixel_values": x})
+        after = float(model(x).abs().max())
+    assert before < 1e-6 < 0.1 < after  # shrunk tenfold per layer at statistics 0 and 1
+    assert not model.training and all(m.momentum == 0.1 for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d))
