@@ -218,9 +218,10 @@ def calibrate_batch_norms(model: Any, kwargs: dict[str, Any]) -> Any:
 
 
 def tiny_model(model_type: str) -> SweepCase:
-    """A tiny ``model_type`` base model with random weights and its natural inputs. A vision
-    model whose layers need a larger image than the zoo's 64×64 (MobileViTV2's 8×8 unfold
-    after a 32× reduction) is built again at 128 and 256."""
+    """A tiny ``model_type`` base model with random weights and its natural inputs, its batch
+    norms calibrated on them (:func:`calibrate_batch_norms`). A vision model whose layers need
+    a larger image than the zoo's 64×64 (MobileViTV2's 8×8 unfold after a 32× reduction) is
+    built again at 128 and 256."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     import transformers
