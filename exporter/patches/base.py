@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 __all__ = ["Patch", "PatchTarget", "SuggestedPatch", "function_targets", "method_targets", "model_classes",
-           "plain_function", "replaced", "source_of", "unpatched"]
+           "plain_function", "replaced", "replacing_marked", "source_of", "unpatched"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,18 @@ def source_of(function: Any) -> str:
         return textwrap.dedent(inspect.getsource(function))
     except (OSError, TypeError):
         return ""
+
+
+def replacing_marked(*variants: tuple[tuple[str, ...], Any]) -> Callable[[Any], tuple[Any, str, str] | None]:
+    """A rewrite for :func:`method_targets` / :func:`function_targets`: each variant is
+    ``(marks, replacement)``; the first whose marks (source fragments) all appear in the
+    original's source gives its replacement; None when none does."""
+    def rewrite(original: Any) -> tuple[Any, str, str] | None:
+        source = source_of(original)
+        replacement = next((r for marks, r in variants if all(m in source for m in marks)), None)
+        return None if replacement is None else (replacement, source, source_of(replacement))
+
+    return rewrite
 
 
 # Replaced attributes by (id(owner), attribute): [target, original, depth]. A target shared by

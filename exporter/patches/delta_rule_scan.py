@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Patch, PatchTarget, function_targets, source_of
+from .base import Patch, PatchTarget, function_targets, replacing_marked
 
 __all__ = ["DeltaRuleChunkScan"]
 
@@ -205,12 +205,4 @@ class DeltaRuleChunkScan(Patch):
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
         return tuple(t for name, marks, replacement in _VARIANTS
-                     for t in function_targets(model, name, _rewriter(marks, replacement)))
-
-
-def _rewriter(marks: tuple[str, ...], replacement: Any) -> Any:
-    def rewrite(function: Any) -> tuple[Any, str, str] | None:
-        source = source_of(function)
-        return (replacement, source, source_of(replacement)) if all(m in source for m in marks) else None
-
-    return rewrite
+                     for t in function_targets(model, name, replacing_marked((marks, replacement))))

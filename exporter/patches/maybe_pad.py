@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Patch, PatchTarget, method_targets, source_of
+from .base import Patch, PatchTarget, method_targets, replacing_marked
 
 __all__ = ["PadToPatchMultiple"]
 
@@ -61,10 +61,4 @@ class PadToPatchMultiple(Patch):
                "needs padding")
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        return method_targets(model, METHOD, _rewrite)
-
-
-def _rewrite(method: Any) -> tuple[Any, str, str] | None:
-    source = source_of(method)
-    replacement = next((r for marks, r in _VARIANTS if all(m in source for m in marks)), None)
-    return None if replacement is None else (replacement, source, source_of(replacement))
+        return method_targets(model, METHOD, replacing_marked(*_VARIANTS))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Patch, PatchTarget, method_targets, source_of
+from .base import Patch, PatchTarget, method_targets, replacing_marked
 
 __all__ = ["RangeListTensor"]
 
@@ -36,12 +36,8 @@ def _prepare_attention_mask(self: Any, input_ids: Any, span: Any, context: Any, 
     return mask_1d.view(batch, seqlen, 1) & mask_1d.view(batch, 1, seqlen) & attention_mask
 
 
-def _rewrite(method: Any) -> tuple[Any, str, str] | None:
-    source = source_of(method)
-    marks = ("torch.tensor(list(range(seqlen - self.prompt_length))[::-1], device=device)",
-             "mask_1d = torch.cat((torch.ones(batch, self.prompt_length, device=device).bool(), mask_1d), dim=1)")
-    return (_prepare_attention_mask, source, source_of(_prepare_attention_mask)) \
-        if all(m in source for m in marks) else None
+_MARKS = ("torch.tensor(list(range(seqlen - self.prompt_length))[::-1], device=device)",
+          "mask_1d = torch.cat((torch.ones(batch, self.prompt_length, device=device).bool(), mask_1d), dim=1)")
 
 
 class RangeListTensor(Patch):
@@ -51,4 +47,4 @@ class RangeListTensor(Patch):
     symptom = "the list is as long as the example: the sequence length is made static"
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        return method_targets(model, METHOD, _rewrite)
+        return method_targets(model, METHOD, replacing_marked((_MARKS, _prepare_attention_mask)))

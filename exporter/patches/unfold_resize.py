@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Patch, PatchTarget, method_targets, source_of
+from .base import Patch, PatchTarget, method_targets, replacing_marked
 
 __all__ = ["UnfoldResize"]
 
@@ -68,11 +68,4 @@ class UnfoldResize(Patch):
     symptom = "the example's patch grid is baked into a Reshape: onnxruntime fails at the next size"
 
     def targets(self, model: Any) -> tuple[PatchTarget, ...]:
-        return method_targets(model, METHOD, _rewrite)
-
-
-def _rewrite(method: Any) -> tuple[Any, str, str] | None:
-    source = source_of(method)
-    if not all(mark in source for mark in _MARKS):
-        return None
-    return unfolding, source, source_of(unfolding)
+        return method_targets(model, METHOD, replacing_marked((_MARKS, unfolding)))

@@ -215,16 +215,8 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
             attempt = _draft_checked(attempt, model, inputs)
         attempts.append(attempt)
         observer.on_attempt(attempt)
-        if attempt.success:
-            grown = None if cancel is not None and cancel.cancelled else capture_at_grown_example(
-                cls(runtime_asserts=runtime_asserts, patches=patches), model, inputs, spec, attempt)
-            if grown is None:
-                return _captured(attempt, attempts, patches, start)
-            attempts[-1] = grown.set_aside
-            attempts.append(grown.attempt)
-            observer.on_attempt(grown.attempt)
-            return _captured(grown.attempt, attempts, patches, start, (grown.note,))
-        if attempt.error is not None and is_constraint_violation(attempt.error):
+        refused = attempt.error is not None and is_constraint_violation(attempt.error)
+        if attempt.success or refused:
             grown = None if cancel is not None and cancel.cancelled else capture_at_grown_example(
                 cls(runtime_asserts=runtime_asserts, patches=patches), model, inputs, spec, attempt)
             if grown is not None:
@@ -234,6 +226,9 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
                 if grown.attempt.success:
                     return _captured(grown.attempt, attempts, patches, start, (grown.note,))
                 break  # refused at the larger example for ranges only: its fixes keep the dims dynamic
+            if attempt.success:
+                return _captured(attempt, attempts, patches, start)
+        if refused and attempt.error is not None:  # (narrows the type for what follows)
             tried = {a.strategy for a in attempts}
             # A dim the default capture read into a Python int may stay symbolic under
             # TorchDynamo; a guard that narrows a range is the same guard there: not tried.
