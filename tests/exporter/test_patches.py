@@ -260,6 +260,41 @@ def test_dinov2_patched_export_leaves_the_model_and_its_class_as_they_were(dinov
     assert _same_state(model, before)
 
 
+def _tipsv2() -> torch.nn.Module:
+    config = transformers.Tipsv2VisionConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                             image_size=32, patch_size=8, num_register_tokens=1)
+    torch.manual_seed(0)
+    return transformers.Tipsv2VisionModel(config).eval()
+
+
+def test_tipsv2_resizing_to_an_int_of_the_size_fails_at_another_size_until_the_offered_patch_passes_the_size():
+    """TIPSv2 gives ``interpolate`` ``size=(torch_int(height), ...)`` (an ``int()`` of the
+    size) and checks it unless tracing: the grid is pinned at 4x4 patches even past the early
+    return, and the patch passes the size itself."""
+    model = _tipsv2()
+    before = _state(model)
+    plain = Session(model, (_image(32, 32),), {}, ExportOptions(dynamic_shapes=IMAGE_DIMS))
+    quick = {"sizes": {"height": [64]}, "edge_values": False}
+    failed = plain.verify(**quick)
+    assert failed.status == "failed" and "modeling_tipsv2.py" in failed.verdict + str(failed.failed_cases)
+    assert plain.suggested_fixes.patch_names == ("pos_embed_interpolation",)
+    diff = patch_named("pos_embed_interpolation").diff(model)
+    changed = [line[0] + line[1:].strip() for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert changed == [
+        "-if not torch.jit.is_tracing() and num_patches == num_positions and height == width:",
+        "-return self.position_embeddings",
+        "-size=(torch_int(height), torch_int(width)),",
+        "+size=(height, width),",
+        "-if not torch.jit.is_tracing():",
+        "-if int(height) != patch_pos_embed.shape[-2] or int(width) != patch_pos_embed.shape[-1]:",
+        '-raise ValueError("Width or height does not match with the interpolated position embeddings")',
+    ]
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.verify(**quick).status == "passed"
+    _assert_matches_eager(fixed, model, [(32, 32), (40, 48), (64, 64)])
+    assert _same_state(model, before)
+
+
 def test_a_vit_refused_at_its_image_check_is_told_to_pass_interpolate_pos_encoding_which_then_verifies():
     config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                                     image_size=32, patch_size=8)
