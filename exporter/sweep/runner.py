@@ -309,7 +309,10 @@ def _ort_runner(program: Any) -> Callable[[tuple[Any, ...], dict[str, Any]], lis
 
     from .. import compat
 
-    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = onnxruntime.SessionOptions()
+    options.enable_cpu_mem_arena = False  # as verify runs ours (ort_inference_session): the same memory
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
     def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

@@ -4,6 +4,7 @@ external-data paths of a large model are in test_large_models.py)."""
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 
 import numpy as np
@@ -76,3 +77,35 @@ def test_session_members_delegate_to_its_ort_model(session):
     ort_model = session.ort_model
     session.release()
     assert session.ort_model is ort_model and "nothing built" in repr(ort_model)
+
+
+class Widening(torch.nn.Module):
+    """Its intermediate is 4096 times its input: 64 MB at 16 rows, 128 MB at 32."""
+
+    def forward(self, x):
+        return (x.unsqueeze(-1) * torch.ones(4096)).sum(-1)
+
+
+def _resident_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc/self/statm (Linux)")
+def test_runs_at_several_sizes_leave_no_arena_behind_unlike_a_default_onnxruntime_session():
+    import onnxruntime as ort
+
+    widening = Session(Widening(), (torch.randn(16, 1024),), {}, ExportOptions(dynamic_shapes=({0: "rows"},)))
+    assert widening.run().ok
+    ort_model = widening.ort_model
+
+    def held_after_runs(inference_session) -> float:
+        before = _resident_mb()
+        for rows in (16, 32, 8):
+            inference_session.run(None, {"x": np.ones((rows, 1024), np.float32)})
+        return _resident_mb() - before
+
+    held_by_ours = held_after_runs(ort_model.inference_session)
+    held_by_default = held_after_runs(ort.InferenceSession(ort_model.model_bytes, providers=["CPUExecutionProvider"]))
+    assert held_by_default > 100  # the arena keeps the 128 MB run's buffers
+    assert held_by_ours < 40, (held_by_ours, held_by_default)

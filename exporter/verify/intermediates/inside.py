@@ -149,6 +149,7 @@ def _run_subgraph(nodes: Sequence[NodePlan], bounds: Mapping[str, str], outside:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.enable_cpu_mem_arena = False  # one run: its values go back to the system, not to an arena
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [v.name for v in outputs]
