@@ -1,6 +1,7 @@
 """The worker process of one unit: ``python -m exporter.sweep.child UNIT.json RECORD.json
-STAGE_FILE [--memory BYTES]``. Caps its own address space, exits when its parent dies, runs
-the unit and writes its record. Started by :func:`exporter.sweep.isolation.run_isolated`."""
+STAGE_FILE [--memory BYTES]``. Caps its own address space (a backstop: the parent watches
+resident memory), exits when its parent dies, runs the unit and writes its record. Started by
+:func:`exporter.sweep.isolation.run_isolated`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ WATCH_SECONDS = 0.5
 def cap_memory(limit: int | None) -> None:
     """Limit this process's address space to ``limit`` bytes (``RLIMIT_AS``): an allocation
     past it fails (``MemoryError``, or PyTorch's "can't allocate memory") instead of taking
-    the machine down. Not available on Windows, where the cap is not applied."""
+    the machine down. The parent caps resident memory, a few times lower; this is the
+    backstop. Not available on Windows, where the cap is not applied."""
     if not limit:
         return
     try:

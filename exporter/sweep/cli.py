@@ -38,7 +38,7 @@ def add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=2, help="units at once (default: 2)")
     parser.add_argument("-o", "--output", default="sweep-results", metavar="DIR", help="output directory (default: sweep-results)")
     parser.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds per unit (default: 900)")
-    parser.add_argument("--memory-gb", type=float, default=6.0, metavar="G", help="memory cap per unit, 0 for none (default: 6)")
+    parser.add_argument("--memory-gb", type=float, default=6.0, metavar="G", help="resident memory cap per unit, 0 for none (default: 6)")
     parser.add_argument("--threads", type=int, default=1, help="PyTorch/onnxruntime threads per unit (default: 1)")
     parser.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: torch.onnx's)")
     parser.add_argument("--strategy", default="auto", help="capture strategy (default: auto)")

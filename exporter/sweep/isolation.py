@@ -18,6 +18,7 @@ from typing import Any
 
 from .outcome import is_out_of_memory, package_versions, short
 from .record import UnitRecord
+from .resident import session_resident_bytes
 from .unit import Unit
 
 __all__ = ["Cancelled", "Limits", "harness_failure", "run_isolated"]
@@ -25,18 +26,27 @@ __all__ = ["Cancelled", "Limits", "harness_failure", "run_isolated"]
 GIB = 1 << 30
 LOG_TAIL_CHARS = 4000
 POLL_SECONDS = 0.2
+# PyTorch and onnxruntime reserve far more address space than they touch (1.6 GB reserved for
+# 0.3 GB resident after their imports): the address-space cap is only a backstop.
+ADDRESS_SPACE_FACTOR = 3
 
 
 class Cancelled(Exception):
     """The unit was stopped by its cancel event (the sweep was interrupted)."""
 
 
+class _PastMemory(Exception):
+    """The unit's resident memory passed its cap (``args[0]``: the bytes seen)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one unit may use: ``timeout`` seconds of wall time (then it is killed and
-    recorded as ``timeout``), ``memory`` bytes of address space (``RLIMIT_AS``; past it an
-    allocation fails and the unit is recorded as ``oom``; None: no cap) and ``threads``
-    for PyTorch and onnxruntime (one per unit keeps workers off each other's cores)."""
+    recorded as ``timeout``), ``memory`` bytes of resident memory (watched every
+    ``POLL_SECONDS``: past it the unit is killed and recorded as ``oom``; its address space is
+    capped at ``ADDRESS_SPACE_FACTOR`` times that, so one huge allocation fails at once; None:
+    no cap) and ``threads`` for PyTorch and onnxruntime (one per unit keeps workers off each
+    other's cores)."""
 
     timeout: float = 900.0
     memory: int | None = 6 * GIB
@@ -70,12 +80,10 @@ def _record(unit: Unit, status: str, started: float, *, stage: str | None, error
     )
 
 
-def _wait(process: subprocess.Popen[Any], timeout: float, cancel: threading.Event | None) -> None:
-    """Wait for ``process`` up to ``timeout`` seconds (``TimeoutExpired`` after), or until
-    ``cancel`` is set (:class:`Cancelled`)."""
-    if cancel is None:
-        process.wait(timeout=timeout)
-        return
+def _wait(process: subprocess.Popen[Any], timeout: float, cancel: threading.Event | None, memory: int | None) -> None:
+    """Wait for ``process`` up to ``timeout`` seconds (``TimeoutExpired`` after), until
+    ``cancel`` is set (:class:`Cancelled`), or until the resident memory of its session passes
+    ``memory`` bytes (:class:`_PastMemory`)."""
     deadline = time.monotonic() + timeout
     while True:
         remaining = deadline - time.monotonic()
@@ -85,8 +93,11 @@ def _wait(process: subprocess.Popen[Any], timeout: float, cancel: threading.Even
             process.wait(timeout=min(POLL_SECONDS, remaining))
             return
         except subprocess.TimeoutExpired:
-            if cancel.is_set():
+            if cancel is not None and cancel.is_set():
                 raise Cancelled(f"unit process {process.pid} cancelled") from None
+            resident = session_resident_bytes(process.pid) if memory else None
+            if memory and resident is not None and resident > memory:
+                raise _PastMemory(resident) from None
 
 
 def harness_failure(unit: Unit, exc: BaseException, started: float | None = None) -> UnitRecord:
@@ -111,17 +122,24 @@ def run_isolated(unit: Unit, limits: Limits = Limits(), cancel: threading.Event 
         (folder / "unit.json").write_text(json.dumps(unit.to_dict()))
         record_path, stage_path, log_path = folder / "record.json", folder / "stage", folder / "log"
         command = [sys.executable, "-m", "exporter.sweep.child", str(folder / "unit.json"), str(record_path),
-                   str(stage_path), "--memory", str(limits.memory or 0), "--parent", str(os.getpid())]
+                   str(stage_path), "--memory", str((limits.memory or 0) * ADDRESS_SPACE_FACTOR),
+                   "--parent", str(os.getpid())]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=_environment(limits), start_new_session=True)
             try:
-                _wait(process, limits.timeout, cancel)
+                _wait(process, limits.timeout, cancel, limits.memory)
             except subprocess.TimeoutExpired:
                 _kill(process)
                 stage = stage_path.read_text() if stage_path.exists() else None
                 return _record(unit, "timeout", started, stage=stage, failure_class="timeout",
                                error=f"killed after {limits.timeout:g} s" + (f" in {stage}" if stage else ""))
+            except _PastMemory as past:
+                _kill(process)
+                stage = stage_path.read_text() if stage_path.exists() else None
+                return _record(unit, "oom", started, stage=stage, failure_class="out of memory",
+                               error=f"killed at {past.args[0] / GIB:.1f} GiB resident, past its memory cap of "
+                                     f"{(limits.memory or 0) / GIB:.1f} GiB" + (f" in {stage}" if stage else ""))
             except BaseException:
                 _kill(process)
                 raise

@@ -55,7 +55,7 @@ def sweep(
             there are not run again (delete it to start over). A new temporary directory by
             default.
         timeout: seconds a unit may take before it is killed (recorded as ``timeout``).
-        memory_gb: address-space cap of a unit (recorded as ``oom`` past it); None for none.
+        memory_gb: resident-memory cap of a unit (killed and recorded as ``oom`` past it); None for none.
         threads: PyTorch / onnxruntime threads per unit.
         opset, strategy, optimize: the export options (:class:`~exporter.ExportOptions`).
         verify, benchmark, baseline: the checks after the export.

@@ -81,6 +81,17 @@ def oom() -> SweepCase:
 
 
 @zoo_entry("tests")
+def grows() -> SweepCase:
+    """Touches 64 MiB more every 20 ms while building, up to 6 GiB: resident memory that
+    passes a small cap long before the address-space backstop would stop it."""
+    held = []
+    for _ in range(96):
+        held.append(torch.ones(1 << 26, dtype=torch.uint8))
+        time.sleep(0.02)
+    return SweepCase(torch.nn.Identity(), (torch.randn(2, 4),))
+
+
+@zoo_entry("tests")
 def focalnet() -> SweepCase:
     """transformers' FocalNet, tiny: its patch embedding drops the pixels past a multiple of the
     patch size with the padding chosen in Python, so the export is wrong at any image size that

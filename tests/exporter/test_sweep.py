@@ -98,12 +98,15 @@ def test_a_rerun_resumes_and_runs_no_unit_again(local_run):
 
 def test_a_hanging_unit_times_out_and_one_past_its_memory_cap_is_oom(tmp_path):
     started = time.monotonic()
-    results = sweep(SWEEP_MODELS, models=["hang", "oom"], workers=2, output_dir=tmp_path, timeout=20, memory_gb=3,
-                    progress=False)
-    hang, oom = results.record("hang"), results.record("oom")
+    results = sweep(SWEEP_MODELS, models=["hang", "oom", "grows"], workers=2, output_dir=tmp_path, timeout=20,
+                    memory_gb=1.5, progress=False)
+    hang, oom, grows = results.record("hang"), results.record("oom"), results.record("grows")
     assert hang.status == "timeout" and hang.failed_stage == "build", hang
     assert "killed after 20 s in build" in (hang.error or "")
-    assert oom.status == "oom" and oom.failed_stage == "build", oom
+    assert oom.status == "oom" and oom.failed_stage == "build", oom  # 16 GiB at once: the address-space backstop
+    # Resident memory passing the cap is killed by the watch, long before the backstop (4.5 GiB).
+    assert grows.status == "oom" and grows.failed_stage == "build", grows
+    assert "resident, past its memory cap of 1.5 GiB in build" in (grows.error or ""), grows.error
     assert time.monotonic() - started < 60
     assert {r.status for r in load_results(tmp_path).records} == {"timeout", "oom"}
 
