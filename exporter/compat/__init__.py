@@ -10,6 +10,7 @@ The package imports nothing from the rest of the exporter; its modules, by topic
 - :mod:`~exporter.compat.patches`: the patches torch.onnx.export captures under (RNN loops).
 - :mod:`~exporter.compat.guards`: shape guards recorded with their sources and user frames.
 - :mod:`~exporter.compat.frames`: which source files are the user's.
+- :mod:`~exporter.compat.flags`: torch's exporting/compiling flags, set around an eager run.
 - :mod:`~exporter.compat.registry`: torchlib's translation registry and opsets.
 - :mod:`~exporter.compat.decompositions`: the pieces of torch.onnx's decomposition step.
 - :mod:`~exporter.compat.translation`: translation to ONNX IR, onnxscript's optimizer.
@@ -52,6 +53,7 @@ from .dims import (
     torch_dim_kind,
 )
 from .exceptions import is_constraint_violation_error, is_data_dependent_error
+from .flags import as_if_exporting
 from .frames import LIBRARY_PACKAGES, is_user_file
 from .guards import ShapeGuardEvent, record_shape_guards
 from .kv_cache import (
@@ -97,6 +99,7 @@ __all__ = [
     "Translations",
     "UnsupportedCacheLayer",
     "additional_inputs_examples",
+    "as_if_exporting",
     "clear_dim_marks",
     "condition_holds_on",
     "convert_onnx_version",

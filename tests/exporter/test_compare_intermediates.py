@@ -4,6 +4,8 @@ PyTorch refuses or an export that failed are reported, not crashed on."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -273,3 +275,44 @@ def test_the_pairs_judged_together_give_the_rows_judged_one_at_a_time():
     assert together == alone
     assert {r.status for r in together.values()} == {"pass", "fail"}
 
+
+
+class CausalOnlyWhenExporting(torch.nn.Module):
+    """Asks torch.compiler.is_exporting(), as transformers' masking utilities do."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():  # the line the explanation names
+            return x.cumsum(-1)
+        return x * 3
+
+
+_CALLS = itertools.count(1)
+
+
+class CountsItsCalls(torch.nn.Module):
+    """Multiplies by how often any of them was called (a count outside the module, which
+    verify's state check cannot put back): the program keeps the count of its capture."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * next(_CALLS)
+
+
+def test_a_model_branching_on_the_exporting_flag_is_said_to_take_another_path_under_export_at_its_line():
+    import inspect
+
+    line = next(i for i, text in enumerate(inspect.getsourcelines(CausalOnlyWhenExporting.forward)[0])
+                if "the line the explanation names" in text) + CausalOnlyWhenExporting.forward.__code__.co_firstlineno
+    result = _export(CausalOnlyWhenExporting()).compare_intermediates()
+    assert result.status == "failed" and result.program_differs is not None
+    assert "takes another path while torch exports" in result.program_differs
+    assert f"test_compare_intermediates.py:{line}" in result.program_differs
+    assert "baked in behaviour of the example" not in result.program_differs
+    assert torch.compiler.is_exporting() is False and torch.compiler.is_compiling() is False  # restored
+
+
+def test_a_program_that_differs_for_another_reason_keeps_the_baked_example_explanation():
+    session = _export(CountsItsCalls())
+    result = session.compare_intermediates()
+    assert result.program_differs is not None, result.summary()
+    assert "baked in behaviour of the example" in result.program_differs
+    assert "another path while torch exports" not in result.program_differs

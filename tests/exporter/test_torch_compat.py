@@ -577,3 +577,19 @@ def test_type_promotion_is_skipped_only_where_torch_s_pass_would_change_nothing(
     assert compat.type_promotion_needed(program.graph_module) is casts
     assert (torch_s != before) is casts
     assert graph_of(compat.insert_type_promotion_nodes) == torch_s
+
+
+def test_as_if_exporting_sets_torch_compilers_flags_records_who_asked_and_restores_them_after_an_error():
+    def is_helper() -> bool:  # a one-line is_* helper, as transformers wraps the query
+        return torch.compiler.is_exporting()
+
+    def model_code() -> bool:
+        return is_helper() and torch.compiler.is_compiling()
+
+    with pytest.raises(RuntimeError), compat.as_if_exporting() as asked:
+        assert model_code() is True
+        raise RuntimeError("a model that raises")
+    assert [line for file, line in asked] == [model_code.__code__.co_firstlineno + 1]
+    assert all(file == __file__ for file, _ in asked)
+    assert torch.compiler.is_exporting() is False and torch.compiler.is_compiling() is False
+    assert torch.compiler._is_exporting_flag is False and torch.compiler._is_compiling_flag is False

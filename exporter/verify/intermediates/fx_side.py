@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...events import CancelToken
@@ -114,8 +114,9 @@ def _recorder_class() -> type:
 
 
 def program_vs_eager(case: str, output_names: Sequence[str], outputs: Sequence[Any], expected: Sequence[Any],
-                     tolerances: Any) -> str | None:
-    """Why the program's outputs differ from eager PyTorch's (verify's rule), or None."""
+                     tolerances: Any, cause: Callable[[], str | None] | None = None) -> str | None:
+    """Why the program's outputs differ from eager PyTorch's (verify's rule), or None;
+    ``cause`` (asked only when they differ) may say why better than the example's path."""
     import torch
 
     tensors = [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outputs
@@ -123,6 +124,7 @@ def program_vs_eager(case: str, output_names: Sequence[str], outputs: Sequence[A
     for i, (got, want) in enumerate(zip(tensors, expected)):
         check = compare(case, output_names[i] if i < len(output_names) else str(i), got, want, tolerances)
         if not check.ok:
-            return ("the decomposed program already differs from eager PyTorch (" + check.describe()
-                    + "): torch.export baked in behaviour of the example; the ONNX model follows the program")
+            why = (cause() if cause is not None else None) or ("torch.export baked in behaviour of the example; "
+                                                               "the ONNX model follows the program")
+            return "the decomposed program already differs from eager PyTorch (" + check.describe() + "): " + why
     return None

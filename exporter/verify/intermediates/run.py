@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ from ...events import CancelToken, Cancelled
 from ..program_run import program_inputs
 from ..eager import run_eager
 from ..values import edge_value_inputs
+from .export_path import export_path_cause
 from .fx_side import FxRunner, nbytes, program_vs_eager
 from .inside import locate_inside
 from .judge import node_rows
@@ -187,7 +189,10 @@ def _compare_prepared(name: str, session: ExportArtifacts, case: _Case, program:
     except Exception as exc:  # noqa: BLE001
         return failed("program", f"the decomposed program cannot run at these inputs ({first_line(exc)}): torch.export "
                       "assumed something that only holds near the example", exc, eager_from=eager_from)
-    program_differs = program_vs_eager(name, plan.output_names, outputs, expected, tolerances)
+    program_differs = program_vs_eager(
+        name, plan.output_names, outputs, expected, tolerances,
+        cause=functools.partial(export_path_cause, session.model, case.args, case.kwargs, name, plan.output_names, outputs,
+                                tolerances))
     del outputs, expected
     fx_runs = 1
     peak = sum(nbytes(v) for v in kept.values()) if kept is not None else 0
