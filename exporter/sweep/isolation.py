@@ -26,8 +26,8 @@ __all__ = ["Cancelled", "Limits", "harness_failure", "run_isolated"]
 GIB = 1 << 30
 LOG_TAIL_CHARS = 4000
 POLL_SECONDS = 0.2
-# PyTorch and onnxruntime reserve far more address space than they touch (1.6 GB reserved for
-# 0.3 GB resident after their imports): the address-space cap is only a backstop.
+# PyTorch and onnxruntime reserve more address space than they touch (0.8 GB reserved for 0.3 GB
+# resident after their imports, 1.6 GB for 0.7 GB after an export): that cap is only a backstop.
 ADDRESS_SPACE_FACTOR = 3
 
 
