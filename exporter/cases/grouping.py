@@ -16,6 +16,7 @@ from ..guards import Guard, Guards, input_sources
 from ..inputs import BoundInputs
 from ..program_symbols import symbol_of
 from ..shapes.solve import axis_ranges
+from .chunk_sizes import with_chunk_sizes
 from .derived import derive_groups
 from .groups import DimGroup, guard_words, policy_text
 from .guarded_sizes import with_guard_sizes
@@ -224,4 +225,4 @@ def dim_groups(
         )
     if not independent:
         out = list(derive_groups(out, tuple(export.guards), export.inputs))
-    return tuple(with_guard_sizes(out, tuple(export.guards)))
+    return tuple(with_chunk_sizes(with_guard_sizes(out, tuple(export.guards)), program))

@@ -40,7 +40,8 @@ class DimGroup:
     derived_guards: tuple[str, ...] = ()
     derived_expr: Any = None  # sympy, over symbols named by the group labels
     # Sizes near the example chosen from the remainder/divisibility guards torch recorded
-    # (``Mod(h, 4) == 0``): ``(kind, size, guard text)``, see :func:`guard_sizes`.
+    # (``Mod(h, 4) == 0``), and one past a chunk the program cuts the dim into:
+    # ``(kind, size, why)``, see :func:`guard_sizes` and :func:`with_chunk_sizes`.
     guard_sizes: tuple[tuple[str, int, str], ...] = ()
 
     def __post_init__(self) -> None:
