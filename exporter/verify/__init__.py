@@ -17,7 +17,9 @@ example + 1 (- 1 past the range) when no other size in the obtained range has it
 was compared at 255 and 256 only and fails in onnxruntime at 512; a raw-audio length of 2640 is
 varied at 2641 and 5280); and for every remainder/divisibility guard torch
 recorded (``Mod(h, 4) == 0``), the nearest in-range size that keeps all the group's guards and
-the nearest that breaks each (Swin's window partition), see :func:`exporter.cases.guard_sizes`. Cases
+the nearest that breaks each (Swin's window partition), see :func:`exporter.cases.guard_sizes`; one
+size past the chunk the program cuts a dim into (``(seq + 63)//64``) when the example is under
+half a chunk, see :mod:`exporter.cases.chunk_sizes`. Cases
 inside the obtained range run first. Each case says whether it lies inside the range torch *obtained* for the dim
 (``ExportedProgram.range_constraints``); the ONNX model does not check that range, so a size
 outside it is exactly where a dropped runtime assert shows up. A group the model's guards tie
