@@ -299,6 +299,7 @@ def edge_value_findings(facts: VerifyFacts) -> list[Finding]:
     findings: list[Finding] = []
     grouped: dict[tuple[Any, ...], list[tuple[CaseResult, EdgeValue]]] = {}
     explained: dict[tuple[Any, ...], Explanation] = {}
+    example_wrong = any(c.name == "example" and c.status == "fail" for c in facts.cases)
     for c in facts.cases:
         if not c.is_edge_value or c.ok or c.edge is None:
             continue
@@ -308,10 +309,14 @@ def edge_value_findings(facts: VerifyFacts) -> list[Finding]:
                 c.name, c.sizes,
             ))
             continue
-        try:
-            explanation = explain(c.edge, session, divergence)
-        except Exception as exc:  # noqa: BLE001 - an explanation never fails verify
-            explanation = Explanation("onnxruntime differs from PyTorch", f"(could not explain: {first_line(exc)})")
+        if example_wrong and c.status == "fail":  # wrong with the example's own values: not this value's doing
+            explanation = Explanation("onnxruntime differs from PyTorch as it does with the example's values",
+                                      "the example itself is already wrong: see the first divergence")
+        else:
+            try:
+                explanation = explain(c.edge, session, divergence)
+            except Exception as exc:  # noqa: BLE001 - an explanation never fails verify
+                explanation = Explanation("onnxruntime differs from PyTorch", f"(could not explain: {first_line(exc)})")
         if c.status in ("ort_error", "error"):
             explanation = replace(explanation, message="onnxruntime fails" if c.status == "ort_error" else "could not build inputs")
         key = (c.edge.input, c.status, explanation)

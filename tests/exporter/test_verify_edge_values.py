@@ -187,6 +187,24 @@ def test_ids_read_by_an_embedding_get_the_first_and_last_id_never_past_it():
     assert result.ok, result.summary()
 
 
+class WrongUnderExport(TypedTokens):
+    """Wrong with any ids, the example's included: the model asks whether torch is exporting."""
+
+    def forward(self, input_ids, token_type_ids):
+        out = super().forward(input_ids, token_type_ids)
+        return out * 2 if torch.compiler.is_exporting() else out
+
+
+def test_edge_ids_wrong_as_the_example_is_are_not_blamed_on_the_vocabulary_edge():
+    ids = torch.randint(1, 49, (2, 5), generator=torch.Generator().manual_seed(0))
+    result = Session(WrongUnderExport().eval(), (ids, torch.zeros(2, 5, dtype=torch.long)), {}).verify()
+    assert result.status == "failed"
+    edge_findings = [f for f in result.findings if f.kind == "wrong_at_value"]
+    assert edge_findings, result.summary()
+    assert all("as it does with the example's values" in f.message for f in edge_findings)
+    assert "vocabulary edge" not in result.summary()
+
+
 def test_tiny_bert_ids_and_mask_edges_raise_no_false_alarm():
     from real_models import VOCAB, build
 
