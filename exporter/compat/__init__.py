@@ -50,6 +50,7 @@ from .dims import (
     size_expression,
     size_oblivious_available,
     size_oblivious_capture,
+    tolerant_constraint_solver,
     torch_dim_kind,
 )
 from .exceptions import is_constraint_violation_error, is_data_dependent_error
@@ -155,6 +156,7 @@ __all__ = [
     "size_oblivious_available",
     "size_oblivious_capture",
     "tensors_state",
+    "tolerant_constraint_solver",
     "torch_dim_kind",
     "torchlib_min_opset",
     "trace_tensor_kind",

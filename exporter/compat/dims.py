@@ -4,13 +4,16 @@ capture, the dim marks a failed export leaves, a program's ranges, value-range a
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import threading
 from typing import Any, Iterator
 
 from .pytree import tree_flatten_with_path
 
 __all__ = [
     "additional_inputs_examples", "clear_dim_marks", "condition_holds_on", "derived_dim_parts", "dim_hint_policy",
-    "program_ranges", "size_expression", "size_oblivious_available", "size_oblivious_capture", "torch_dim_kind",
+    "program_ranges", "size_expression", "size_oblivious_available", "size_oblivious_capture",
+    "tolerant_constraint_solver", "torch_dim_kind",
 ]
 
 
@@ -57,6 +60,48 @@ def size_oblivious_capture() -> Iterator[None]:
     config: Any = fx_config  # Any: torch adds ``patch`` to its config modules at import
     with config.patch(backed_size_oblivious=True):
         yield
+
+
+_solver_lock = threading.Lock()
+_solver_users = 0
+_solver_original: Any = None
+_unsolved: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("unsolved_constraints", default=None)
+
+
+def _tolerant_solve(self: Any) -> None:
+    try:
+        _solver_original(self)
+    except NotImplementedError as exc:  # sympy: "The inequality, Eq(x/16 - 4*((x/8)//8), 0), cannot be solved"
+        found = _unsolved.get()
+        if found is not None:
+            found.append(" ".join(str(exc).split()))
+
+
+@contextlib.contextmanager
+def tolerant_constraint_solver() -> Iterator[list[str]]:
+    """Within: when sympy cannot solve a constraint torch's dim-constraint solver hands it
+    (MobileViTV2's ``Eq(x/16 - 4*((x/8)//8), 0)``), the solver stops there instead of failing
+    the export with ``NotImplementedError``: torch then raises the constraint violation it had
+    found (with the suggestions solved so far), or returns the program. Yields the messages of
+    the constraints left unsolved in this thread. Nests and overlaps across threads."""
+    global _solver_users, _solver_original
+    from torch.fx.experimental.symbolic_shapes import DimConstraints
+
+    with _solver_lock:
+        if _solver_users == 0:
+            _solver_original = DimConstraints.solve
+            DimConstraints.solve = _tolerant_solve  # type: ignore[method-assign]
+        _solver_users += 1
+    found: list[str] = []
+    token = _unsolved.set(found)
+    try:
+        yield found
+    finally:
+        _unsolved.reset(token)
+        with _solver_lock:
+            _solver_users -= 1
+            if _solver_users == 0:
+                DimConstraints.solve = _solver_original  # type: ignore[method-assign]
 
 
 def size_oblivious_available() -> bool:

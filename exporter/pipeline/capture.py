@@ -14,7 +14,14 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..compat import clear_dim_marks, formats, onnx_capture_patches, record_shape_guards, size_oblivious_capture
+from ..compat import (
+    clear_dim_marks,
+    formats,
+    onnx_capture_patches,
+    record_shape_guards,
+    size_oblivious_capture,
+    tolerant_constraint_solver,
+)
 from ..model_state import preserved
 from ..patches import applied
 from ..errors import CaptureError, ExportError, Status, first_line, user_source_line
@@ -69,6 +76,7 @@ class CaptureStrategy(abc.ABC):
         if given is not None:  # an ExportedProgram given as the model: it is the capture
             return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
         error: Exception | None = None
+        unsolved: list[str] = []
         with record_shape_guards() as guards:
             # A trace can leave state on the module (transformers' longrope stores a FakeTensor
             # ``long_inv_freq``, which breaks the next export and eager run): put it back. One an
@@ -78,7 +86,8 @@ class CaptureStrategy(abc.ABC):
                     # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
                     # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
                     # The model patches asked for replace idioms on the model's classes.
-                    with size_oblivious_capture(), onnx_capture_patches(
+                    # A constraint sympy cannot solve stops torch's solver, not the export.
+                    with size_oblivious_capture(), tolerant_constraint_solver() as unsolved, onnx_capture_patches(
                         dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
                     ), applied(model, self.patches):
                         program = self._capture(model, args, kwargs, dynamic_shapes)
@@ -89,10 +98,10 @@ class CaptureStrategy(abc.ABC):
         if error is not None:
             return CaptureAttempt(
                 self.name, time.perf_counter() - start, error=error, guards=tuple(guards),
-                context=(model, args, kwargs, dynamic_shapes), model_state=state,
+                context=(model, args, kwargs, dynamic_shapes), model_state=state, unsolved=tuple(unsolved),
             )
         return CaptureAttempt(self.name, time.perf_counter() - start, program=program, guards=tuple(guards),
-                              model_state=state)
+                              model_state=state, unsolved=tuple(unsolved))
 
     @abc.abstractmethod
     def _capture(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> Any:
@@ -255,6 +264,8 @@ def _captured(attempt: CaptureAttempt, attempts: list[CaptureAttempt], patches: 
     state = attempt.model_state
     notes = (*notes, *_draft_notes(attempt), *(note for note in (
         state.message if state is not None else "",
+        f"torch's dim-constraint solver could not solve {attempt.unsolved[0]!r} (sympy gave up) and left it "
+        "unsimplified: verify checks the sizes" if attempt.unsolved else "",
         "an earlier trace left tracing tensors on the model, set aside for this capture and put back: "
         + ", ".join(state.set_aside) if state is not None and state.set_aside else "",
     ) if note))

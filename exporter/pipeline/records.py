@@ -35,6 +35,8 @@ class CaptureAttempt:
     context: Any = field(default=None, compare=False, repr=False)
     # model_state.StateReport: what the trace changed on the model (put back when it ended).
     model_state: Any = field(default=None, compare=False, repr=False)
+    # Constraints torch's dim-constraint solver could not solve (sympy gave up), left as they were.
+    unsolved: tuple[str, ...] = ()
 
     @property
     def success(self) -> bool:

@@ -593,3 +593,20 @@ def test_as_if_exporting_sets_torch_compilers_flags_records_who_asked_and_restor
     assert all(file == __file__ for file, _ in asked)
     assert torch.compiler.is_exporting() is False and torch.compiler.is_compiling() is False
     assert torch.compiler._is_exporting_flag is False and torch.compiler._is_compiling_flag is False
+
+
+def test_tolerant_constraint_solver_records_what_sympy_could_not_solve_and_restores_the_solver(monkeypatch):
+    from torch.fx.experimental.symbolic_shapes import DimConstraints
+
+    message = "The inequality, Eq(x/16 - 4*(((x/8)//8)), 0), cannot be solved using\nsolve_univariate_inequality."
+
+    def gives_up(self):
+        raise NotImplementedError(message)
+
+    monkeypatch.setattr(DimConstraints, "solve", gives_up)
+    with compat.tolerant_constraint_solver() as outer, compat.tolerant_constraint_solver() as inner:
+        DimConstraints.solve(object())  # returns: the export goes on with what was solved
+    assert inner == [" ".join(message.split())] and outer == []
+    assert DimConstraints.solve is gives_up  # restored once the last user left
+    with pytest.raises(NotImplementedError):
+        DimConstraints.solve(object())
