@@ -17,6 +17,9 @@ out, nodes recorded as they are created.
   ``aten._grouped_mm`` calls): the mixture-of-experts matmul, one ``Split`` of the rows by the
   per-expert token counts, one ``MatMul`` per expert (their number is static), ``Concat``.
 
+- ``aten._is_all_true`` (``torch._check_tensor_all``, VITS): ``ReduceMin`` of the
+  values as integers, cast back to bool.
+
 - ``aten.unsqueeze`` on a complex tensor (Llama 4's rotary embedding: ``freqs_cis[:, :,
   None, :]``): torchlib translates unsqueeze for real tensors only. ONNX carries a complex
   tensor as a real one with a trailing dim of 2, so a negative dim moves one further left.
@@ -43,7 +46,7 @@ from .sdpa_nd import fold_leading_dims
 
 __all__ = [
     "translation_table", "project_translations", "onnx_registry", "map_impl", "symbolic_round", "grouped_mm",
-    "use_translated_equivalents", "attention_translation", "unsqueeze_complex",
+    "use_translated_equivalents", "attention_translation", "unsqueeze_complex", "is_all_true",
 ]
 
 
@@ -214,6 +217,18 @@ def unsqueeze_complex(self: Any, dim: int) -> Any:
 unsqueeze_complex.handles_complex = True  # type: ignore[attr-defined]
 
 
+def is_all_true(self: Any) -> Any:
+    """``aten._is_all_true(self)``: whether every element of a bool tensor is true, a bool
+    scalar (what ``torch._check_tensor_all``, transformers' ``torch_compilable_check``, reads:
+    VITS's spline flow). The minimum of the values as integers; an empty tensor gives the
+    largest int64, so true, as in torch."""
+    from onnxscript import opset18
+
+    op: Any = opset18  # onnxscript's per-op type variables do not know the value's type here
+    int64, boolean = 7, 9  # onnx.TensorProto.INT64, BOOL
+    return op.Cast(op.ReduceMin(op.Cast(self, to=int64), keepdims=0), to=boolean)
+
+
 # Custom ops that compute exactly what a translated op computes, by their qualified name: the
 # decomposed graph calls the translated op instead (see ``use_translated_equivalents``).
 # transformers' fallback writes 0 past ``offs[-1]``, which :func:`grouped_mm` also does.
@@ -257,6 +272,7 @@ def translation_table() -> dict[Any, Callable[..., Any]]:
         builtins.round: symbolic_round,
         torch.ops.aten._grouped_mm.default: grouped_mm,
         torch.ops.aten.unsqueeze.default: unsqueeze_complex,
+        torch.ops.aten._is_all_true.default: is_all_true,
     }
 
 

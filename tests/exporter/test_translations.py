@@ -300,3 +300,24 @@ def test_a_complex_rotary_embedding_exports_and_matches_eager_at_other_sizes(seq
     result = session.verify()
     assert result.status == "passed", result.summary()
     assert (len(result.cases) > 1) == (seq == "dynamic")
+
+
+# --- aten._is_all_true ------------------------------------------------------------------------
+
+
+class ChecksAllPositive(torch.nn.Module):
+    """transformers' ``torch_compilable_check`` (VITS's spline flow) is ``torch._check_tensor_all``."""
+
+    def forward(self, x):
+        torch._check_tensor_all(x > -100, lambda: "a value below -100")
+        return x + 1, torch.ops.aten._is_all_true(x > 0)
+
+
+def test_is_all_true_translates_and_matches_torch_on_all_some_none_and_no_elements():
+    session = exported(Session(ChecksAllPositive(), (torch.rand(3) + 0.5,), None,
+                               ExportOptions(dynamic_shapes=({0: Dim("n", min=0)},))))
+    assert translations.onnx_registry(18).get_decomps(torch.ops.aten._is_all_true.default)[0].onnx_function \
+        is translations.is_all_true
+    for x in (torch.rand(5) + 0.5, torch.tensor([1.0, -1.0, 2.0]), -torch.rand(4) - 0.5, torch.zeros(0)):
+        _, all_true = session.run_onnx(x)
+        assert all_true.shape == () and bool(all_true) == bool(torch.all(x > 0)), x
