@@ -23,6 +23,7 @@ from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
 from .eager import clone_tensors, expected_outputs
 from .findings import VerifyFacts, findings_of, training_finding, with_tie_cause
+from .randomness import random_draws
 from .results import CaseResult, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 from .values import EdgeValue, edge_value_inputs
@@ -242,6 +243,8 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
                                  session.inputs.kwargs, output_names, tolerances)
     cases.append(result)
     inputs["example"] = (session.inputs.args, dict(session.inputs.kwargs), expected)
+    randomness = random_draws(session.model, program, session.inputs.args, session.inputs.kwargs, example_sizes,
+                              expected, output_names, tolerances) if result.status == "fail" and expected else None
     swept: dict[str, list[int]] = {g.label: [g.example] for g in groups}
     for i, plan in enumerate(plans, start=1):
         reporter.progress("verify", i, total, f"{plan.name}: {', '.join(f'{k}={v}' for k, v in plan.sizes)}")
@@ -277,7 +280,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
 
     divergence = None
     training = _training_modules(session.model)
-    if locate and not training:  # in training mode the cause is known: no node to blame
+    if locate and not training and randomness is None:  # the cause known: no node to blame
         wrong = next((c for c in cases if c.status == "fail"), None)
         if wrong is not None:
             reporter.progress("verify", total, total, f"locating the first divergent node of {wrong.name}")
@@ -291,8 +294,11 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         findings = with_tie_cause(findings, session, divergence, inputs[divergence.case][:2])
     if training:
         findings.insert(0, training_finding(training))
-    failed = any(not c.ok and c.status != "eager_error" for c in cases) or not contract.ok or bool(training)
-    unverified = any(f.kind in ("not_verified", "vacuous") for f in findings)
+    elif randomness is not None:  # every comparison is with other draws: none fails, none passes
+        findings = [randomness, *(f for f in findings if not f.fails and f.kind != "tolerance")]
+    compared_cases = cases if randomness is None or training else []
+    failed = any(not c.ok and c.status != "eager_error" for c in compared_cases) or not contract.ok or bool(training)
+    unverified = any(f.kind in ("not_verified", "vacuous", "random") for f in findings)
     reporter.progress("verify", total, total, "done")
     overrides = {} if isinstance(tolerances, Tolerance) else dict(tolerances or {})
     merged = {dtype: tolerance_for(dtype, tolerances) for dtype in {**DEFAULT_TOLERANCES, **overrides}}

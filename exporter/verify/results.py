@@ -100,6 +100,8 @@ class Finding:
     the names asked for: which one), ``tolerance`` (elements
     within the output-scaled tolerance only: which, and why they pass); ``vacuous`` (every value
     compared is within atol of 0, so a model returning zeros would pass: the result is
+    ``not_verified``); ``random`` (eager PyTorch gives other outputs at each run with the same
+    inputs: the model draws random numbers, nothing compared says anything, the result is
     ``not_verified``).
 
     ``fix``: what to do, when verify knows (``session.with_options(...)``); ``options``: the
@@ -245,7 +247,7 @@ class VerifyResult(Presentable):
                 return f"Verification FAILED: {first.message}; fix: {first.fix}" + (f" ({counted})" if counted else "")
             head = f"Verification FAILED: {counted}" if wrong else "Verification FAILED"
             return head + (f"; {_cut(first.message)}" if first is not None else "")
-        vacuous = next((f for f in self.findings if f.kind == "vacuous"), None)
+        vacuous = next((f for f in self.findings if f.kind in ("random", "vacuous")), None)
         if self.status == "not_verified" and vacuous is not None:
             return f"Verification NOT VERIFIED: {_cut(vacuous.message, 200)}"
         if self.status == "not_verified":
