@@ -51,11 +51,15 @@ def random_draws(model: Any, program: Any, args: Sequence[Any], kwargs: Mapping[
         lines = _draw_lines(program)
     except Exception:  # noqa: BLE001 - the finding stands without the lines
         lines = []
-    where = (" (" + "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "") + ")") if lines else ""
+    if lines:
+        what = ("the model draws random numbers (" + "; ".join(lines[:3])
+                + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "") + ")")
+    else:  # no draw in the program: a global the forward reads, say
+        what = "the model gives other outputs at each run (random numbers, or state outside the module that changes)"
     return Finding(
         "random",
-        "the model draws random numbers" + where + ": eager PyTorch gives other outputs at each run "
-        "with the same inputs, and onnxruntime's draws cannot be torch's, so no comparison says anything",
+        what + ": eager PyTorch gives other outputs at each run with the same inputs, and onnxruntime's "
+        "cannot follow, so no comparison says anything",
         "example", tuple(sizes),
         fix="make the randomness an input of forward, or turn it off for export (a noise scale of 0), then verify again",
     )
