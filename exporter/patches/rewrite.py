@@ -1,4 +1,4 @@
-"""A function rebuilt from its own source with some statements left out or some lines edited.
+"""A function rebuilt from its own source with some lines edited or left out (:func:`edited`).
 
 The rebuilt function is compiled under the original's file name with the left-out lines
 blanked, so every remaining line keeps its number: a graph node's stack trace still points at
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Rewritten", "edited", "without_statements"]
+__all__ = ["Rewritten", "edited"]
 
 # Decorators a rebuilt function may carry: evaluated again in the module's globals, they wrap
 # the copy as they wrap the original (a registering decorator would not make the same function).
@@ -39,33 +39,12 @@ class Rewritten:
     source: str
 
 
-def without_statements(function: Any, drop: Callable[[ast.stmt], bool]) -> Rewritten | None:
-    """``function`` rebuilt without the statements ``drop`` selects (at any depth), or None
-    when none is selected or it cannot be rebuilt as the same function."""
-    return _without(function, drop)
-
-
 def edited(function: Any, edit: Edit) -> Rewritten | None:
     """``function`` rebuilt from the lines ``edit`` gives for its source, each line at its
     number in the file; None when ``edit`` finds nothing to change or the result cannot be
     the same function (a closure, a decorator other than ``torch.no_grad()``, ``super()`` left
     in a copy that has no class cell)."""
     return _edited(function, edit)
-
-
-@functools.lru_cache(maxsize=256)
-def _without(function: Any, drop: Callable[[ast.stmt], bool]) -> Rewritten | None:
-    parsed = _parsed(function)
-    if parsed is None or parsed[1].decorator_list:
-        return None
-    text, definition = parsed
-    spans = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(definition)
-             if isinstance(node, ast.stmt) and node is not definition and drop(node)]
-    if not spans:
-        return None
-    removed = {line for start, end in spans for line in range(start, end + 1)}
-    return _rebuilt(function, text, definition,
-                    [None if i + 1 in removed else line for i, line in enumerate(text.splitlines())])
 
 
 @functools.lru_cache(maxsize=256)
