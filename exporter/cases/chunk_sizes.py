@@ -55,13 +55,8 @@ def _past_chunk(group: DimGroup, divisors: dict[str, set[int]]) -> tuple[str, in
     if group.specialized or group.derived is not None or not group.symbols:
         return None
     chunks = sorted({d for symbol in group.symbols for d in divisors.get(symbol, ())})
-    lo = max(group.requested_range[0], group.obtained_range[0], 1)
-    his = [h for h in (group.requested_range[1], group.obtained_range[1]) if h is not None]
-    for chunk in chunks:
-        size = chunk + 1
-        if chunk > 2 * group.example and size >= lo and (not his or size <= min(his)):
-            return f"{KIND} of {chunk}", size, f"the program cuts {group.label} into chunks of {chunk}"
-    return None
+    chunk = next((d for d in chunks if d > 2 * group.example and group.in_both_ranges(d + 1)), None)
+    return None if chunk is None else (f"{KIND} of {chunk}", chunk + 1, f"the program cuts {group.label} into chunks of {chunk}")
 
 
 def with_chunk_sizes(groups: Sequence[DimGroup], program: Any) -> list[DimGroup]:

@@ -101,6 +101,11 @@ class DimGroup:
         lo, hi = self.obtained_range
         return size >= lo and (hi is None or size <= hi)
 
+    def in_both_ranges(self, size: int) -> bool:
+        """Whether ``size`` (at least 1) is inside the requested range and the one torch obtained."""
+        his = [h for h in (self.requested_range[1], self.obtained_range[1]) if h is not None]
+        return size >= max(self.requested_range[0], self.obtained_range[0], 1) and (not his or size <= min(his))
+
     @property
     def axes_text(self) -> str:
         return ", ".join(a.label for a in self.axes)

@@ -66,9 +66,7 @@ def guard_sizes(group: DimGroup, groups: Sequence[DimGroup], guards: Sequence[Gu
     deltas = sorted({1, 2, 3, *(j * d for d in {*divisors, product} for j in (1, 2, 3))})
     pool = sorted({group.example + sign * d for d in deltas for sign in (1, -1)},
                   key=lambda n: (abs(n - group.example), -n))
-    lo = max(group.requested_range[0], group.obtained_range[0], 1)
-    his = [h for h in (group.requested_range[1], group.obtained_range[1]) if h is not None]
-    pool = [n for n in pool if n >= lo and (not his or n <= min(his)) and n != group.example][:16]
+    pool = [n for n in pool if group.in_both_ranges(n) and n != group.example][:16]
     base = {sym: g.example for g in groups for sym in g.symbols}
 
     def at(size: int) -> dict[str, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -160,6 +160,17 @@ def compare(case: str, name: str, actual: Any, expected: Any,
         return _compare(case, name, actual, expected, dtype, tol)
     except Exception as exc:  # noqa: BLE001 - verify never raises for a model's outputs
         return OutputCheck(case, name, Status.ERROR, dtype=f"{dtype}: could not compare ({type(exc).__name__}: {exc})", tolerance=tol)
+
+
+def first_difference(case: str, output_names: Sequence[str], actual: Sequence[Any], expected: Sequence[Any],
+                     tolerances: Mapping[str, Tolerance] | Tolerance | None = None) -> OutputCheck | None:
+    """The first output pair (in order, up to the shorter list) that :func:`compare` does not
+    pass, or None; outputs past ``output_names`` are named by their index."""
+    for i, (got, want) in enumerate(zip(actual, expected)):
+        check = compare(case, output_names[i] if i < len(output_names) else str(i), got, want, tolerances)
+        if not check.ok:
+            return check
+    return None
 
 
 def _compare(case: str, name: str, actual: Any, expected: Any, dtype: str, tol: Tolerance) -> OutputCheck:

@@ -11,7 +11,8 @@ from typing import Any
 from ... import compat
 from ...frames import source_label
 from ..eager import run_eager
-from ..tolerance import compare
+from ..tolerance import first_difference
+from .fx_side import program_tensors
 
 __all__ = ["export_path_cause"]
 
@@ -21,22 +22,15 @@ def export_path_cause(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
     """What to say instead of "torch.export baked in behaviour of the example" when eager
     PyTorch, run with ``torch.compiler.is_exporting()`` answering True, gives the program's
     ``outputs``: where the model asked; None when it never asked or still differs."""
-    import torch
-
     try:
         with compat.as_if_exporting() as asked:
             as_exported = run_eager(model, args, kwargs, what="when run as if exporting, to explain a difference")
     except Exception:  # noqa: BLE001 - a model that cannot run that way: the usual explanation stands
         return None
-    if not asked:
+    tensors = program_tensors(outputs)
+    if not asked or len(tensors) != len(as_exported) \
+            or first_difference(case, output_names, tensors, as_exported, tolerances) is not None:
         return None
-    tensors = [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outputs
-               if isinstance(o, (torch.Tensor, bool, int, float))]
-    if len(tensors) != len(as_exported):
-        return None
-    for i, (got, want) in enumerate(zip(tensors, as_exported)):
-        if not compare(case, output_names[i] if i < len(output_names) else str(i), got, want, tolerances).ok:
-            return None
     places = ", ".join(source_label(file, line, short=True) for file, line in asked[:3]) + (f" and {len(asked) - 3} more" if len(asked) > 3 else "")
     return (f"the model takes another path while torch exports: it asks torch.compiler.is_exporting() or "
             f"is_compiling() at {places}, and eager PyTorch run as if exporting gives the program's outputs; "

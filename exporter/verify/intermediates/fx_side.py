@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...events import CancelToken
-from ..tolerance import compare
+from ..tolerance import first_difference
 
-__all__ = ["FxRunner", "nbytes", "program_vs_eager"]
+__all__ = ["FxRunner", "nbytes", "program_tensors", "program_vs_eager"]
 
 
 def nbytes(value: Any) -> int:
@@ -113,18 +113,22 @@ def _recorder_class() -> type:
     return Recorder
 
 
+def program_tensors(outputs: Sequence[Any]) -> list[Any]:
+    """The program's outputs as eager PyTorch's are compared: tensors, and Python numbers
+    (symbolic sizes the program returns) as tensors."""
+    import torch
+
+    return [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outputs
+            if isinstance(o, (torch.Tensor, bool, int, float))]
+
+
 def program_vs_eager(case: str, output_names: Sequence[str], outputs: Sequence[Any], expected: Sequence[Any],
                      tolerances: Any, cause: Callable[[], str | None] | None = None) -> str | None:
     """Why the program's outputs differ from eager PyTorch's (verify's rule), or None;
     ``cause`` (asked only when they differ) may say why better than the example's path."""
-    import torch
-
-    tensors = [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outputs
-               if isinstance(o, (torch.Tensor, bool, int, float))]
-    for i, (got, want) in enumerate(zip(tensors, expected)):
-        check = compare(case, output_names[i] if i < len(output_names) else str(i), got, want, tolerances)
-        if not check.ok:
-            why = (cause() if cause is not None else None) or ("torch.export baked in behaviour of the example; "
-                                                               "the ONNX model follows the program")
-            return "the decomposed program already differs from eager PyTorch (" + check.describe() + "): " + why
-    return None
+    check = first_difference(case, output_names, program_tensors(outputs), expected, tolerances)
+    if check is None:
+        return None
+    why = (cause() if cause is not None else None) or ("torch.export baked in behaviour of the example; "
+                                                       "the ONNX model follows the program")
+    return "the decomposed program already differs from eager PyTorch (" + check.describe() + "): " + why
