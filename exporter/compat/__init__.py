@@ -65,7 +65,7 @@ from .kv_cache import (
     prepare_kv_cache_pytree,
     register_kv_cache_pytree,
 )
-from .modules import module_state, tensors_state, trace_tensor_kind, train_mode_dependent_modules
+from .modules import module_state, tensors_state, trace_tensor_kind, train_mode_dependent_modules, unchanging_module_to
 from .patches import (
     jit_isinstance_as_isinstance,
     onnx_capture_patches,
@@ -157,6 +157,7 @@ __all__ = [
     "size_oblivious_capture",
     "tensors_state",
     "tolerant_constraint_solver",
+    "unchanging_module_to",
     "torch_dim_kind",
     "torchlib_min_opset",
     "trace_tensor_kind",

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import threading
 from typing import Any, Iterator
 
 from .pytree import tree_flatten_with_path
+from .shared_patch import shared_patch
 
 __all__ = [
     "additional_inputs_examples", "clear_dim_marks", "condition_holds_on", "derived_dim_parts", "dim_hint_policy",
@@ -62,19 +62,19 @@ def size_oblivious_capture() -> Iterator[None]:
         yield
 
 
-_solver_lock = threading.Lock()
-_solver_users = 0
-_solver_original: Any = None
 _unsolved: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("unsolved_constraints", default=None)
 
 
-def _tolerant_solve(self: Any) -> None:
-    try:
-        _solver_original(self)
-    except NotImplementedError as exc:  # sympy: "The inequality, Eq(x/16 - 4*((x/8)//8), 0), cannot be solved"
-        found = _unsolved.get()
-        if found is not None:
-            found.append(" ".join(str(exc).split()))
+def _tolerant(solve: Any) -> Any:
+    def tolerant_solve(self: Any) -> None:
+        try:
+            solve(self)
+        except NotImplementedError as exc:  # sympy: "The inequality, Eq(x/16 - 4*((x/8)//8), 0), cannot be solved"
+            found = _unsolved.get()
+            if found is not None:
+                found.append(" ".join(str(exc).split()))
+
+    return tolerant_solve
 
 
 @contextlib.contextmanager
@@ -84,24 +84,15 @@ def tolerant_constraint_solver() -> Iterator[list[str]]:
     the export with ``NotImplementedError``: torch then raises the constraint violation it had
     found (with the suggestions solved so far), or returns the program. Yields the messages of
     the constraints left unsolved in this thread. Nests and overlaps across threads."""
-    global _solver_users, _solver_original
     from torch.fx.experimental.symbolic_shapes import DimConstraints
 
-    with _solver_lock:
-        if _solver_users == 0:
-            _solver_original = DimConstraints.solve
-            DimConstraints.solve = _tolerant_solve  # type: ignore[method-assign]
-        _solver_users += 1
     found: list[str] = []
-    token = _unsolved.set(found)
-    try:
-        yield found
-    finally:
-        _unsolved.reset(token)
-        with _solver_lock:
-            _solver_users -= 1
-            if _solver_users == 0:
-                DimConstraints.solve = _solver_original  # type: ignore[method-assign]
+    with shared_patch(DimConstraints, "solve", _tolerant):
+        token = _unsolved.set(found)
+        try:
+            yield found
+        finally:
+            _unsolved.reset(token)
 
 
 def size_oblivious_available() -> bool:

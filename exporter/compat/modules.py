@@ -3,9 +3,13 @@ train/eval mode, parameter versions, tracing leftovers (fake and functional tens
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["module_state", "tensors_state", "trace_tensor_kind", "train_mode_dependent_modules"]
+from .shared_patch import shared_patch
+
+__all__ = ["module_state", "tensors_state", "trace_tensor_kind", "train_mode_dependent_modules", "unchanging_module_to"]
 
 
 def module_state(model: Any) -> tuple[Any, ...]:
@@ -63,3 +67,42 @@ def trace_tensor_kind(value: Any) -> str | None:
     if value.device.type == "meta":
         return "meta tensor"
     return None
+
+
+def _converts_nothing(module: Any, device: Any, dtype: Any) -> bool:
+    """Whether ``module.to(device, dtype)`` would leave every parameter and buffer as it is
+    (``Module.to`` casts only floating-point and complex tensors)."""
+    if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+        return False  # the original raises its own error
+    for tensor in (*module.parameters(), *module.buffers()):
+        if device is not None and tensor.device != device:
+            return False
+        if dtype is not None and (tensor.is_floating_point() or tensor.is_complex()) and tensor.dtype != dtype:
+            return False
+    return True
+
+
+def _unless_unchanged(to: Any) -> Any:
+    import torch
+
+    def to_unless_unchanged(self: Any, *args: Any, **kwargs: Any) -> Any:
+        device, dtype, _non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        if memory_format is None and _converts_nothing(self, device, dtype):
+            return self
+        return to(self, *args, **kwargs)
+
+    return to_unless_unchanged
+
+
+@contextmanager
+def unchanging_module_to() -> Iterator[None]:
+    """Within: ``module.to(...)`` that would change no parameter or buffer returns the module
+    untouched. A model that casts a submodule in forward (SwitchTransformers' router:
+    ``self.classifier = self.classifier.to(self.dtype)``) otherwise fails every export: under
+    tracing, ``Module._apply`` swaps each parameter for its traced copy and
+    ``torch.utils.swap_tensors`` refuses a parameter that has weak references. Nests and
+    overlaps across threads."""
+    import torch
+
+    with shared_patch(torch.nn.Module, "to", _unless_unchanged):
+        yield

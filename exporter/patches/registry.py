@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import SpecError
 from .base import Patch, SuggestedPatch
 from .delta_rule_scan import DeltaRuleChunkScan
+from .every_expert import EveryExpert
 from .maybe_pad import PadToPatchMultiple
 from .pos_embed import PositionEmbeddingInterpolation
 from .range_tensor import RangeListTensor
@@ -23,7 +24,7 @@ __all__ = ["PATCHES", "PATCH_NAMES", "applied", "check_patch_names", "patch_name
 #: Every patch, in the order they are offered and entered.
 PATCHES: tuple[Patch, ...] = (PositionEmbeddingInterpolation(), TfSamePadding(), PadToPatchMultiple(), SelectiveScanLoop(),
                               UnfoldResize(), RwkvAttentionScan(), LinearRnnScan(), RangeListTensor(), SinusoidalTable(),
-                              DeltaRuleChunkScan())
+                              DeltaRuleChunkScan(), EveryExpert())
 PATCH_NAMES: tuple[str, ...] = tuple(patch.name for patch in PATCHES)
 
 

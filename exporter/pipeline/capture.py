@@ -21,6 +21,7 @@ from ..compat import (
     record_shape_guards,
     size_oblivious_capture,
     tolerant_constraint_solver,
+    unchanging_module_to,
 )
 from ..model_state import preserved
 from ..patches import applied
@@ -87,9 +88,10 @@ class CaptureStrategy(abc.ABC):
                     # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
                     # The model patches asked for replace idioms on the model's classes.
                     # A constraint sympy cannot solve stops torch's solver, not the export.
+                    # A forward's ``submodule.to(dtype)`` that changes nothing does nothing.
                     with size_oblivious_capture(), tolerant_constraint_solver() as unsolved, onnx_capture_patches(
                         dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
-                    ), applied(model, self.patches):
+                    ), unchanging_module_to(), applied(model, self.patches):
                         program = self._capture(model, args, kwargs, dynamic_shapes)
                 except Exception as exc:  # noqa: BLE001 - every failure becomes data
                     program, error = None, exc

@@ -120,10 +120,13 @@ class Finder:
                 yield found
 
     def _aligned(self, node: Any, inputs: list[tuple[int, Any]], right: bool,
-                 skip_axis: int | None = None) -> Conflict | None:
+                 skip_axis: int | None = None, matrices: bool = False) -> Conflict | None:
         """Inputs whose dims line up (from the right when broadcasting): a fixed dim of one
-        equal at the example to a dynamic dim of another."""
+        equal at the example to a dynamic dim of another. ``matrices``: only the batch dims of
+        a MatMul line up, not its last two (``[b, h, seq, 16] @ [b, h, 16, seq]`` is fine)."""
         shapes = [(i, v, self.shape(v)) for i, v in inputs if v is not None]
+        if matrices:
+            shapes = [(i, v, s[:-2] if s is not None else None) for i, v, s in shapes]
         known = [(i, v, s) for i, v, s in shapes if s is not None]
         if len(known) < 2:
             return None
@@ -140,7 +143,9 @@ class Finder:
                 if expr is not None:
                     pairs.append((expr, number))
             if pairs:
-                return Conflict("broadcast", node, f"input {i} (a {_shape_text(s)} tensor)", tuple(pairs), v, _ints(s))
+                whole = self.shape(v) or s
+                return Conflict("broadcast", node, f"input {i} (a {_shape_text(whole)} tensor)", tuple(pairs), v,
+                                _ints(whole))
         return None
 
     def _matmul(self, node: Any) -> Conflict | None:
@@ -162,7 +167,7 @@ class Finder:
                 return Conflict("broadcast", node, f"input {index} (a {_shape_text(shape)} tensor)",
                                  ((expr, number),), value, _ints(shape or ()))
         if len(a) > 2 and len(b) > 2:
-            return self._aligned(node, [(0, node.inputs[0]), (1, node.inputs[1])], right=True, skip_axis=None)
+            return self._aligned(node, [(0, node.inputs[0]), (1, node.inputs[1])], right=True, matrices=True)
         return None
 
     def _expand(self, node: Any) -> Conflict | None:

@@ -92,6 +92,21 @@ class AdaptivePool(torch.nn.Module):
         return F.adaptive_avg_pool2d(self.conv(x), 1).flatten(1)
 
 
+class MatmulAttention(torch.nn.Module):
+    """T5-style eager attention: ``q @ k.transpose(-1, -2)`` on ``[batch, heads, seq, head_dim]``."""
+
+    def __init__(self, heads: int = 2, head_dim: int = 16) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, head_dim
+        self.qkv = torch.nn.Linear(heads * head_dim, 3 * heads * head_dim)
+
+    def forward(self, x):
+        q, k, v = (t.view(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
+                   for t in self.qkv(x).chunk(3, dim=-1))
+        weights = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+        return (weights @ v).transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+
+
 IMAGE = {0: "batch", 2: "height", 3: "width"}
 
 
@@ -106,6 +121,7 @@ def _session(name: str):
         "zeros": (ZerosOfInt(), torch.randn(2, 6, 5), {"x": {0: "batch", 1: "seq"}}),
         "weight": (FixedPositions(), torch.randn(2, 3, 24, 20), {"pixel_values": IMAGE}),
         "adaptive": (AdaptivePool(), torch.randn(2, 3, 24, 20), {"x": IMAGE}),
+        "attention": (MatmulAttention(), torch.randn(2, 16, 32), {"x": {0: "batch", 1: "seq"}}),
         "mlp": (torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)),
                 torch.randn(16, 16), {"input": {0: "batch"}}),
     }
@@ -185,6 +201,12 @@ def test_no_finding_on_an_ordinary_model(name):
     session = _session(name)
     assert baked_constants_of(session) == ()
     assert session.result("optimize").status == Status.OK
+
+
+def test_no_finding_where_a_matmul_multiplies_a_head_size_equal_to_the_example_sequence():
+    session = _session("attention")  # [b, 2, seq, 16] @ [b, 2, 16, seq] at seq 16: the matrix dims do not broadcast
+    assert baked_constants_of(session) == ()
+    assert not _optimize_warnings(session)
 
 
 def test_no_finding_on_the_attention_block():

@@ -96,3 +96,27 @@ def test_suggested_fixes_are_parsed_from_a_torch_constraint_violation():
     )
     assert suggested_fixes(RuntimeError(message)) == ("b = Dim('b', min=3)", "b2 = b", "d = 32")
     assert suggested_fixes(RuntimeError("no fixes here")) == ()
+
+
+class CastsItsHead(torch.nn.Module):
+    """SwitchTransformers' router: ``self.classifier = self.classifier.to(self.dtype)`` in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        self.head = self.head.to(torch.float32)
+        return self.head(x)
+
+
+def test_a_forward_that_casts_a_submodule_to_its_own_dtype_exports_and_verifies(assert_matches_eager):
+    model = CastsItsHead().eval()
+    weight = model.head.weight
+    session = Session(model, (torch.randn(2, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: "batch"}}))
+    session.run()
+    assert session.succeeded, session.summary()
+    assert [a.strategy for a in session.attempts] == ["nonstrict"]  # alone: "_apply(): Couldn't swap Linear.weight"
+    assert session.verify().status == "passed"
+    assert_matches_eager(session, torch.randn(5, 4))
+    assert model.head.weight is weight

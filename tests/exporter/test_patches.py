@@ -110,6 +110,13 @@ def _mobilevit() -> torch.nn.Module:
     return model.eval()
 
 
+def _switch() -> torch.nn.Module:
+    config = transformers.SwitchTransformersConfig(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=2,
+                                                   num_experts=4, expert_capacity=8, encoder_sparse_step=1)
+    torch.manual_seed(0)
+    return transformers.SwitchTransformersEncoderModel(config).eval()
+
+
 def _image(height: int, width: int, batch: int = 2) -> torch.Tensor:
     return torch.randn(batch, 3, height, width, generator=torch.Generator().manual_seed(height * 100 + width))
 
@@ -144,12 +151,12 @@ def test_patches_option_takes_registry_names_once_and_refuses_others_listing_the
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
     with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
                                         "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor, "
-                                        "sinusoidal_positions, delta_rule_scan") as info:
+                                        "sinusoidal_positions, delta_rule_scan, every_expert") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
                            "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor",
-                           "sinusoidal_positions", "delta_rule_scan")
+                           "sinusoidal_positions", "delta_rule_scan", "every_expert")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -165,6 +172,7 @@ def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
     assert [s.name for s in suggested_patches(_m2m100())] == ["sinusoidal_positions"]
     assert [s.name for s in suggested_patches(_fsmt())] == ["sinusoidal_positions"]
     assert [s.name for s in suggested_patches(_olmo_hybrid_delta_layer())] == ["delta_rule_scan"]
+    assert [s.name for s in suggested_patches(_switch())] == ["every_expert"]
     assert suggested_patches(torch.nn.Linear(2, 2)) == ()
     assert suggested_patches(dinov2, exclude=("pos_embed_interpolation",)) == ()
 
@@ -653,3 +661,42 @@ def test_a_delta_rule_layer_exported_with_the_patch_scans_its_chunks_and_matches
             expected = model(x)
         torch.testing.assert_close(torch.as_tensor(fixed.run_onnx(x)[0]), expected, rtol=1e-4, atol=1e-5,
                                    msg=f"at batch={batch}, seq={seq}")
+
+
+# -- a mixture-of-experts loop over the experts hit ---------------------------------------------------------
+
+
+def _text(batch: int, seq: int) -> dict:
+    return {"input_ids": _ids(batch, seq), "attention_mask": torch.ones(batch, seq, dtype=torch.int64)}
+
+
+def test_switch_transformers_refused_at_its_loop_over_the_experts_hit_is_fixed_by_looping_over_every_expert():
+    model = _switch()  # 4 experts of capacity 8: tokens past it are dropped, as in eager
+    before = _state(model)
+    dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    plain = Session(model, (), _text(2, 12), ExportOptions(dynamic_shapes=dims))
+    assert plain.run().status == "failed"  # the number of experts hit depends on the values
+    assert "for expert_idx in expert_hit:" in plain.failed_stage.error.source
+    fixes = plain.suggested_fixes
+    assert fixes.patch_names == ("every_expert",)
+    assert "-    expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()" in fixes.patches[0].diff
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.run().ok and fixed.options.patches == ("every_expert",)
+    assert fixed.verify().status == "passed"
+    for batch, seq in [(1, 1), (3, 29)]:
+        with torch.no_grad():  # the unpatched model, run eagerly
+            expected = model(**_text(batch, seq)).last_hidden_state
+        actual = torch.as_tensor(fixed.run_onnx(**_text(batch, seq))[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at batch={batch}, seq={seq}")
+    assert _same_state(model, before)
+
+
+def test_looping_over_every_expert_computes_what_the_loop_over_the_experts_hit_computes_bit_for_bit():
+    model = _switch()
+    for inputs in (_text(3, 29), _text(1, 1)):  # experts over capacity; one token: three experts hit by none
+        with torch.no_grad():
+            expected = model(**inputs).last_hidden_state
+            with applied(model, ["every_expert"]):
+                actual = model(**inputs).last_hidden_state
+        assert torch.equal(actual, expected)

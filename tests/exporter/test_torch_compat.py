@@ -610,3 +610,16 @@ def test_tolerant_constraint_solver_records_what_sympy_could_not_solve_and_resto
     assert DimConstraints.solve is gives_up  # restored once the last user left
     with pytest.raises(NotImplementedError):
         DimConstraints.solve(object())
+
+
+def test_unchanging_module_to_returns_the_module_when_nothing_would_change_and_restores_to():
+    original = torch.nn.Module.to
+    linear = torch.nn.Linear(2, 2)
+    weight = linear.weight
+    with compat.unchanging_module_to(), compat.unchanging_module_to():
+        assert linear.to(torch.float32) is linear and linear.to("cpu", torch.float32) is linear
+        assert linear.weight is weight
+        assert linear.to(dtype=torch.float64).weight.dtype == torch.float64  # a real change goes through
+        with pytest.raises(TypeError, match="floating point or complex"):
+            linear.to(torch.int64)  # torch's own error
+    assert torch.nn.Module.to is original
