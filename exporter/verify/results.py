@@ -98,7 +98,9 @@ class Finding:
     let torch decide and torch made the dim static: not swept), ``model_changes_itself`` (an
     eager run changed the module's own state; verify put it back), ``unified_dims`` (axes torch found equal carry one of
     the names asked for: which one), ``tolerance`` (elements
-    within the output-scaled tolerance only: which, and why they pass); ``vacuous`` (every value
+    within the output-scaled tolerance only: which, and why they pass); ``rounding`` (outputs
+    beyond the tolerance that are as close to the model run in float64 as eager float32 is:
+    rounding the model amplifies, so they pass); ``vacuous`` (every value
     compared is within atol of 0, so a model returning zeros would pass: the result is
     ``not_verified``); ``random`` (eager PyTorch gives other outputs at each run with the same
     inputs: the model draws random numbers, nothing compared says anything, the result is

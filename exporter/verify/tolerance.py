@@ -84,6 +84,9 @@ class OutputCheck:
     scaled_only: int = 0  # elements beyond atol + rtol*|expected| that pass thanks to the output scale
     nonfinite_actual: int = 0  # NaN / Inf elements in the onnxruntime output
     nonfinite_expected: int = 0  # ... and in the eager one
+    # Passed as float32 rounding (:mod:`.rounding`): onnxruntime's and eager's largest distance
+    # from the float64 outputs, in that order.
+    rounding: tuple[float, float] | None = None
 
     @property
     def ok(self) -> bool:
