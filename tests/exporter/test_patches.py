@@ -151,12 +151,12 @@ def test_patches_option_takes_registry_names_once_and_refuses_others_listing_the
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
     with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
                                         "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor, "
-                                        "sinusoidal_positions, delta_rule_scan, every_expert") as info:
+                                        "sinusoidal_positions, delta_rule_scan, every_expert, pad_when_shorter") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
                            "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor",
-                           "sinusoidal_positions", "delta_rule_scan", "every_expert")
+                           "sinusoidal_positions", "delta_rule_scan", "every_expert", "pad_when_shorter")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -700,3 +700,33 @@ def test_looping_over_every_expert_computes_what_the_loop_over_the_experts_hit_c
             with applied(model, ["every_expert"]):
                 actual = model(**inputs).last_hidden_state
         assert torch.equal(actual, expected)
+
+
+# -- a sequence padded only when it is shorter ------------------------------------------------------------
+
+
+def test_sew_d_one_frame_short_at_an_odd_frame_count_until_the_offered_patch_pads_always():
+    from exporter.sweep.zoos.transformers import tiny_model
+
+    case = tiny_model("sew-d")  # 1600 samples: 8 frames, pooled by 2, upsampled back to 8
+    model = case.model
+    before = _state(model)
+    plain = Session(model, (), dict(case.kwargs), ExportOptions(dynamic_shapes=case.dynamic_shapes))
+    assert plain.run().ok
+    verdict = plain.verify(edge_values=False)
+    assert verdict.status == "failed" and "shape [6, 8, 32] instead of [6, 9, 32]" in str(verdict)  # 9 frames
+    fixes = plain.suggested_fixes
+    assert fixes.patch_names == ("pad_when_shorter",)
+    assert "-    if hidden_states.shape[1] < n_input_timesteps:" in fixes.patches[0].diff
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.run().ok and fixed.verify(edge_values=False).status == "passed"
+    for batch, samples in [(1, 3200), (3, 2000), (2, 1601)]:  # 9, 5 and 8 frames
+        values = torch.randn(batch, samples, generator=torch.Generator().manual_seed(samples))
+        with torch.no_grad():  # the unpatched model, run eagerly
+            expected = model(input_values=values).last_hidden_state
+            with applied(model, ["pad_when_shorter"]):
+                assert torch.equal(model(input_values=values).last_hidden_state, expected)
+        actual = torch.as_tensor(fixed.run_onnx(input_values=values)[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at {batch}x{samples}")
+    assert _same_state(model, before)
