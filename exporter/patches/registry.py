@@ -11,6 +11,7 @@ from .base import Patch, SuggestedPatch
 from .delta_rule_scan import DeltaRuleChunkScan
 from .every_expert import EveryExpert
 from .maybe_pad import PadToPatchMultiple
+from .packed_images import PackedImages
 from .pad_when_shorter import PadWhenShorter
 from .pos_embed import PositionEmbeddingInterpolation
 from .range_tensor import RangeListTensor
@@ -25,7 +26,7 @@ __all__ = ["PATCHES", "PATCH_NAMES", "applied", "check_patch_names", "patch_name
 #: Every patch, in the order they are offered and entered.
 PATCHES: tuple[Patch, ...] = (PositionEmbeddingInterpolation(), TfSamePadding(), PadToPatchMultiple(), SelectiveScanLoop(),
                               UnfoldResize(), RwkvAttentionScan(), LinearRnnScan(), RangeListTensor(), SinusoidalTable(),
-                              DeltaRuleChunkScan(), EveryExpert(), PadWhenShorter())
+                              DeltaRuleChunkScan(), EveryExpert(), PadWhenShorter(), PackedImages())
 PATCH_NAMES: tuple[str, ...] = tuple(patch.name for patch in PATCHES)
 
 

@@ -151,12 +151,13 @@ def test_patches_option_takes_registry_names_once_and_refuses_others_listing_the
     assert ExportOptions(patches="pos_embed_interpolation").patches == ("pos_embed_interpolation",)
     with pytest.raises(SpecError, match="pos_embed_interpolation, tf_same_padding, pad_to_patch_multiple, selective_scan_loop, "
                                         "unfold_resize, rwkv_attention_scan, linear_rnn_scan, range_list_tensor, "
-                                        "sinusoidal_positions, delta_rule_scan, every_expert, pad_when_shorter") as info:
+                                        "sinusoidal_positions, delta_rule_scan, every_expert, pad_when_shorter, packed_images") as info:
         ExportOptions(patches=("tf_same_paddin",))
     assert "did you mean 'tf_same_padding'" in str(info.value)
     assert PATCH_NAMES == ("pos_embed_interpolation", "tf_same_padding", "pad_to_patch_multiple", "selective_scan_loop",
                            "unfold_resize", "rwkv_attention_scan", "linear_rnn_scan", "range_list_tensor",
-                           "sinusoidal_positions", "delta_rule_scan", "every_expert", "pad_when_shorter")
+                           "sinusoidal_positions", "delta_rule_scan", "every_expert", "pad_when_shorter",
+                           "packed_images")
 
 
 def test_each_patch_applies_only_to_the_models_whose_classes_carry_its_idiom():
@@ -729,4 +730,36 @@ def test_sew_d_one_frame_short_at_an_odd_frame_count_until_the_offered_patch_pad
                 assert torch.equal(model(input_values=values).last_hidden_state, expected)
         actual = torch.as_tensor(fixed.run_onnx(input_values=values)[0])
         torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at {batch}x{samples}")
+    assert _same_state(model, before)
+
+
+# -- images packed into one sequence by a loop over the batch ----------------------------------------------
+
+
+def test_pixtral_batch_made_static_by_its_loop_over_images_stays_dynamic_with_the_offered_patch():
+    from exporter.sweep.zoos.transformers import tiny_model
+
+    case = tiny_model("pixtral")  # 2 images of 64x64, patches of 8: one sequence of 128 patches
+    model = case.model
+    before = _state(model)
+    plain = Session(model, (), dict(case.kwargs), ExportOptions(dynamic_shapes=case.dynamic_shapes))
+    assert plain.run().status == "failed"
+    assert "makes it the constant 2" in str(plain.failed_stage.error)
+    fixes = plain.suggested_fixes
+    assert fixes.patch_names == ("packed_images",)
+    assert "-        for embed, size in zip(patch_embeds, image_sizes)" in fixes.patches[0].diff
+
+    fixed = plain.apply_suggested_fixes()
+    assert fixed.run().ok and fixed.verify(edge_values=False).status == "passed"
+    for batch, height, width in [(1, 32, 48), (3, 48, 32)]:
+        pixels = _image(height, width, batch)
+        with torch.no_grad():  # the unpatched model, run eagerly
+            expected = model(pixel_values=pixels).last_hidden_state
+        actual = torch.as_tensor(fixed.run_onnx(pixel_values=pixels)[0])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=f"at {batch}x{height}x{width}")
+    sizes = torch.tensor([[64, 64], [32, 40]])  # images of other sizes: the loop, as before
+    with torch.no_grad():
+        expected = model(pixel_values=_image(64, 64), image_sizes=sizes).last_hidden_state
+        with applied(model, ["packed_images"]):
+            assert torch.equal(model(pixel_values=_image(64, 64), image_sizes=sizes).last_hidden_state, expected)
     assert _same_state(model, before)
