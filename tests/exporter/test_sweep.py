@@ -213,3 +213,20 @@ def test_the_transformers_zoo_gives_batch_norms_the_statistics_of_the_example_so
         after = float(model(x).abs().max())
     assert before < 1e-6 < 0.1 < after  # shrunk tenfold per layer at statistics 0 and 1
     assert not model.training and all(m.momentum == 0.1 for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d))
+
+
+@pytest.mark.parametrize(("model_type", "half"), [("qwen2_5_vl_text", 8), ("glm4v_moe_text", 4)])
+def test_the_transformers_zoo_gives_multimodal_rotary_sections_summing_to_half_the_tiny_rotary_dim(model_type, half):
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    from exporter.sweep.zoos.transformers import shrink_config
+
+    config = shrink_config(CONFIG_MAPPING[model_type]())  # the model defaults to [16, 24, 24] / [8, 12, 12]
+    sections = config.rope_parameters["mrope_section"]
+    assert sum(sections) == half and len(sections) == 3  # GLM-4V rotates half of each 16-channel head
+    model = getattr(transformers, MODEL_MAPPING_NAMES[model_type])(config).eval()
+    with torch.no_grad():
+        model(input_ids=torch.randint(3, 100, (2, 5)))  # "split_with_sizes expects split_sizes to sum exactly to 8"

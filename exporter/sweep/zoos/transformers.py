@@ -92,18 +92,37 @@ def shrink_config(config: Any) -> Any:
 
 
 def _shrink_mrope_sections(config: Any) -> None:
-    """Multimodal rotary sections (Qwen2.5-VL, GLM-4V) rescaled to sum to half the new head
-    dim, as the model splits the rotary channels by them."""
-    half = _SIZES["head_dim"] // 2
+    """Multimodal rotary sections (Qwen2.5-VL, GLM-4V) rescaled to sum to half the new rotary
+    dim, as the model splits the rotary channels by them; set for a config that leaves them to
+    the model's default (``rope_parameters.get("mrope_section", [16, 24, 24])``)."""
+    head_dim = getattr(config, "head_dim", None) or (
+        getattr(config, "hidden_size", 0) // max(1, getattr(config, "num_attention_heads", 1) or 1))
     for name in ("rope_parameters", "rope_scaling"):
         params = getattr(config, name, None)
         if not isinstance(params, dict):
             continue
+        partial = params.get("partial_rotary_factor") or getattr(config, "partial_rotary_factor", None) or 1.0
+        half = int(head_dim * partial) // 2
         sections = params.get("mrope_section")
+        if sections is None and half >= 3 and _model_reads_mrope_sections(config):
+            sections = params["mrope_section"] = [2, 3, 3]  # the proportions of the models' defaults
         if isinstance(sections, list) and sections and sum(sections) != half:
             scaled = [max(1, round(s * half / sum(sections))) for s in sections]
             scaled[0] += half - sum(scaled)
             params["mrope_section"] = scaled
+        return
+
+
+def _model_reads_mrope_sections(config: Any) -> bool:
+    """Whether the modeling module beside the config's reads ``mrope_section``."""
+    import importlib
+    import inspect
+
+    name = type(config).__module__.replace(".configuration_", ".modeling_")
+    try:
+        return '"mrope_section"' in inspect.getsource(importlib.import_module(name))
+    except (ImportError, OSError, TypeError):
+        return False
 
 
 def _resnet_for_timm_backbone(config: Any) -> None:
