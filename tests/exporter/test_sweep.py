@@ -230,3 +230,12 @@ def test_the_transformers_zoo_gives_multimodal_rotary_sections_summing_to_half_t
     model = getattr(transformers, MODEL_MAPPING_NAMES[model_type])(config).eval()
     with torch.no_grad():
         model(input_ids=torch.randint(3, 100, (2, 5)))  # "split_with_sizes expects split_sizes to sum exactly to 8"
+
+
+def test_the_transformers_zoo_shrinks_a_config_with_per_stage_head_counts_and_rope_parameters():
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from exporter.sweep.zoos.transformers import shrink_config
+
+    config = shrink_config(CONFIG_MAPPING["maskformer"]())  # a Swin backbone: num_heads per stage, a list
+    assert isinstance(config.backbone_config.num_heads, list)

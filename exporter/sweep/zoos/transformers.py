@@ -95,12 +95,15 @@ def _shrink_mrope_sections(config: Any) -> None:
     """Multimodal rotary sections (Qwen2.5-VL, GLM-4V) rescaled to sum to half the new rotary
     dim, as the model splits the rotary channels by them; set for a config that leaves them to
     the model's default (``rope_parameters.get("mrope_section", [16, 24, 24])``)."""
-    head_dim = getattr(config, "head_dim", None) or (
-        getattr(config, "hidden_size", 0) // max(1, getattr(config, "num_attention_heads", 1) or 1))
     for name in ("rope_parameters", "rope_scaling"):
         params = getattr(config, name, None)
         if not isinstance(params, dict):
             continue
+        head_dim, hidden, heads = (getattr(config, n, None) for n in ("head_dim", "hidden_size", "num_attention_heads"))
+        if not isinstance(head_dim, int):
+            if not (isinstance(hidden, int) and isinstance(heads, int) and heads > 0):
+                return  # per-stage lists (Swin): no rotary sections to size
+            head_dim = hidden // heads
         partial = params.get("partial_rotary_factor") or getattr(config, "partial_rotary_factor", None) or 1.0
         half = int(head_dim * partial) // 2
         sections = params.get("mrope_section")
