@@ -17,11 +17,10 @@ so the layer computes the same sum.
 from __future__ import annotations
 
 import ast
-import inspect
 from typing import Any
 
 from .base import Patch, PatchTarget, method_targets
-from .rewrite import edited
+from .rewrite import edited_when_reading
 
 __all__ = ["EveryExpert"]
 
@@ -58,12 +57,7 @@ def _edit(lines: list[str], definition: ast.FunctionDef) -> list[str | None] | N
     return None
 
 
-def _rewrite(method: Any) -> tuple[Any, str, str] | None:
-    code = getattr(inspect.unwrap(method), "__code__", None)
-    if code is None or "nonzero" not in code.co_names:  # cheap: most forwards
-        return None
-    rewritten = edited(method, _edit)
-    return None if rewritten is None else (rewritten.function, rewritten.original_source, rewritten.source)
+_rewrite = edited_when_reading(frozenset({"nonzero"}), _edit)
 
 
 class EveryExpert(Patch):

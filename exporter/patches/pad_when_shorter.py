@@ -15,11 +15,10 @@ original does then.
 from __future__ import annotations
 
 import ast
-import inspect
 from typing import Any
 
 from .base import Patch, PatchTarget, method_targets
-from .rewrite import edited
+from .rewrite import edited_when_reading
 
 __all__ = ["PadWhenShorter"]
 
@@ -62,12 +61,7 @@ def _edit(lines: list[str], definition: ast.FunctionDef) -> list[str | None] | N
     return out
 
 
-def _rewrite(method: Any) -> tuple[Any, str, str] | None:
-    code = getattr(inspect.unwrap(method), "__code__", None)
-    if code is None or "pad" not in code.co_names:  # cheap: most forwards
-        return None
-    rewritten = edited(method, _edit)
-    return None if rewritten is None else (rewritten.function, rewritten.original_source, rewritten.source)
+_rewrite = edited_when_reading(frozenset({"pad"}), _edit)
 
 
 class PadWhenShorter(Patch):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Rewritten", "edited"]
+__all__ = ["Rewritten", "edited", "edited_when_reading"]
 
 # Decorators a rebuilt function may carry: evaluated again in the module's globals, they wrap
 # the copy as they wrap the original (a registering decorator would not make the same function).
@@ -45,6 +45,20 @@ def edited(function: Any, edit: Edit) -> Rewritten | None:
     the same function (a closure, a decorator other than ``torch.no_grad()``, ``super()`` left
     in a copy that has no class cell)."""
     return _edited(function, edit)
+
+
+def edited_when_reading(names: frozenset[str], edit: Edit) -> Callable[[Any], tuple[Any, str, str] | None]:
+    """A rewrite for :func:`~.base.method_targets`: a method whose code reads one of ``names``
+    (a cheap test: most forwards do not) rebuilt with ``edit``, as ``(function, original
+    source, source)``; None for any other, or when ``edit`` finds nothing."""
+    def rewrite(method: Any) -> tuple[Any, str, str] | None:
+        code = getattr(inspect.unwrap(method), "__code__", None)
+        if code is None or not names & set(code.co_names):
+            return None
+        rewritten = edited(method, edit)
+        return None if rewritten is None else (rewritten.function, rewritten.original_source, rewritten.source)
+
+    return rewrite
 
 
 @functools.lru_cache(maxsize=256)

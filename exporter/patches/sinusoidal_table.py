@@ -20,12 +20,11 @@ and never writes the module.
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from typing import Any
 
 from .base import Patch, PatchTarget, method_targets
-from .rewrite import edited
+from .rewrite import edited_when_reading
 
 __all__ = ["SinusoidalTable"]
 
@@ -73,12 +72,7 @@ def _edit(lines: list[str], definition: ast.FunctionDef) -> list[str | None] | N
     return out
 
 
-def _rewrite(method: Any) -> tuple[Any, str, str] | None:
-    code = getattr(inspect.unwrap(method), "__code__", None)
-    if code is None or not {"make_weights", "make_weight"} & set(code.co_names):  # cheap: most forwards
-        return None
-    rewritten = edited(method, _edit)
-    return None if rewritten is None else (rewritten.function, rewritten.original_source, rewritten.source)
+_rewrite = edited_when_reading(frozenset({"make_weights", "make_weight"}), _edit)
 
 
 class SinusoidalTable(Patch):
