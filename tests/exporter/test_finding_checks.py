@@ -39,7 +39,7 @@ def kinds(findings):
 def test_the_checks_are_listed_in_the_order_results_show_them():
     assert [check.__name__ for check in FINDING_CHECKS] == [
         "wrong_at_example", "sweep_coverage", "derived_dims", "auto_static", "static_in_onnx", "wrong_at_sizes",
-        "refused_by_eager", "tolerance_notes", "vacuous", "not_verified", "model_changes_itself",
+        "refused_by_eager", "tolerance_notes", "rounding_notes", "vacuous", "not_verified", "model_changes_itself",
         "edge_value_findings", "contract_findings"]
 
 
