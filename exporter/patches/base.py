@@ -21,11 +21,12 @@ import difflib
 import inspect
 import os
 import sys
-import threading
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from ..compat.shared_patch import shared_original, shared_patch
 
 __all__ = ["Patch", "PatchTarget", "SuggestedPatch", "function_targets", "method_targets", "model_classes",
            "plain_function", "replaced", "replacing_marked", "source_of", "unpatched"]
@@ -156,57 +157,28 @@ def replacing_marked(*variants: tuple[tuple[str, ...], Any]) -> Callable[[Any], 
     return rewrite
 
 
-# Replaced attributes by (id(owner), attribute): [target, original, depth]. A target shared by
-# two blocks is replaced once (by the first) and restored by the last one out.
-_LOCK = threading.Lock()
-_ACTIVE: dict[tuple[int, str], list[Any]] = {}
-
-
 def unpatched(owner: Any, attribute: str) -> Any:
     """``vars(owner)[attribute]`` as it is outside every patch block (the original while a
     block has replaced it), or None when ``owner`` has no such attribute of its own."""
-    with _LOCK:
-        entry = _ACTIVE.get((id(owner), attribute))
-        if entry is not None:
-            return entry[1]
-    return vars(owner).get(attribute)
-
-
-def _enter(target: PatchTarget) -> tuple[int, str]:
-    key = (id(target.owner), target.attribute)
-    with _LOCK:
-        entry = _ACTIVE.get(key)
-        if entry is None:
-            # The raw attribute (a class's __dict__ entry, a module's global), put back as it was.
-            original = vars(target.owner)[target.attribute]
-            setattr(target.owner, target.attribute, target.replacement)
-            entry = _ACTIVE[key] = [target, original, 0]
-        entry[2] += 1
-    return key
-
-
-def _exit(key: tuple[int, str]) -> None:
-    with _LOCK:
-        entry = _ACTIVE[key]
-        entry[2] -= 1
-        if entry[2] == 0:
-            target, original = entry[0], entry[1]
-            setattr(target.owner, target.attribute, original)
-            del _ACTIVE[key]
+    return shared_original(owner, attribute)
 
 
 @contextlib.contextmanager
 def replaced(targets: tuple[PatchTarget, ...]) -> Iterator[None]:
     """While the block runs, each target's attribute is its replacement; the originals are
-    put back on exit (also after an exception), by the last block out when blocks nest."""
-    entered: list[tuple[int, str]] = []
-    try:
+    put back on exit (also after an exception), by the last block out when blocks nest (the
+    registry :func:`exporter.compat.shared_patch`, which the capture's patches of torch use too)."""
+    with contextlib.ExitStack() as stack:
         for target in targets:
-            entered.append(_enter(target))
+            stack.enter_context(shared_patch(target.owner, target.attribute, _replacement_of(target)))
         yield
-    finally:
-        for key in reversed(entered):
-            _exit(key)
+
+
+def _replacement_of(target: PatchTarget) -> Callable[[Any], Any]:
+    def replacement(_original: Any) -> Any:
+        return target.replacement
+
+    return replacement
 
 
 class Patch(abc.ABC):
