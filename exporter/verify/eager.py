@@ -5,31 +5,38 @@ ONNX model returns them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import compat
 from ..model_state import preserved
 
-__all__ = ["clone_tensors", "expected_outputs", "run_eager"]
+__all__ = ["clone_tensors", "expected_outputs", "map_tensors", "run_eager"]
 
 
-def run_eager(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, what: str = "") -> list[Any]:
+def run_eager(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, what: str = "",
+              call: Callable[..., Any] | None = None) -> list[Any]:
     """The module's outputs on ``args`` / ``kwargs`` (see the module docstring); ``what``
-    says when it ran, for the report of a module that changes itself."""
+    says when it ran, for the report of a module that changes itself; ``call`` runs it
+    another way (``torch.func.functional_call`` with other weights), ``model`` by default."""
     import torch
 
     eager_args, eager_kwargs = clone_tensors(tuple(args)), clone_tensors(dict(kwargs))
     with preserved(model, what=what), torch.inference_mode():
-        result = model(*eager_args, **eager_kwargs)
+        result = (call or model)(*eager_args, **eager_kwargs)
     return expected_outputs(compat.tree_flatten_with_path(result))
 
 
 def clone_tensors(value: Any) -> Any:
     """``value`` with every tensor among its pytree leaves cloned."""
+    return map_tensors(value, lambda tensor: tensor.clone())
+
+
+def map_tensors(value: Any, function: Callable[[Any], Any]) -> Any:
+    """``value`` with ``function`` applied to every tensor among its pytree leaves."""
     import torch
 
-    leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
+    leaves = [function(leaf) if isinstance(leaf, torch.Tensor) else leaf for _, leaf in compat.tree_flatten_with_path(value)]
     return compat.tree_replace_leaves(value, leaves)
 
 

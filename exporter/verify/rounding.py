@@ -21,8 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import Status
-from ..model_state import preserved
-from .eager import clone_tensors, expected_outputs
+from .eager import map_tensors, run_eager
 from .tolerance import OutputCheck
 
 __all__ = ["MAX_FACTOR", "NEAR", "RMS_FACTOR", "Float64Reference", "rounding_rejudged"]
@@ -53,12 +52,13 @@ class Float64Reference:
             if self._weights is None:
                 named = {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
                 self._weights = {name: _float64(t) for name, t in named.items()}
-            args64, kwargs64 = _float64_tree(clone_tensors(tuple(args))), _float64_tree(clone_tensors(dict(kwargs)))
-            with preserved(self.model, what="in float64, to tell rounding from a wrong export"), torch.inference_mode():
-                result = functional_call(self.model, self._weights, tuple(args64), dict(kwargs64), strict=False)
-            from .. import compat
+            weights = self._weights
 
-            return expected_outputs(compat.tree_flatten_with_path(result))
+            def in_float64(*call_args: Any, **call_kwargs: Any) -> Any:
+                return functional_call(self.model, weights, call_args, call_kwargs, strict=False)
+
+            return run_eager(self.model, map_tensors(tuple(args), _float64), map_tensors(dict(kwargs), _float64),
+                             what="in float64, to tell rounding from a wrong export", call=in_float64)
         except Exception:  # noqa: BLE001 - the comparison stands as it was
             self.failed = True
             return None
@@ -68,16 +68,6 @@ def _float64(tensor: Any) -> Any:
     import torch
 
     return tensor.detach().to(torch.float64) if tensor.dtype == torch.float32 else tensor.detach()
-
-
-def _float64_tree(value: Any) -> Any:
-    import torch
-
-    from .. import compat
-
-    leaves = [_float64(leaf) if isinstance(leaf, torch.Tensor) else leaf
-              for _, leaf in compat.tree_flatten_with_path(value)]
-    return compat.tree_replace_leaves(value, leaves)
 
 
 def _near(check: OutputCheck, expected: Any) -> bool:
