@@ -75,6 +75,7 @@ ZOOS: dict[str, str] = {
     "transformers": "exporter.sweep.zoos.transformers",
     "timm": "exporter.sweep.zoos.timm",
     "torchvision": "exporter.sweep.zoos.torchvision",
+    "diffusers": "exporter.sweep.zoos.diffusers",
 }
 
 
