@@ -74,7 +74,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if args.coverage:
         from pathlib import Path
 
-        Path(args.coverage).write_text(results.coverage_markdown())
+        Path(args.coverage).write_text(results.coverage_markdown(output_dir=args.output, path=args.coverage))
         print(f"coverage: {args.coverage}")
     status = 130 if results.interrupted else 0
     if args.diff:

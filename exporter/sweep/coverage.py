@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -11,13 +12,71 @@ from .buckets import failure_buckets
 from .dashboard import SHORT
 from .record import UnitRecord, status_counts
 
-__all__ = ["coverage_markdown"]
+__all__ = ["coverage_markdown", "markdown_cell", "regenerate_command"]
 
-REGENERATE = "onnx-workbench sweep --zoo transformers --zoo timm --zoo torchvision --workers 2 -o sweep-results --coverage docs/coverage.md"
+# Characters Markdown or HTML would read as markup inside a table cell, and what shows them as
+# text: a backslash escape, or an HTML entity for what opens a tag or an entity.
+_MARKUP = {"\\": "\\\\", "|": "\\|", "*": "\\*", "_": "\\_", "`": "\\`", "[": "\\[", "]": "\\]", "~": "\\~",
+           "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_ESCAPES = str.maketrans(_MARKUP)
 
 
-def _cell(text: object) -> str:
-    return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
+def markdown_cell(text: object, limit: int | None = None) -> str:
+    """``text`` as it should read in a Markdown table cell or heading: on one line, every
+    character Markdown or HTML would take for markup escaped; cut to ``limit`` characters
+    before escaping (so no escape is cut in half)."""
+    plain = " ".join(str("" if text is None else text).split())
+    if limit is not None and len(plain) > limit:
+        plain = plain[: limit - 1] + "…"
+    return plain.translate(_ESCAPES)
+
+
+def _zoo_argument(record: UnitRecord) -> str:
+    """What ``--zoo`` takes to run this record's zoo again: the built-in zoo's name, or the
+    path of the user's ``.py`` file."""
+    return record.source if record.source.endswith(".py") else record.zoo
+
+
+def _covers_every_model(zoo: str, source: str, models: set[str]) -> bool:
+    """Whether ``models`` is every model the zoo lists here (False when it cannot be listed)."""
+    from .zoo import get_zoo
+
+    try:
+        return {entry.name for entry in get_zoo(zoo, source or None).entries()} <= models
+    except Exception:  # noqa: BLE001 - a zoo that does not load here: name the models
+        return False
+
+
+def regenerate_command(records: Sequence[UnitRecord], *, output_dir: str = "sweep-results",
+                       path: str = "docs/coverage.md", workers: int = 2) -> str:
+    """The ``onnx-workbench sweep`` command that gives these ``records`` again: their zoos
+    (a user zoo by its file), their models when they are not every model of their zoos, their
+    specs and their export options and checks."""
+    if not records:
+        return f"onnx-workbench sweep --workers {workers} -o {shlex.quote(output_dir)} --coverage {shlex.quote(path)}"
+    arguments = ["onnx-workbench", "sweep"]
+    zoos = dict.fromkeys((r.zoo, r.source) for r in records)
+    for zoo_argument in dict.fromkeys(_zoo_argument(r) for r in records):
+        arguments += ["--zoo", zoo_argument]
+    models = dict.fromkeys(r.model for r in records)
+    by_zoo = {key: {r.model for r in records if (r.zoo, r.source) == key} for key in zoos}
+    if not all(_covers_every_model(zoo, source, by_zoo[(zoo, source)]) for zoo, source in zoos):
+        for model in models:
+            arguments += ["--model", model]
+    specs = list(dict.fromkeys(r.spec for r in records))
+    if specs != ["dynamic"]:
+        for spec in specs:
+            arguments += ["--spec", spec]
+    options = records[0].options
+    if options.get("opset") is not None:
+        arguments += ["--opset", str(options["opset"])]
+    if options.get("strategy", "auto") != "auto":
+        arguments += ["--strategy", str(options["strategy"])]
+    arguments += [flag for key, default, flag in (("optimize", True, "--no-optimize"), ("verify", True, "--no-verify"),
+                                                 ("benchmark", False, "--benchmark"), ("baseline", True, "--no-baseline"))
+                  if bool(options.get(key, default)) != default]
+    arguments += ["--workers", str(workers), "-o", output_dir, "--coverage", path]
+    return " ".join(shlex.quote(argument) for argument in arguments)
 
 
 def _patched(record: UnitRecord) -> str:
@@ -26,10 +85,15 @@ def _patched(record: UnitRecord) -> str:
 
 
 def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export coverage", scope: str | None = None,
-                      command: str = REGENERATE) -> str:
+                      command: str | None = None, output_dir: str = "sweep-results",
+                      path: str = "docs/coverage.md") -> str:
     """Markdown for a sweep's ``records``: the counts, the comparison with ``torch.onnx.export``, one row
     per unit by zoo, the failure buckets, the package versions. ``scope`` says which models
-    the run covers (a subset, say); ``command`` is how to regenerate the page."""
+    the run covers (a subset, say); ``command`` is how to regenerate the page, by default
+    :func:`regenerate_command` for these records, writing to ``output_dir`` and ``path``.
+    Names and error texts are escaped (:func:`markdown_cell`): they read as text, never as markup."""
+    if command is None:
+        command = regenerate_command(records, output_dir=output_dir, path=path)
     counts = status_counts(records)
     versus = Counter(r.versus for r in records if r.versus)
     versions = next((r.versions for r in records if r.versions), {})
@@ -45,7 +109,7 @@ def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export cov
         "through `torch.onnx.export(..., dynamo=True)` in onnxruntime at the same inputs.", "",
         "The failure column gives our error, or `torch.onnx.export`'s when ours exported.", "",
         "| status | units |", "| --- | ---: |",
-        *(f"| {s} | {n} |" for s, n in counts.items()), "",
+        *(f"| {markdown_cell(s)} | {n} |" for s, n in counts.items()), "",
     ]
     if versus:
         lines += ["Against `torch.onnx.export` on the same call: "
@@ -58,20 +122,21 @@ def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export cov
     for zoo in dict.fromkeys(r.zoo for r in records):
         mine = [r for r in records if r.zoo == zoo]
         ok = sum(r.ok for r in mine)
-        lines += [f"## {zoo} ({ok} of {len(mine)} export)", "",
+        lines += [f"## {markdown_cell(zoo)} ({ok} of {len(mine)} export)", "",
                   "| model | spec | status | failed at | torch.onnx.export | ours vs it | with offered patches | failure |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in mine:
             why = r.error or (f"torch.onnx.export: {r.baseline_error}" if r.baseline_error else "")
-            lines.append(f"| {_cell(r.model)} | {r.spec} | {SHORT.get(r.status, r.status)} | {_cell(r.failed_stage)} | "
-                         f"{_cell(r.baseline)} | {_cell(r.versus)} | {_cell(_patched(r))} | {_cell(why)[:160]} |")
+            lines.append(f"| {markdown_cell(r.model)} | {markdown_cell(r.spec)} | {markdown_cell(SHORT.get(r.status, r.status))} | "
+                         f"{markdown_cell(r.failed_stage)} | {markdown_cell(r.baseline)} | {markdown_cell(r.versus)} | "
+                         f"{markdown_cell(_patched(r))} | {markdown_cell(why, 160)} |")
         lines.append("")
     buckets = failure_buckets(records)
     if len(buckets):
         lines += ["## Failure buckets", "", "| units | stage | failure class | models |", "| ---: | --- | --- | --- |"]
-        lines += [f"| {row.count} | {row.stage} | {_cell(row.failure_class)} | {_cell(row.models)} |"
+        lines += [f"| {row.count} | {markdown_cell(row.stage)} | {markdown_cell(row.failure_class)} | {markdown_cell(row.models)} |"
                   for row in buckets.itertuples()]
         lines.append("")
     if versions:
-        lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".", ""]
+        lines += ["Versions: " + ", ".join(f"{markdown_cell(k)} {markdown_cell(v)}" for k, v in versions.items()) + ".", ""]
     return "\n".join(lines)

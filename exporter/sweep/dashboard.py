@@ -127,9 +127,9 @@ def dashboard_html(records: Sequence[UnitRecord], *, title: str = "Zoo sweep") -
             failed = " failed" if record.failed else ""
             patched = (f" · patched: {SHORT.get(record.fixed_status or '', record.fixed_status)}"
                        if record.fixed_by else "")
-            title = (record.error or record.status) + (f" (with {', '.join(record.fixed_by)}: {record.fixed_status})"
-                                                       if record.fixed_by else "")
-            cells.append(f'<td class="cell{failed}" data-unit="{_e(record.unit_id)}" title="{_e(title)}" '
+            tip = (record.error or record.status) + (f" (with {', '.join(record.fixed_by)}: {record.fixed_status})"
+                                                     if record.fixed_by else "")
+            cells.append(f'<td class="cell{failed}" data-unit="{_e(record.unit_id)}" title="{_e(tip)}" '
                          f'style="background:{COLORS.get(record.status, "#6e7781")}">'
                          f'{_e(SHORT.get(record.status, record.status) + patched)}</td>')
         base: UnitRecord | None = next((r for r in by_spec.values() if r.baseline), None)

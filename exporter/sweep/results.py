@@ -26,12 +26,14 @@ __all__ = ["SweepResults", "load_results"]
 class SweepResults(Presentable):
     """What a sweep gave: ``records`` (one :class:`~exporter.sweep.UnitRecord` per unit, in
     plan order), ``directory`` where they are kept, ``executed`` the unit ids run by this call
-    (the others were already in the directory), ``interrupted`` when it was stopped early."""
+    (the others were already in the directory), ``interrupted`` when it was stopped early,
+    ``torn_lines`` the lines of ``records.jsonl`` that held no whole record (1-based)."""
 
     records: tuple[UnitRecord, ...]
     directory: str | None = None
     executed: tuple[str, ...] = ()
     interrupted: bool = False
+    torn_lines: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -115,5 +117,8 @@ class SweepResults(Presentable):
 
 
 def load_results(directory: str | os.PathLike[str]) -> SweepResults:
-    """The results kept in a sweep's output directory."""
-    return SweepResults(tuple(RecordStore(directory).load()), directory=str(directory))
+    """The results kept in a sweep's output directory (a torn line is reported with a
+    :class:`~exporter.sweep.store.SweepStoreWarning` and listed in ``torn_lines``)."""
+    store = RecordStore(directory)
+    records = tuple(store.load())
+    return SweepResults(records, directory=str(directory), torn_lines=store.torn_lines)

@@ -105,7 +105,8 @@ def run_units(units: Sequence[Unit], *, engine: Engine, limits: Limits,
             bar.close()
     ordered = tuple(known[unit_id] for unit_id in planned if unit_id in known)
     store.write_parquet(ordered)
-    return SweepResults(ordered, directory=str(directory), executed=tuple(executed), interrupted=interrupted)
+    return SweepResults(ordered, directory=str(directory), executed=tuple(executed), interrupted=interrupted,
+                        torn_lines=store.torn_lines)
 
 
 def _progress_bar(total: int, done: int, enabled: bool) -> Any:

@@ -105,7 +105,7 @@ def test_the_reproduction_code_runs_the_step_that_failed():
 def test_coverage_markdown_counts_and_lists_each_unit():
     text = AFTER.coverage_markdown(scope="A subset.")
     assert text.startswith("# Export coverage\n\nA subset.")
-    assert "| export_failed | 3 |" in text and "onnx-workbench sweep" in text
+    assert r"| export\_failed | 3 |" in text and "onnx-workbench sweep" in text
     assert "**1 better**, **0 same**, **0 worse**" in text
     for r in AFTER.records:
         assert f"| {r.model} | dynamic |" in text
@@ -125,7 +125,8 @@ def test_a_torn_last_line_is_skipped(tmp_path):
     AFTER.save(tmp_path)
     with open(tmp_path / "records.jsonl", "a") as out:
         out.write('{"unit_id": "tests/x')
-    assert len(load_results(tmp_path)) == len(AFTER.records)
+    with pytest.warns(UserWarning, match="hold no whole record"):
+        assert len(load_results(tmp_path)) == len(AFTER.records)
 
 
 def test_unit_ids_are_stable_and_name_zoo_model_spec_and_options():
