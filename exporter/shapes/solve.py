@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..axis import Axis
 from ..compat import condition_holds_on
+from .evaluate import evaluate
 
 if TYPE_CHECKING:
     from ..guards import Guard
@@ -63,6 +64,9 @@ def holds_at(expr: Any, sizes: Mapping[str, int]) -> bool | None:
     name); None when a symbol has no size or sympy cannot decide."""
     import sympy
 
+    fast = evaluate(expr, sizes)  # Python ints: sympy's own evaluation costs ~100x more
+    if isinstance(fast, bool):
+        return fast
     try:
         if any(sym.name not in sizes for sym in expr.free_symbols):
             return None
