@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from .display import Badge, Block, Document, KeyValues, Note, Section, Svg, Table, error_section, failure_blocks, render
 from .display.sections import attempts_table, dims_section, guards_section, session_section, stages_table
-from .display.sections.session import PresentedSession
+from .display.sections.session import TIMINGS, PresentedSession, stages_badge, verdict_badge
 from .graphs.draw import side_by_side
+from .verdict import verify_again
 
 if TYPE_CHECKING:
     from .bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
@@ -61,6 +62,8 @@ class ReportedSession(PresentedSession, Protocol):
 
     def benchmark(self) -> Any: ...
 
+    def latest_analysis(self, name: str) -> Any: ...
+
 
 def _guarded(title: str, anchor: str, build: Callable[[], Section]) -> Section:
     """``build()``'s section with its anchor, or a section showing why it could not be built."""
@@ -88,7 +91,7 @@ def _stages(session: ReportedSession) -> Section:
     capture = next((r for r in stages if r.name == "capture"), None)
     if capture is not None and capture.attempts:
         body.append(Section("Capture attempts", None, (attempts_table(capture.attempts),)))
-    return Section("Stages", session_section(session, details=False).badge, tuple(body))
+    return Section("Stages", stages_badge(session), tuple(body))
 
 
 def _graphs(session: ReportedSession) -> Section:
@@ -117,8 +120,29 @@ def _analysis(result: object, title: str, hint: str) -> Section:
     return Section(title, section.badge, section.body, verdict=section.verdict) if title == "Verification" else section
 
 
-# The analyses a session keeps (session.analyses) that the report's Benchmark section shows.
-_TIMINGS = ("benchmark", "benchmark_sweep", "compare", "profile")
+def _verification(session: ReportedSession, result: VerifyArgument) -> Section:
+    """The verification shown; one given to the report that is not the verify kept with this
+    exported model (another spec's, or run outside the session) says the summary does not count it."""
+    section = _analysis(result, "Verification", "not run: pass verify=session.verify() (or verify=True)")
+    verdict = session.verdict
+    if result is None or result is verdict.verify or not verdict.exported:
+        return section
+    note = Note("this verification was given to the report and is not the one kept with this exported model "
+                "(another spec's, or run outside the session): the summary's verdict does not count it", "warn")
+    return Section(section.title, section.badge, (note, *section.body), section.anchor, section.verdict)
+
+
+def _benchmark(session: ReportedSession, result: BenchmarkArgument) -> Section:
+    """The timings; their badge is green only for a model verified as passed (a timing of a
+    model that fails verify, or that nothing verified, says so first)."""
+    section = _analysis(result, "Benchmark", "not run: pass benchmark=session.benchmark() (or benchmark=True)")
+    verdict = session.verdict
+    if section.badge is None or section.badge.tone != "ok" or verdict.passed:
+        return section
+    said = ("the model timed fails verify: these are the timings of wrong numbers" if verdict.word == "failed"
+            else f"the model timed is {verdict.word}: the timings say nothing of its numbers")
+    return Section(section.title, verdict_badge(verdict), (Note(said, verdict.tone), *section.body),
+                   section.anchor, section.verdict)
 
 
 def _kept(session: ReportedSession) -> dict[str, Any]:
@@ -141,6 +165,17 @@ def _passes(passes: OptimizerPasses, bisection: Bisection | None) -> Section:
     return Section("Optimizer passes", section.badge, body, verdict=section.verdict)
 
 
+def _verify_again(session: ReportedSession) -> bool:
+    """Verify a derived export on its own, as the widget does after a change of spec
+    (:func:`exporter.verdict.verify_again`): exported, no verify of its own, and the last
+    verify of a session it shares its cache with was quick."""
+    verdict = session.verdict
+    if not verdict.exported:
+        return False
+    latest = session.latest_analysis("verify")
+    return verify_again(verdict.verify, getattr(latest, "seconds", None))
+
+
 def report_document(session: ReportedSession, *, verify: VerifyArgument = None, benchmark: BenchmarkArgument = None,
                     graphs: bool = True) -> Document:
     """The report's :class:`~exporter.display.Document`. Runs the session's stages (a failure
@@ -150,7 +185,7 @@ def report_document(session: ReportedSession, *, verify: VerifyArgument = None, 
     are the latest the session keeps (:attr:`~exporter.Session.analyses`: the widget's runs
     too). ``graphs=False`` leaves the drawing out."""
     session.run()
-    if verify is True:
+    if verify is True or (verify is None and _verify_again(session)):
         verify = session.verify()
     if benchmark is True:
         benchmark = session.benchmark()
@@ -158,7 +193,7 @@ def report_document(session: ReportedSession, *, verify: VerifyArgument = None, 
     if verify is None:
         verify = kept.get("verify")
     if benchmark is None:
-        benchmark = [kept[name] for name in _TIMINGS if name in kept]
+        benchmark = [kept[name] for name in TIMINGS if name in kept]
     sections = [
         _guarded("Summary", "summary", lambda: _summary(session)),
         _guarded("Stages", "stages", lambda: _stages(session)),
@@ -170,10 +205,8 @@ def report_document(session: ReportedSession, *, verify: VerifyArgument = None, 
         sections.insert(2, _guarded("Optimizer passes", "passes", lambda: _passes(passes, kept.get("bisect_passes"))))
     if graphs:
         sections.append(_guarded("Graphs", "graphs", lambda: _graphs(session)))
-    sections.append(_guarded("Verification", "verification", lambda: _analysis(
-        verify, "Verification", "not run: pass verify=session.verify() (or verify=True)")))
-    sections.append(_guarded("Benchmark", "benchmark", lambda: _analysis(
-        benchmark, "Benchmark", "not run: pass benchmark=session.benchmark() (or benchmark=True)")))
+    sections.append(_guarded("Verification", "verification", lambda: _verification(session, verify)))
+    sections.append(_guarded("Benchmark", "benchmark", lambda: _benchmark(session, benchmark)))
     when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     title = f"ONNX export report: {type(session.model).__name__}"
     return Document(title, tuple(sections), subtitle=f"written {when}")

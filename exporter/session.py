@@ -36,6 +36,7 @@ from .dims import DimSpec
 from .errors import Status
 from .events import CancelToken, Cancelled, LoggerObserver, Observer, fan_out
 from .export_record import ExportRecord
+from .verdict import ExportVerdict, export_verdict
 from .graphs import graphs_of
 from .guards import guards_of
 from .inputs import BoundInputs, bind_inputs, onnx_input_names
@@ -105,14 +106,20 @@ class _StageCache:
         # this cache and the same optimize output share them. Keyed by id(output), the output
         # kept alive beside them so the id is not reused.
         self._analyses: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+        self._latest: dict[str, Any] = {}  # by analysis: the latest result, of whichever model
 
     def record_analysis(self, model: Any, name: str, result: Any) -> None:
         with self._lock:
             entry = self._analyses.setdefault(id(model), (model, {}))
             entry[1][name] = result
+            self._latest[name] = result
             self._analyses.move_to_end(id(model))
             while len(self._analyses) > 4 * self._max:
                 self._analyses.popitem(last=False)
+
+    def latest(self, name: str) -> Any:
+        with self._lock:
+            return self._latest.get(name)
 
     def analyses_of(self, model: Any) -> dict[str, Any]:
         with self._lock:
@@ -641,6 +648,18 @@ class Session(Presentable):
     def last_verify(self) -> VerifyResult | None:
         """The latest :meth:`verify` result of this exported model (see :attr:`analyses`), or None."""
         return self.analyses.get("verify")
+
+    @property
+    def verdict(self) -> ExportVerdict:
+        """What can be said of this export as it stands (:mod:`exporter.verdict`): ``passed``
+        only when :attr:`last_verify` (this exported model's) passed; ``not verified`` when
+        verify has not run on this spec (another spec's verify never counts). Nothing is run."""
+        return export_verdict(self.stages, self.last_verify, complete=len(STAGES))
+
+    def latest_analysis(self, name: str) -> Any:
+        """The latest result of the analysis ``name`` run by this session or any session
+        sharing its stage cache (:meth:`with_dims`...), whichever spec it ran on; None before any."""
+        return self._cache.latest(name)
 
     # -- optimizer passes --
     @property

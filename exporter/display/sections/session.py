@@ -14,6 +14,7 @@ from ...passes import Bisection
 from ...pipeline.stages import STAGES
 from ...presentation import presents
 from ...shapes.ranges_metadata import narrowed_ranges
+from ...verdict import qualified_status
 from ...verify.results import VerifyResult
 from ..blocks import Badge, Block, Cell, KeyValues, Note, Section, Table, Verdict, cell_text
 from ..cells import number
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
     from ...options import ExportOptions
     from ...pipeline.records import CaptureAttempt, StageResult
     from ...shapes.outcomes import DimOutcomes
+    from ...verdict import ExportVerdict
 
-__all__ = ["PresentedSession", "attempts_table", "result_line", "session_html", "session_section", "stages_table"]
+__all__ = ["TIMINGS", "PresentedSession", "attempts_table", "result_line", "session_html", "session_section", "stages_badge",
+           "stages_table", "verdict_badge"]
 
 
 class PresentedSession(Protocol):
@@ -65,6 +68,14 @@ class PresentedSession(Protocol):
     @property
     def analyses(self) -> dict[str, Any]: ...
 
+    @property
+    def verdict(self) -> ExportVerdict: ...
+
+
+TIMINGS = ("benchmark", "benchmark_sweep", "compare", "profile")
+"""The analyses that time the model: their ``ok`` says the timing ran, so beside a model not
+verified as passed it shows the verdict's word instead (:func:`exporter.verdict.qualified_status`)."""
+
 
 def _seconds(value: float) -> str:
     return f"{value:.3f}"
@@ -87,15 +98,28 @@ def attempts_table(attempts: Sequence[CaptureAttempt]) -> Table:
     return Table.from_rows(("strategy", "outcome", "seconds", "error"), rows, badges=("outcome",))
 
 
-def _session_status(session: PresentedSession) -> Badge:
+def verdict_badge(verdict: ExportVerdict) -> Badge:
+    """The badge of an export's verdict (:attr:`exporter.Session.verdict`): green ``passed``
+    only when verified as passed; ``not verified`` (amber) for an export nothing verified."""
+    return Badge(verdict.word, verdict.tone)
+
+
+def stages_badge(session: PresentedSession) -> Badge:
+    """The badge of the stages alone: ``failed``, ``cancelled``, ``exported`` (every stage
+    ran: not a verdict on the numbers, so never a green ``ok``), ``partial`` or ``not run``."""
     stages = session.stages
     if any(r.status == Status.FAILED for r in stages):
         return Badge.status(Status.FAILED)
     if any(r.status == Status.CANCELLED for r in stages):
         return Badge.status(Status.CANCELLED)
     if session.succeeded:
-        return Badge.status(Status.OK)
+        return Badge("exported", "info")
     return Badge.status(Status.NOT_RUN) if not stages else Badge("partial", "info")
+
+
+def _session_status(session: PresentedSession) -> Badge:
+    verdict = session.verdict
+    return verdict_badge(verdict) if verdict.exported or verdict.word == "failed" else stages_badge(session)
 
 
 def _session_verdict(session: PresentedSession) -> Verdict | None:
@@ -109,8 +133,9 @@ def _session_verdict(session: PresentedSession) -> Verdict | None:
     total = sum(r.seconds for r in stages)
     strategy = next((r.strategy for r in stages if r.name == "capture" and r.strategy), None)
     by = f" ({strategy})" if strategy else ""
-    if session.succeeded:
-        return Verdict(f"exported in {number(total)} s{by}", "ok")
+    if session.succeeded:  # what verify said of this exported model, or that it has not run
+        verdict = session.verdict
+        return Verdict(f"exported in {number(total)} s{by}; {verdict.text}", verdict.tone)
     if any(r.status == Status.CANCELLED for r in stages):
         return Verdict("cancelled", "warn")
     return Verdict(f"{', '.join(r.name for r in stages)} done in {number(total)} s{by}", "info")
@@ -194,7 +219,9 @@ def _analyses_table(session: PresentedSession) -> Table | None:
         return None
     if not analyses:
         return None
-    rows = [(name, result.status, result_line(result)) for name, result in analyses.items()]
+    verdict = session.verdict
+    rows = [(name, qualified_status(result.status, verdict) if name in TIMINGS else result.status, result_line(result))
+            for name, result in analyses.items()]
     return Table.from_rows(("analysis", "status", "result"), rows, badges=("status",))
 
 
