@@ -22,9 +22,10 @@ from .contract import ContractReport, check_contract
 from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
 from .eager import clone_tensors, expected_outputs
-from .findings import VerifyFacts, findings_of, training_finding, with_tie_cause
+from .findings import VerifyFacts, excuse_ties, findings_of, training_finding, with_ties
 from .randomness import random_draws
 from .rounding import Float64Reference, rounding_rejudged
+from .ties import tied_cases
 from .results import CaseResult, VerifyResult
 from .tolerance import DEFAULT_TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for
 from .values import EdgeValue, edge_value_inputs
@@ -299,9 +300,9 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
                 divergence = first_divergence(session, wrong.name, args, kwargs, expected or [], tolerances=tolerances)
             except Exception as exc:  # noqa: BLE001
                 divergence = Divergence(wrong.name, "unknown", f"could not locate: {first_line(exc)}")
-    findings = findings_of(VerifyFacts(cases, groups, contract, session, divergence, named))
-    if divergence is not None and divergence.stage == "onnx":
-        findings = with_tie_cause(findings, session, divergence, inputs[divergence.case][:2])
+    ties = tied_cases(session, divergence, [c.name for c in cases if c.status == "fail"], inputs, tolerances)
+    cases = excuse_ties(cases, ties)
+    findings = with_ties(findings_of(VerifyFacts(cases, groups, contract, session, divergence, named)), cases, ties)
     if training:
         findings.insert(0, training_finding(training))
     elif randomness is not None:  # every comparison is with other draws: none fails, none passes

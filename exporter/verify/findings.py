@@ -12,15 +12,15 @@ from typing import Any
 from ..artifacts import ExportArtifacts
 from ..cases import DimGroup
 from ..compat import train_mode_dependent_modules
-from ..errors import first_line
+from ..errors import Status, first_line
 from ..shapes.baked import baked_case_cause, baked_constants_of
 from .contract import ContractReport
 from .divergence import Divergence
 from .results import CaseResult, Finding
-from .ties import tie_cause
+from .ties import Tie
 from .values import EdgeValue, Explanation, explain
 
-__all__ = ["FINDING_CHECKS", "VerifyFacts", "causes_text", "findings_of", "training_finding", "with_tie_cause"]
+__all__ = ["FINDING_CHECKS", "VerifyFacts", "causes_text", "findings_of", "excuse_ties", "training_finding", "with_ties"]
 
 
 @dataclass(frozen=True)
@@ -351,19 +351,33 @@ def edge_value_findings(facts: VerifyFacts) -> list[Finding]:
     return findings
 
 
-def with_tie_cause(findings: list[Finding], session: ExportArtifacts, divergence: Divergence,
-                    inputs: tuple[tuple[Any, ...], Mapping[str, Any]]) -> list[Finding]:
-    """The failing case's finding with the likely cause when its first divergence is indices
-    picked among equal values (:mod:`.ties`): the ONNX model is as right as the op allows."""
-    try:
-        cause = tie_cause(session, divergence, *inputs)
-    except Exception:  # noqa: BLE001 - an explanation that cannot be made is left out
-        return findings
-    if cause is None:
-        return findings
-    return [replace(f, cause="; ".join(filter(None, (cause, f.cause))))
-            if f.case == divergence.case and f.kind in ("wrong_at_example", "wrong_at_size", "wrong_at_value") else f
-            for f in findings]
+def excuse_ties(cases: Sequence[CaseResult], ties: Mapping[str, Tie]) -> list[CaseResult]:
+    """The cases, each one whose outputs differ only through indices picked among (near-)equal
+    values (an excused :class:`~.ties.Tie`) passing: the ONNX model is as right as the op allows."""
+    return [replace(c, status=Status.PASS) if c.status == "fail" and c.name in ties and ties[c.name].excused else c
+            for c in cases]
+
+
+def with_ties(findings: list[Finding], cases: Sequence[CaseResult], ties: Mapping[str, Tie]) -> list[Finding]:
+    """The findings with what the ties say (:mod:`.ties`): a tie that is not excused is the
+    likely cause of its case's finding; the excused ones are one ``tie`` finding, and a
+    ``not_verified`` one when no other case compared what follows the pick."""
+    shown = [replace(f, cause="; ".join(filter(None, (ties[f.case].cause, f.cause))))
+             if f.case in ties and not ties[f.case].excused and f.kind in ("wrong_at_example", "wrong_at_size", "wrong_at_value")
+             else f for f in findings]
+    excused = [ties[c.name] for c in cases if c.name in ties and ties[c.name].excused]
+    if not excused:
+        return shown
+    first = excused[0]
+    where = ", ".join(next(c.sizes_text or c.name for c in cases if c.name == t.case) for t in excused)
+    shown.append(Finding("tie", f"{len(excused)} case(s) ({where}) differ from eager PyTorch only from where "
+                                f"{first.selection.op} picks among near-equal values: not counted as wrong",
+                         first.case, cause=first.cause))
+    if not any(c.ok and c.compared and c.name not in ties for c in cases):
+        shown.append(Finding("not_verified", f"nothing after {first.selection.op} was compared: in every case it picks "
+                                             "among near-equal values and PyTorch and onnxruntime pick differently",
+                             first.case))
+    return shown
 
 
 def training_finding(training: list[tuple[str, Any]]) -> Finding:
