@@ -25,6 +25,7 @@ from .rounds import LOW_QUANTILE, Contender, RoundFigures, Rounds, time_rounds
 from .runner import BenchConfig, OrtRunner, bench_config, default_threads, inputs_for, source_mb
 from .stats import LatencyStats, percentile
 from ..eager import preserved_buffers
+from ..model_twin import twin_of
 
 
 @dataclass(frozen=True)
@@ -332,7 +333,8 @@ def _eager_context(model: Any) -> Any:
 
 def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], feeds: Mapping[str, Any], args: tuple[Any, ...],
                       kwargs: Mapping[str, Any], threads: int, provider: str,
-                      reporter: Reporter | None = None) -> tuple[list[Contender], list[VariantTiming]]:
+                      reporter: Reporter | None = None, *,
+                      eager_model: Any = None) -> tuple[list[Contender], list[VariantTiming]]:
     """A contender per variant that could be set up, and a row per variant (with its error,
     model size and memory). ``reporter``'s cancel token is checked before each variant (raises
     :class:`~exporter.events.Cancelled`). The unoptimized model is the translate stage's output
@@ -345,7 +347,8 @@ def _prepare_variants(session: ExportArtifacts, variants: Sequence[Variant], fee
             reporter.check()
         try:
             if variant.engine == "eager":
-                contender = eager_contender(variant.name, session.model, args, kwargs, count)
+                contender = eager_contender(variant.name, session.model if eager_model is None else eager_model,
+                                            args, kwargs, count)
                 contender.before()  # type: ignore[misc]
                 before = rss_bytes()
                 contender.call(None)
@@ -466,7 +469,8 @@ def benchmark(
         return _failed(exc, started)
     with contextlib.ExitStack() as stack:
         stack.enter_context(runner.parked() if compared else contextlib.nullcontext())
-        stack.enter_context(_eager_context(session.model))
+        eager_model = twin_of(session.model)  # eager is timed on a twin: the user's module is never called
+        stack.enter_context(_eager_context(eager_model))
         config = bench_config(runner, threads, provider, budget, min_runs, precision, interleaved=compared)
         contenders: list[Contender] = []
         ort_timing = eager_timing = None
@@ -477,7 +481,7 @@ def benchmark(
         except Exception as exc:  # noqa: BLE001
             ort_timing = EngineTiming("onnxruntime", error=first_line(exc))
         if eager:
-            contender = eager_contender("eager", session.model, args, kwargs, threads)
+            contender = eager_contender("eager", eager_model, args, kwargs, threads)
             try:
                 contender.before()  # type: ignore[misc]
                 before = rss_bytes()
@@ -487,7 +491,8 @@ def benchmark(
             except Exception as exc:  # noqa: BLE001
                 eager_timing = EngineTiming("eager", error=first_line(exc))
         try:
-            extra, rows = _prepare_variants(session, variants, feeds, args, kwargs, threads, provider, reporter)
+            extra, rows = _prepare_variants(session, variants, feeds, args, kwargs, threads, provider, reporter,
+                                            eager_model=eager_model)
         except Cancelled:
             return BenchmarkResult(EngineTiming("onnxruntime", error="cancelled"), None, config, used_sizes, shapes,
                                    cancelled=True, seconds=time.perf_counter() - started)

@@ -1,48 +1,142 @@
-"""A class or module attribute replaced while at least one user is inside, across threads: the
-first to enter installs the replacement, the last to leave puts the original back. The model
-patches (:mod:`exporter.patches`) and the capture's own patches of torch share this registry."""
+"""A class or module attribute replaced *for the job that asked*, across threads.
+
+The model patches (:mod:`exporter.patches`) and the capture's own patches of torch
+(``Module.to``, ``DimConstraints.solve``) must replace a class attribute or a module function,
+which is process-wide. So the attribute becomes a *switch* while at least one job is inside: it
+runs the replacement in the context (:mod:`contextvars`) of a job that entered
+:func:`shared_patch`, and the original everywhere else — other threads, the user's own code, and
+another job without that patch. The first to enter installs the switch, the last to leave puts
+the original back, unless the attribute was replaced meanwhile (the user's own monkeypatch):
+that one is left as it is. TorchDynamo (strict capture) traces through a switch: its choice is
+a ``torch.compiler.assume_constant_result`` function, read once at trace time in the tracing
+job's context.
+
+A thread does not inherit the context of the thread that started it: a job handed to another
+thread runs in a copy of the submitter's context (:func:`exporter.worker.submit_work` does this).
+"""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import threading
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["shared_original", "shared_patch"]
 
 _lock = threading.Lock()
-_users: dict[tuple[int, str], list[Any]] = {}  # (id(owner), name) -> [count, original]
+_switches: dict[tuple[int, str], _Switch] = {}  # (id(owner), name) -> the switch installed there now
+# In a job's context: id(switch) -> the index of its replacement in the switch's choices.
+_chosen: contextvars.ContextVar[Mapping[int, int]] = contextvars.ContextVar(
+    "exporter_shared_patches", default=types.MappingProxyType({}))
+
+
+class _Switch:
+    """What ``owner.name`` is while patched: choices[0] is the original, the others the
+    replacements of the jobs inside (None once a job left)."""
+
+    def __init__(self, owner: Any, name: str, original: Any) -> None:
+        self.owner, self.name, self.original = owner, name, original
+        self.choices: list[Any] = [original]
+        self.users = 0
+        self.installed: Any = None  # the object set on the owner
+
+    def install(self) -> None:
+        me = id(self)
+        choices = self.choices
+        if isinstance(self.owner, type):
+            self.installed = _SwitchDescriptor(me, choices)
+        else:
+            def switched(*args: Any, **kwargs: Any) -> Any:
+                return choices[_choice(me)](*args, **kwargs)
+
+            try:
+                functools.update_wrapper(switched, self.original, updated=())
+            except (AttributeError, TypeError):  # pragma: no cover - an original without a name
+                pass
+            switched.__dict__["__shared_original__"] = self.original
+            self.installed = switched
+        setattr(self.owner, self.name, self.installed)
+
+    def is_installed(self) -> bool:
+        return vars(self.owner).get(self.name) is self.installed
+
+
+class _SwitchDescriptor:
+    """A class attribute that binds like the chosen object (a function, a staticmethod...)."""
+
+    def __init__(self, key: int, choices: list[Any]) -> None:
+        self._key, self._choices = key, choices
+        self.__shared_original__ = choices[0]
+        self.__wrapped__ = getattr(choices[0], "__func__", choices[0])
+        self.__doc__ = getattr(choices[0], "__doc__", None)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        chosen = self._choices[_choice(self._key)]
+        return chosen.__get__(instance, owner) if hasattr(chosen, "__get__") else chosen
+
+
+def _choice(key: int) -> int:
+    """The index of this context's choice for the switch ``key`` (0: the original). Marked for
+    TorchDynamo, which cannot trace ``ContextVar.get``, as a constant: it calls this once while
+    tracing (in the tracing job's context) and keeps the answer (:func:`_mark_constant`)."""
+    return _chosen.get().get(key, 0)
+
+
+_marked = False
+
+
+def _mark_constant() -> None:
+    global _marked
+    if not _marked:  # lazily: importing this module must not import torch
+        import torch.compiler
+
+        torch.compiler.assume_constant_result(_choice)  # marks the function itself
+        _marked = True
 
 
 @contextmanager
 def shared_patch(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[Any]:
-    """Within: ``owner.name`` (an attribute of its own: a class's ``__dict__`` entry, a
-    module's global) is ``replacement(original)``; yields the original. Nested and
-    overlapping uses (another thread's capture) share one installation: the first one's."""
+    """Within, for this context only: ``owner.name`` (an attribute of its own: a class's
+    ``__dict__`` entry, a module's global) acts as ``replacement(original)``; yields the
+    original. Other threads and contexts see the original meanwhile."""
     key = (id(owner), name)
+    _mark_constant()
     with _lock:
-        entry = _users.get(key)
-        if entry is None:
-            original = vars(owner)[name]  # the raw attribute, put back as it was
-            entry = _users[key] = [0, original]
-            setattr(owner, name, replacement(original))
-        entry[0] += 1
+        switch = _switches.get(key)
+        if switch is None or not switch.is_installed():  # none yet, or replaced by the user meanwhile
+            switch = _switches[key] = _Switch(owner, name, vars(owner)[name])
+            switch.install()
+        switch.users += 1
+        switch.choices.append(replacement(switch.original))
+        index = len(switch.choices) - 1
+    token = _chosen.set({**_chosen.get(), id(switch): index})
     try:
-        yield entry[1]
+        yield switch.original
     finally:
+        _chosen.reset(token)
         with _lock:
-            entry[0] -= 1
-            if entry[0] == 0:
-                setattr(owner, name, entry[1])
-                del _users[key]
+            switch.choices[index] = None
+            switch.users -= 1
+            if switch.users == 0:
+                if _switches.get(key) is switch:
+                    del _switches[key]
+                if switch.is_installed():  # the user's own replacement, made meanwhile, stays
+                    setattr(owner, name, switch.original)
 
 
 def shared_original(owner: Any, name: str) -> Any:
     """``vars(owner)[name]`` as it is outside every :func:`shared_patch` (the original while
     one has replaced it), or None when ``owner`` has no such attribute of its own."""
-    with _lock:
-        entry = _users.get((id(owner), name))
-        if entry is not None:
-            return entry[1]
-    return vars(owner).get(name)
+    value = vars(owner).get(name)
+    while _is_switch(value):
+        value = value.__shared_original__
+    return value
+
+
+def _is_switch(value: Any) -> bool:
+    return type(value) is _SwitchDescriptor or (
+        isinstance(value, types.FunctionType) and "__shared_original__" in value.__dict__)

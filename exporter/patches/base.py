@@ -7,9 +7,11 @@ causes; :meth:`Patch.targets` finds what to replace for one model (walking the c
 submodules, never reading or writing the instance's own attributes); :meth:`Patch.applies_to`
 says whether there is anything; :meth:`Patch.patched` replaces it and puts the originals back on
 exit, also after an exception; :meth:`Patch.diff` shows what is replaced, as a unified diff of
-the original source and the replacement. Replacing an attribute is process-wide, so entries are
-counted: nested or concurrent blocks (captures in several threads) replace a target once and the
-last one out restores it. The shape follows onnx-diagnostic's ``torch_export_patches``, but a
+the original source and the replacement. A class attribute or a module function is shared by
+the whole process, so the replacement is a switch (:func:`exporter.compat.shared_patch`): it
+runs the patched code only in the context of the block that asked (its thread, or the job it
+handed work to), and the original in other threads, in the user's code and in another capture
+without the patch; a method the user replaces meanwhile is not undone. The shape follows onnx-diagnostic's ``torch_export_patches``, but a
 patch here runs only when asked (``ExportOptions(patches=...)``).
 """
 
@@ -165,9 +167,10 @@ def unpatched(owner: Any, attribute: str) -> Any:
 
 @contextlib.contextmanager
 def replaced(targets: tuple[PatchTarget, ...]) -> Iterator[None]:
-    """While the block runs, each target's attribute is its replacement; the originals are
-    put back on exit (also after an exception), by the last block out when blocks nest (the
-    registry :func:`exporter.compat.shared_patch`, which the capture's patches of torch use too)."""
+    """While the block runs, each target's attribute acts as its replacement in this context
+    (other threads and contexts run the original); the originals are put back on exit (also
+    after an exception), by the last block out when blocks nest (the registry
+    :func:`exporter.compat.shared_patch`, which the capture's patches of torch use too)."""
     with contextlib.ExitStack() as stack:
         for target in targets:
             stack.enter_context(shared_patch(target.owner, target.attribute, _replacement_of(target)))

@@ -24,6 +24,7 @@ from ..compat import (
     unchanging_module_to,
 )
 from ..model_state import preserved
+from ..model_twin import twin_of
 from ..patches import applied
 from ..errors import CaptureError, ExportError, Status, first_line, user_source_line
 from .grown_example import capture_at_grown_example
@@ -78,11 +79,14 @@ class CaptureStrategy(abc.ABC):
             return CaptureAttempt(self.name, time.perf_counter() - start, program=given)
         error: Exception | None = None
         unsolved: list[str] = []
+        # The trace runs on a twin: a non-strict trace swaps the parameters and buffers for fake
+        # tensors on the module objects, which a cell calling the user's module meanwhile would see.
+        twin = twin_of(model)
         with record_shape_guards() as guards:
             # A trace can leave state on the module (transformers' longrope stores a FakeTensor
             # ``long_inv_freq``, which breaks the next export and eager run): put it back. One an
             # earlier trace left (torch.onnx.export's) is hidden from this one and put back.
-            with preserved(model, what=f"during capture ({self.name})", set_aside_trace_leftovers=True) as state:
+            with preserved(twin, what=f"during capture ({self.name})", set_aside_trace_leftovers=True) as state:
                 try:
                     # torch.onnx.export's capture patches: LSTM/GRU as a while_loop (a dynamic
                     # sequence stays dynamic), torch.jit.isinstance for dynamo; undone on exit.
@@ -91,8 +95,8 @@ class CaptureStrategy(abc.ABC):
                     # A forward's ``submodule.to(dtype)`` that changes nothing does nothing.
                     with size_oblivious_capture(), tolerant_constraint_solver() as unsolved, onnx_capture_patches(
                         dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
-                    ), unchanging_module_to(), applied(model, self.patches):
-                        program = self._capture(model, args, kwargs, dynamic_shapes)
+                    ), unchanging_module_to(), applied(twin, self.patches):
+                        program = self._capture(twin, args, kwargs, dynamic_shapes)
                 except Exception as exc:  # noqa: BLE001 - every failure becomes data
                     program, error = None, exc
                 finally:

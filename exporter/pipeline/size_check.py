@@ -132,6 +132,7 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tu
 
     from .. import compat
     from ..model_state import preserved
+    from ..model_twin import twin_of
     from ..program_symbols import symbol_of
 
     symbols = symbol_of(program, bound)
@@ -145,8 +146,9 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tu
         where = ", ".join(f"{labels.get(symbol, symbol)}={size}" for symbol, size in assignment.items())
         args, kwargs = inputs_at(symbols, bound, assignment)
         try:
-            with preserved(model, what=f"checking the {what} at {where}"), torch.no_grad():
-                want = _tensors(model(*args, **kwargs))
+            twin = twin_of(model)  # the user's own module is never called
+            with preserved(twin, what=f"checking the {what} at {where}"), torch.no_grad():
+                want = _tensors(twin(*args, **kwargs))
         except Exception:  # noqa: BLE001 - the model refuses this size: no judgement there
             continue
         judged += 1
@@ -169,9 +171,11 @@ def differs_at_example(model: Any, program: Any, bound: BoundInputs) -> str | No
 
     from .. import compat
     from ..model_state import preserved
+    from ..model_twin import twin_of
 
-    with preserved(model, what="checking the draft capture at the example"), torch.no_grad():
-        want = _tensors(model(*bound.args, **bound.kwargs))
+    twin = twin_of(model)  # the user's own module is never called
+    with preserved(twin, what="checking the draft capture at the example"), torch.no_grad():
+        want = _tensors(twin(*bound.args, **bound.kwargs))
     with torch.no_grad():
         got = _tensors(compat.unguarded_module(program)(*bound.args, **bound.kwargs))
     return _difference(got, want)

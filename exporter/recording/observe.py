@@ -11,7 +11,10 @@ __all__ = ["CallObserver"]
 
 class CallObserver:
     """Keeps every completed ``forward`` call of ``module`` between :meth:`attach` and
-    :meth:`detach` (a call that raised is not kept)."""
+    :meth:`detach` (a call that raised is not kept). Only the user's own calls: a job's twin of
+    the module (:func:`exporter.model_twin.twin_of`) leaves these hooks out."""
+
+    observes_user_calls_only = True
 
     def __init__(self, module: Any) -> None:
         self.module = module

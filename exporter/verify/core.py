@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import ExportArtifacts
-from ..cases import CasePlan, DimGroup, InputCase, dim_groups, make_case_inputs, plan_cases, sizes_by_label
+from ..cases import CasePlan, DimGroup, InputCase, dim_groups, extra_cases, make_case_inputs, plan_cases, sizes_by_label
 from ..compat import formats, train_mode_dependent_modules, tree_flatten_with_path
 from ..errors import Failure, Status, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..frames import source_of_stack
 from ..model_state import StateReport, preserved
+from ..model_twin import twin_of
 from ..node_metadata import fx_name_of
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
@@ -59,11 +60,13 @@ def _run_case(
     report = None
     try:
         eager_args, eager_kwargs = clone_tensors(args), clone_tensors(dict(kwargs))
-        # Never change the user's model: a forward that rebinds its own attributes (Swin at 1x1
-        # sets window_size=1) or updates buffers is put back after every run, and reported.
-        with preserved(session.model, what=f"when called at {where}" if where else "when called") as report, \
+        # Never change the user's model: the run is on a twin (a cell calling the model meanwhile
+        # sees nothing); a forward that rebinds its own attributes (Swin at 1x1 sets
+        # window_size=1) or updates buffers is put back after every run, and reported.
+        twin = twin_of(session.model)
+        with preserved(twin, what=f"when called at {where}" if where else "when called") as report, \
                 torch.inference_mode():
-            eager = session.model(*eager_args, **eager_kwargs)
+            eager = twin(*eager_args, **eager_kwargs)
         expected = expected_outputs(tree_flatten_with_path(eager))
     except Exception as exc:  # noqa: BLE001
         return CaseResult(name, sizes, Status.EAGER_ERROR, error=f"eager PyTorch raised {first_line(exc)}",
@@ -255,7 +258,17 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
     randomness = random_draws(session.model, program, session.inputs.args, session.inputs.kwargs, example_sizes,
                               expected, output_names, tolerances) if result.status == "fail" and expected else None
     swept: dict[str, list[int]] = {g.label: [g.example] for g in groups}
-    for i, plan in enumerate(plans, start=1):
+
+    def sweep() -> Iterator[CasePlan]:
+        nonlocal total
+        yield from plans
+        if named is None:  # generated sizes: then those that can see a branch, as the time taken allows
+            runs = [(c.sizes, c.seconds) for c in cases if c.status in (Status.PASS, Status.FAIL)]
+            extra = extra_cases(groups, plans, runs)
+            total += len(extra)
+            yield from extra
+
+    for i, plan in enumerate(sweep(), start=1):
         reporter.progress("verify", i, total, f"{plan.name}: {', '.join(f'{k}={v}' for k, v in plan.sizes)}")
         assignment = dict(plan.sizes)
         changed = tuple(g.label for g in groups if assignment[g.label] != g.example)
@@ -277,7 +290,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
             if size not in swept[label]:
                 swept[label].append(size)
     groups = tuple(replace(g, sizes=tuple(swept[g.label])) for g in groups)
-    for i, edge in enumerate(edge_cases, start=len(plans) + 1):
+    for i, edge in enumerate(edge_cases, start=total - len(edge_cases)):
         reporter.progress("verify", i, total, edge.name)
         try:
             args, kwargs = edge_value_inputs(session, edge)

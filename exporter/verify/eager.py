@@ -1,7 +1,8 @@
-"""Eager PyTorch on one case, as every comparison runs it: the module called on copies of the
-inputs (a forward may write into them), its state put back afterwards
-(:func:`~exporter.model_state.preserved`), in inference mode; the outputs in the order the
-ONNX model returns them."""
+"""Eager PyTorch on one case, as every comparison runs it: a twin of the module
+(:func:`~exporter.model_twin.twin_of`: the user's own module is never called, so a cell calling
+it meanwhile sees nothing) called on copies of the inputs (a forward may write into them), what
+the run changed reported (:func:`~exporter.model_state.preserved`), in inference mode; the
+outputs in the order the ONNX model returns them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from .. import compat
 from ..model_state import preserved
+from ..model_twin import twin_of
 
 __all__ = ["clone_tensors", "expected_outputs", "map_tensors", "run_eager"]
 
@@ -18,12 +20,14 @@ def run_eager(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, wha
               call: Callable[..., Any] | None = None) -> list[Any]:
     """The module's outputs on ``args`` / ``kwargs`` (see the module docstring); ``what``
     says when it ran, for the report of a module that changes itself; ``call`` runs it
-    another way (``torch.func.functional_call`` with other weights), ``model`` by default."""
+    another way: ``call(twin, *args, **kwargs)`` (``torch.func.functional_call`` of the twin
+    with other weights), ``twin(*args, **kwargs)`` by default."""
     import torch
 
     eager_args, eager_kwargs = clone_tensors(tuple(args)), clone_tensors(dict(kwargs))
-    with preserved(model, what=what), torch.inference_mode():
-        result = (call or model)(*eager_args, **eager_kwargs)
+    twin = twin_of(model)
+    with preserved(twin, what=what), torch.inference_mode():
+        result = call(twin, *eager_args, **eager_kwargs) if call is not None else twin(*eager_args, **eager_kwargs)
     return expected_outputs(compat.tree_flatten_with_path(result))
 
 
