@@ -14,33 +14,35 @@ What is snapshotted, per submodule:
   as not restored (nothing but a full copy could undo it).
 - buffers: identity and a clone of the value (buffers are small next to the weights), restored
   by copy when the ``_version`` counter or storage moved.
-- plain attributes in the module's ``__dict__`` (not torch's own bookkeeping): scalars, strings,
-  dtypes, tuples/lists/dicts of them by value; tensors like buffers; any other object by
-  identity. Attributes a run added are removed, removed ones put back.
-- the submodules themselves (a run that replaces or adds a child is undone).
+- every other entry of the module's ``__dict__`` (hooks and flag sets included), by value with
+  its type (:mod:`exporter.value_snapshot`): scalars and strings by equality, lists, dicts and
+  every other mapping (diffusers' ``FrozenDict`` config, ``MappingProxyType``, ``OrderedDict``
+  subclasses) and library config objects entry by entry; tensors like buffers; any other
+  object by identity. Only what the run changed is put back: a container is refilled in place
+  when its mutators are the builtin's, a read-only one (``FrozenDict``) is never mutated but
+  replaced by an equal one of its type, and what cannot be restored is reported as such.
+  Attributes a run added are removed, removed ones put back.
+- the submodules themselves (a run that replaces or adds a child, parameter or buffer anywhere
+  in the tree is undone).
+
+The restore never raises: a part that fails is reported as not restored.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
-import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compat import trace_tensor_kind
+from .errors import first_line
+from .value_snapshot import RestorePass, Snapshot, is_plain, snapshot
 
 __all__ = ["StateChange", "StateReport", "preserved"]
 
-# nn.Module.__init__'s own entries: hooks, the containers walked separately, the flag sets.
-_MODULE_INTERNALS = frozenset({
-    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
-    "_backward_pre_hooks", "_backward_hooks", "_is_full_backward_hook",
-    "_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-    "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs",
-    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks",
-})
+# nn.Module's containers walked entry by entry (parameters, buffers, submodules).
+_WALKED = ("_parameters", "_buffers", "_modules")
 _MISSING = object()
 _SHOWN = 3  # changes named in the one-line message
 
@@ -55,11 +57,14 @@ class StateChange:
     after: str
     restored: bool = True
     trace_leftover: str | None = None  # "FakeTensor", ... when the run left a tracing tensor
+    note: str = ""  # how it was restored when not in place, or why it was not
 
     def __str__(self) -> str:
         text = f"`{self.path}` {self.before} → {self.after}"
         if not self.restored:
-            text += " (not restored)"
+            text += " (not restored" + (f": {self.note}" if self.note else "") + ")"
+        elif self.note:
+            text += f" ({self.note})"
         return text
 
 
@@ -127,17 +132,20 @@ def preserved(model: Any, *, what: str = "", set_aside_trace_leftovers: bool = F
         yield report
         return
     states: dict[int, _TensorState] = {}  # shared: a tied weight is saved and checked once
-    snapshots = [_ModuleSnapshot(path, module, states) for path, module in model.named_modules(remove_duplicate=True)]
+    memo: dict[int, Snapshot] = {}  # shared: a config every layer holds is snapshotted once
+    snapshots = [_ModuleSnapshot(path, module, states, memo)
+                 for path, module in model.named_modules(remove_duplicate=True)]
     if set_aside_trace_leftovers:
-        for snapshot in snapshots:
-            report._set_aside.extend(snapshot.set_aside_trace_leftovers())
+        for module_snapshot in snapshots:
+            report._set_aside.extend(module_snapshot.set_aside_trace_leftovers())
     try:
         yield report
     finally:
         checked: set[int] = set()
+        done = RestorePass()
         with torch.no_grad():
-            for snapshot in snapshots:
-                report._found.extend(snapshot.restore(checked))
+            for module_snapshot in snapshots:
+                report._found.extend(module_snapshot.restore(checked, done))
 
 
 # --- snapshots ----------------------------------------------------------------------------
@@ -168,41 +176,23 @@ def _describe(value: Any) -> str:
         return f"{kind}({dtype}{list(value.shape)})"
     if isinstance(value, torch.nn.Module):
         return type(value).__name__
-    if isinstance(value, (list, tuple, dict, set)) and not _is_plain(value):
+    if isinstance(value, (list, tuple, dict, set, Mapping)) and (
+            type(value) not in (list, tuple, dict, set) or not is_plain(value)):
         return f"{type(value).__name__} of {len(value)}"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _is_plain(value: Any) -> bool:
-    """A value compared and restored by equality: scalars, strings, dtypes and containers of them."""
-    import torch
-
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype, torch.device,
-                                            torch.Size, enum.Enum)):
-        return True
-    if isinstance(value, (tuple, list, frozenset, set)):
-        return all(_is_plain(item) for item in value)
-    if isinstance(value, dict):
-        return all(_is_plain(key) and _is_plain(item) for key, item in value.items())
-    return False
-
-
-def _copy_plain(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_copy_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _copy_plain(item) for key, item in value.items()}
-    if isinstance(value, set):
-        return {_copy_plain(item) for item in value}
-    return value
-
-
-def _equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b) and type(a) is type(b)
-    except Exception:  # noqa: BLE001 - an odd __eq__: treat as changed
-        return False
+def _describe_saved(snap: Snapshot) -> str:
+    """What a snapshotted value held, as :func:`_describe` writes a value."""
+    if snap.kind in ("leaf", "value"):
+        return _describe(snap.obj)
+    saved = snap.saved()
+    if snap.kind == "object":
+        return type(snap.obj).__name__
+    if type(snap.obj) in (list, tuple, dict, set):
+        return _describe(saved)
+    return f"{type(snap.obj).__name__} of {len(saved)}"
 
 
 class _TensorState:
@@ -221,7 +211,8 @@ class _TensorState:
         return _storage(self.tensor)
 
     def restore(self) -> tuple[bool, bool, str] | None:
-        """Put the tensor back in place; None when untouched, else (restored, ..., text after)."""
+        """Put the tensor back in place; None when untouched, else (restored, written, text
+        after); a flipped ``requires_grad`` alone reads ``requires_grad=False``."""
         t = self.tensor
         moved = self._storage_now() != self.storage
         flag = t.requires_grad != self.requires_grad
@@ -233,7 +224,7 @@ class _TensorState:
             written = t._version != self.version
         if not (moved or written or flag):
             return None
-        after = _describe(t)
+        after = _describe(t) if moved or written else f"requires_grad={t.requires_grad}"
         restored = True
         if moved:
             t.data = self.alias
@@ -272,11 +263,13 @@ def _tensor_equal(a: Any, b: Any) -> bool:
 
 
 class _ModuleSnapshot:
-    def __init__(self, path: str, module: Any, tensors: dict[int, _TensorState]) -> None:
+    def __init__(self, path: str, module: Any, tensors: dict[int, _TensorState], memo: dict[int, Snapshot]) -> None:
         import torch
 
         self.path = path
         self.module = module
+        namespace = vars(module)
+        self.walked = {name: namespace.get(name, _MISSING) for name in _WALKED}  # the dicts themselves
         self.parameters = dict(module._parameters)
         self.buffers = dict(module._buffers)
         self.modules = dict(module._modules)
@@ -288,40 +281,57 @@ class _ModuleSnapshot:
             if buffer is not None and id(buffer) not in self.tensors:
                 self.tensors[id(buffer)] = _TensorState(buffer, copy=True)
         self.hidden: set[str] = set()  # attributes set aside for the run
-        self.attributes: dict[str, tuple[Any, Any]] = {}  # name -> (object, plain copy or _MISSING)
-        for name, value in vars(module).items():
-            if name in _MODULE_INTERNALS:
+        self.attributes: dict[str, Snapshot] = {}
+        for name, value in namespace.items():
+            if name in _WALKED:
                 continue
             if isinstance(value, torch.Tensor):
                 if id(value) not in self.tensors:
                     self.tensors[id(value)] = _TensorState(value, copy=True)
-                self.attributes[name] = (value, _MISSING)
-            elif _is_plain(value) or isinstance(value, (list, tuple, dict, set)):
-                # containers of other objects (LSTM's _flat_weights) are copied shallowly
-                self.attributes[name] = (value, _copy_plain(value))
+                self.attributes[name] = Snapshot(value, "leaf")
             else:
-                self.attributes[name] = (value, _MISSING)
+                self.attributes[name] = snapshot(value, memo)
 
     def set_aside_trace_leftovers(self) -> list[str]:
         """Remove the plain attributes holding tracing tensors; restore() puts them back."""
         now = vars(self.module)
-        for name, (value, _) in self.attributes.items():
-            kind = _trace_kind(value)
-            if kind is not None and now.get(name) is value:
+        for name, snap in self.attributes.items():
+            kind = _trace_kind(snap.obj)
+            if kind is not None and now.get(name) is snap.obj:
                 del now[name]
                 self.hidden.add(name)
-        return [f"{_join(self.path, name)} ({_trace_kind(self.attributes[name][0])})" for name in sorted(self.hidden)]
+        return [f"{_join(self.path, name)} ({_trace_kind(self.attributes[name].obj)})" for name in sorted(self.hidden)]
 
-    def restore(self, checked: set[int]) -> list[StateChange]:
+    def restore(self, checked: set[int], done: RestorePass) -> list[StateChange]:
+        """Put this module back; never raises (a part that fails is reported as not restored)."""
         found: list[StateChange] = []
+        for what, step in (("the module's containers", self._restore_containers),
+                           ("attributes", lambda: self._restore_attributes(done)),
+                           ("tensors", lambda: self._restore_tensors(checked))):
+            try:
+                found.extend(step())
+            except Exception as exc:  # noqa: BLE001 - a restore must not replace the run's own error
+                found.append(StateChange(self.path or "(model)", "module", what, "(unknown)", restored=False,
+                                         note=f"restoring failed: {first_line(exc)}"))
+        return found
+
+    def _restore_containers(self) -> list[StateChange]:
+        found: list[StateChange] = []
+        namespace = vars(self.module)
+        for name, original in self.walked.items():
+            if original is not _MISSING and namespace.get(name) is not original:
+                namespace[name] = original  # a run that rebound the dict itself
         for kind, saved, now in (
             ("parameter", self.parameters, self.module._parameters),
             ("buffer", self.buffers, self.module._buffers),
             ("submodule", self.modules, self.module._modules),
         ):
             found.extend(self._restore_entries(kind, saved, now))
-        found.extend(self._restore_attributes())
+        return found
+
+    def _restore_tensors(self, checked: set[int]) -> list[StateChange]:
         # In place writes last: a replaced entry was put back above, its own tensor is checked here.
+        found: list[StateChange] = []
         for name, kind, tensor in self._tensor_names():
             state = self.tensors.get(id(tensor))
             if state is None or state.tensor is not tensor or id(tensor) in checked:
@@ -331,6 +341,8 @@ class _ModuleSnapshot:
             outcome = state.restore()
             if outcome is not None:
                 restored, _, after = outcome
+                if after.startswith("requires_grad="):
+                    before = f"requires_grad={state.requires_grad}"
                 found.append(StateChange(_join(self.path, name), kind, before, after, restored))
         return found
 
@@ -343,9 +355,9 @@ class _ModuleSnapshot:
         for name, buffer in self.buffers.items():
             if buffer is not None:
                 yield name, "buffer", buffer
-        for name, (value, _) in self.attributes.items():
-            if isinstance(value, torch.Tensor):
-                yield name, "attribute", value
+        for name, snap in self.attributes.items():
+            if isinstance(snap.obj, torch.Tensor):
+                yield name, "attribute", snap.obj
 
     def _restore_entries(self, kind: str, saved: dict[str, Any], now: dict[str, Any]) -> list[StateChange]:
         found = []
@@ -362,55 +374,37 @@ class _ModuleSnapshot:
                                          trace_leftover=_trace_kind(current)))
         return found
 
-    def _restore_attributes(self) -> list[StateChange]:
+    def _restore_attributes(self, done: RestorePass) -> list[StateChange]:
         found = []
         now = vars(self.module)
-        for name in [name for name in now if name not in _MODULE_INTERNALS and name not in self.attributes]:
+        for name in [name for name in now if name not in _WALKED and name not in self.attributes]:
             value = now.pop(name)
             found.append(StateChange(_join(self.path, name), "attribute", "(absent)", _describe(value),
                                      trace_leftover=_trace_kind(value)))
-        for name, (value, copy) in self.attributes.items():
+        for name, snap in self.attributes.items():
             current = now.get(name, _MISSING)
-            reference = value if copy is _MISSING else copy
             if name in self.hidden:  # set aside for the run: back as it was, whatever the run did
-                now[name] = value
+                now[name] = snap.obj
                 continue
-            if current is value:
-                if copy is not _MISSING and not _same(value, copy):  # a list or dict changed in place
-                    after = _describe(value)
-                    _refill(value, copy)
-                    found.append(StateChange(_join(self.path, name), "attribute", _describe(copy), after))
+            if current is not _MISSING and snap.unchanged(current, done):
                 continue
-            now[name] = value  # rebound or deleted: the user's own object goes back
-            if copy is not _MISSING and isinstance(value, (list, dict, set)) and not _same(value, copy):
-                _refill(value, copy)
-            if current is not _MISSING and _same(current, reference):
-                continue  # rebound to an equal value (a dict of the same functions rebuilt)
-            found.append(StateChange(_join(self.path, name), "attribute", _describe(reference), _describe(current),
-                                     trace_leftover=_trace_kind(current)))
+            # rebound to an equal value of the same type (a dict of the same functions rebuilt):
+            # the user's own object goes back, and it is no change
+            equal = current is not _MISSING and current is not snap.obj and snap.equal_to(current, done)
+            before = _describe_saved(snap)
+            # a value several modules hold (a shared config) is restored with the first: said as found
+            after = done.described.setdefault(id(current), _describe(current)) if current is snap.obj \
+                else _describe(current)
+            target, restored = snap.restore(done)
+            if now.get(name, _MISSING) is not target:
+                now[name] = target  # the module's __dict__ is a plain dict: always writable
+            if equal:
+                continue
+            note = ""
+            if target is not snap.obj:
+                note = f"an equal {type(target).__name__} put in its place: the {type(target).__name__} is read-only"
+            elif not restored:
+                note = f"part of it cannot be put back in a {type(snap.obj).__name__}"
+            found.append(StateChange(_join(self.path, name), "attribute", before, after, restored,
+                                     trace_leftover=_trace_kind(current), note=note))
         return found
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal for the purpose of "did the run change it": plain values by value, containers
-    element by element, weak references by referent, anything else by identity."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
-    if isinstance(a, weakref.ref):
-        return a() is b()
-    return _is_plain(a) and _equal(a, b)
-
-
-def _refill(container: Any, saved: Any) -> None:
-    """Put a mutable container's saved contents back into the same object."""
-    container.clear()
-    if isinstance(container, list):
-        container.extend(_copy_plain(saved))
-    else:
-        container.update(_copy_plain(saved))

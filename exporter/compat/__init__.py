@@ -75,7 +75,14 @@ from .patches import (
     scan,
 )
 from .program import draft_export_assumptions, draft_export_report, fx_node_origins, guards_code, output_paths, unguarded_module
-from .pytree import key_path_to_str, pytree_children, pytree_keystr, tree_flatten_with_path, tree_replace_leaves
+from .pytree import (
+    key_path_to_str,
+    keys_of_old_style_node,
+    pytree_children,
+    pytree_keystr,
+    tree_flatten_with_path,
+    tree_replace_leaves,
+)
 from .registry import (
     Translations,
     default_opset,
@@ -123,6 +130,7 @@ __all__ = [
     "is_user_file",
     "jit_isinstance_as_isinstance",
     "key_path_to_str",
+    "keys_of_old_style_node",
     "kv_cache_leaf_names",
     "module_state",
     "onnx_capture_patches",

@@ -6,7 +6,7 @@ import sys
 import threading
 from typing import Any
 
-from .pytree import key_path_to_str
+from .pytree import key_path_to_str, tree_flatten_with_path
 
 __all__ = [
     "UnsupportedCacheLayer", "holds_kv_cache", "is_kv_cache_type", "kv_cache_leaf_names", "kv_cache_refusal",
@@ -259,20 +259,19 @@ def kv_cache_leaf_names(prefix: str, value: Any) -> dict[str, str]:
     """ONNX names of the tensors inside the transformers KV caches in ``value`` (the input
     ``prefix``), by leaf path: ``cache.0.key`` -> ``past_key_values.0.key`` (with two caches,
     ``past_key_values0.`` / ``past_key_values1.``)."""
-    from torch.utils import _pytree
 
     classes = _dynamic_cache_classes()
     if classes is None:
         return {}
     found = [
         (path, node)
-        for path, node in _pytree.tree_flatten_with_path(value, is_leaf=lambda node: isinstance(node, classes[0]))[0]
+        for path, node in tree_flatten_with_path(value, is_leaf=lambda node: isinstance(node, classes[0]))
         if isinstance(node, classes[0])
     ]
     out: dict[str, str] = {}
     for number, (path, cache) in enumerate(found):
         name = "past_key_values" if len(found) == 1 else f"past_key_values{number}"
-        for sub, _ in _pytree.tree_flatten_with_path(cache)[0]:
+        for sub, _ in tree_flatten_with_path(cache):
             out[key_path_to_str(prefix, tuple(path) + tuple(sub))] = key_path_to_str(name, sub)
     return out
 
@@ -288,7 +287,7 @@ def kv_cache_windows(prefix: str, value: Any) -> dict[str, int]:
     if classes is None or sliding_cls is None:
         return {}
     out: dict[str, int] = {}
-    found = _pytree.tree_flatten_with_path(value, is_leaf=lambda node: isinstance(node, classes[0]))[0]
+    found = tree_flatten_with_path(value, is_leaf=lambda node: isinstance(node, classes[0]))
     for path, cache in found:
         if not isinstance(cache, classes[0]):
             continue

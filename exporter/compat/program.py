@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .kv_cache import is_kv_cache_type
-from .pytree import key_path_to_str
+from .pytree import key_path_to_str, tree_flatten_with_path
 
 __all__ = ["draft_export_assumptions", "draft_export_report", "fx_node_origins", "guards_code", "output_paths", "unguarded_module"]
 
@@ -51,7 +51,7 @@ def output_paths(program: Any) -> list[str]:
     if spec is None:
         return []
     positions = _pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-    flat = _pytree.tree_flatten_with_path(positions)[0]
+    flat = tree_flatten_with_path(positions)
     if len(flat) == 1 and not flat[0][0]:
         return ["output"]
     names = []
@@ -68,7 +68,7 @@ def _present_names(positions: Any, names: list[str]) -> list[str]:
     (the convention of onnxruntime-genai and Optimum) instead of ``cache.0.key``."""
     from torch.utils import _pytree
 
-    caches = _pytree.tree_flatten_with_path(positions, is_leaf=lambda node: is_kv_cache_type(type(node)))[0]
+    caches = tree_flatten_with_path(positions, is_leaf=lambda node: is_kv_cache_type(type(node)))
     firsts = {}  # position of a cache's first leaf -> its number of leaves
     for _, node in caches:
         if is_kv_cache_type(type(node)):
