@@ -256,7 +256,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
     cases.append(result)
     inputs["example"] = (session.inputs.args, dict(session.inputs.kwargs), expected)
     randomness = random_draws(session.model, program, session.inputs.args, session.inputs.kwargs, example_sizes,
-                              expected, output_names, tolerances) if result.status == "fail" and expected else None
+                              expected, output_names, tolerances, result.outputs) if result.status == "fail" and expected else None
     swept: dict[str, list[int]] = {g.label: [g.example] for g in groups}
 
     def sweep() -> Iterator[CasePlan]:
