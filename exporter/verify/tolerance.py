@@ -9,22 +9,31 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import Status
+from .channels import channel_scale
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Element-wise ``|actual - expected| <= atol + scale * max|expected| + rtol * |expected|``.
+    """Element-wise ``|actual - expected| <= atol + rtol * |expected| + scale * channel``.
 
-    The ``scale`` term sizes the absolute part to the output's magnitude (``None``: the same
-    as ``rtol``; ``0``: off). An element near zero that is the difference of terms of the
-    output's size carries their rounding error, not its own: Helium's hidden states of
-    magnitude ~1 differ by 6.7e-5 on elements near 1e-4 (relative 0.47) and are float noise.
-    The checks used in practice judge the same way: Optimum's ``validate_model_outputs`` uses
-    ``np.allclose(ref, onnx, atol=ATOL_FOR_VALIDATION)`` with an absolute atol per model config
-    (1e-5 by default, 1e-4 to 1e-3 for many architectures), regardless of each element's size;
-    ``torch.testing.assert_close`` uses ``atol + rtol * |expected|`` (float32: 1e-5, 1.3e-6).
-    Scaling by ``max|expected|`` keeps that absolute slack meaningful for outputs of any size
-    (a wrong branch or a dropped term moves elements by far more than 1e-4 of the output)."""
+    ``channel`` is the element's channel scale (:mod:`exporter.verify.channels`): the largest
+    ``|expected|`` of the slices it lies in, the quietest of them, never another channel's. The
+    ``scale`` term (``None``: the same as ``rtol``; ``0``: off) is the slack of an element near
+    zero that is the difference of terms of its channel's size: it carries their rounding
+    error, not its own. Helium's hidden states of magnitude ~1 differ by 6.7e-5 on elements
+    near 1e-4 (relative 0.47) and are float noise; ``fc(x) * [1e4, 1, 1, ...]`` off by 0.5 on
+    the small channels is not, and one large channel no longer hides it (it did when the slack
+    was scaled by the whole output's largest value).
+
+    With the default tolerances (:data:`DEFAULT_TOLERANCES`), ``atol`` is the slack of an
+    output of magnitude 1 or more; a smaller output is compared at its own scale, ``atol``
+    times its largest ``|expected|`` (float32 rounding is relative: an output of 1e-3 is no
+    noisier than one of 1). An output within ``atol`` of 0 everywhere is compared that way and
+    named ``vacuous``: verify cannot say it was verified (see
+    :func:`exporter.verify.findings.vacuous`). Tolerances given are applied as given: ``atol``
+    absolute, as Optimum's ``validate_model_outputs`` (``np.allclose(ref, onnx, atol=...)``,
+    1e-5 by default, 1e-4 to 1e-3 for many architectures) and ``torch.testing.assert_close``
+    (``atol + rtol * |expected|``, float32: 1e-5, 1.3e-6) apply theirs."""
 
     rtol: float
     atol: float
@@ -34,12 +43,20 @@ class Tolerance:
     def output_scale(self) -> float:
         return self.rtol if self.scale is None else self.scale
 
-    def allowed_abs(self, magnitude: float) -> float:
-        """The absolute slack for an output whose largest finite ``|expected|`` is ``magnitude``."""
-        return self.atol + self.output_scale * magnitude
+    def atol_for(self, peak: float, relative: bool) -> float:
+        """The absolute term for an output whose largest finite ``|expected|`` is ``peak``:
+        ``atol``, times ``peak`` when ``relative`` and ``peak < 1`` (see the class docstring)."""
+        if not relative or peak >= 1.0 or peak == 0.0:  # all zeros: no scale of its own
+            return self.atol
+        return max(self.atol * peak, _SMALLEST_NORMAL)
+
+    def allowed_abs(self, magnitude: float, relative: bool = False) -> float:
+        """The largest absolute slack an element near zero gets in an output whose largest
+        finite ``|expected|`` is ``magnitude`` (in the channel of that value)."""
+        return self.atol_for(magnitude, relative) + self.output_scale * magnitude
 
     def __str__(self) -> str:
-        scaled = f" + {self.output_scale:g}*max|expected|" if self.output_scale else ""
+        scaled = f" + {self.output_scale:g}*channel|expected|" if self.output_scale else ""
         return f"rtol={self.rtol:g} atol={self.atol:g}{scaled}"
 
 
@@ -52,6 +69,8 @@ DEFAULT_TOLERANCES: Mapping[str, Tolerance] = MappingProxyType(
     }
 )
 _EXACT = Tolerance(0.0, 0.0)
+_SMALLEST_NORMAL = 1.1754943508222875e-38  # float32's: below it onnxruntime may flush to zero
+MIN_CHANNEL = 2  # elements a slice needs to scale its elements (see exporter.verify.channels)
 
 
 def tolerance_for(dtype: str, overrides: Mapping[str, Tolerance] | Tolerance | None = None) -> Tolerance:
@@ -79,7 +98,9 @@ class OutputCheck:
     actual_shape: tuple[int, ...] | None = None
     dtype: str = ""
     tolerance: Tolerance | None = None
-    atol_applied: float | None = None  # atol + scale * max|expected| for this output
+    # The largest absolute slack an element got or could get: atol (times the output's own
+    # scale, see Tolerance) + scale * max|expected| (the channel of the largest value).
+    atol_applied: float | None = None
     worst: tuple[tuple[tuple[int, ...], float, float, float], ...] = ()  # (index, expected, got, allowed)
     scaled_only: int = 0  # elements beyond atol + rtol*|expected| that pass thanks to the output scale
     nonfinite_actual: int = 0  # NaN / Inf elements in the onnxruntime output
@@ -87,10 +108,21 @@ class OutputCheck:
     # Passed as float32 rounding (:mod:`.rounding`): onnxruntime's and eager's largest distance
     # from the float64 outputs, in that order.
     rounding: tuple[float, float] | None = None
+    peak: float | None = None  # the largest finite |expected|
+    relative_atol: bool = False  # the default atol, scaled to an output below 1 (see Tolerance)
 
     @property
     def ok(self) -> bool:
         return self.status == "pass"
+
+    @property
+    def vacuous(self) -> bool:
+        """A floating output compared with the default tolerance whose every value is within
+        its ``atol`` of 0: an ONNX model returning zeros would pass it at an absolute tolerance,
+        so verify cannot call it verified (compared at its own scale, it can still fail)."""
+        tol = self.tolerance
+        return (self.relative_atol and tol is not None and tol.atol > 0 and self.peak is not None
+                and self.status in ("pass", "fail") and self.peak <= tol.atol)
 
     def elements_text(self) -> str:
         """The worst elements: ``[0, 3]: expected 0.12, got 0.31 (|diff| 0.19 > allowed 1.3e-05)``."""
@@ -160,9 +192,42 @@ def compare(case: str, name: str, actual: Any, expected: Any,
     dtype = _dtype_name(expected)
     tol = tolerance_for(dtype, tolerances)
     try:
-        return _compare(case, name, actual, expected, dtype, tol)
+        return _compare(case, name, actual, expected, dtype, tol, not is_given(dtype, tolerances))
     except Exception as exc:  # noqa: BLE001 - verify never raises for a model's outputs
         return OutputCheck(case, name, Status.ERROR, dtype=f"{dtype}: could not compare ({type(exc).__name__}: {exc})", tolerance=tol)
+
+
+def is_given(dtype: str, tolerances: Mapping[str, Tolerance] | Tolerance | None) -> bool:
+    """Whether the tolerance for ``dtype`` was given by the caller (applied as given) rather
+    than taken from :data:`DEFAULT_TOLERANCES`."""
+    return isinstance(tolerances, Tolerance) or bool(tolerances and dtype in tolerances)
+
+
+def allowance(magnitude: Any, diff: Any, tol: Tolerance, relative: bool) -> tuple[Any, Any, float, float]:
+    """The difference allowed per element, for ``magnitude`` (``|expected|`` as float64, 0 where
+    not finite) and ``diff`` (``|actual - expected|``): ``(allowed, base, peak, atol)``, where
+    ``allowed = atol + rtol*|expected| + scale*channel`` (:class:`Tolerance`), ``base`` the same
+    without the channel term, ``peak`` the largest ``magnitude`` and ``atol`` the absolute term
+    applied. The channel term is looked up only where ``diff`` exceeds ``base``: elsewhere the
+    element passes whatever it is, and ``allowed`` holds ``base``."""
+    peak = float(magnitude.max()) if magnitude.size else 0.0
+    atol = tol.atol_for(peak, relative)
+    base = atol + tol.rtol * magnitude
+    return _with_channels(base, magnitude, diff, tol), base, peak, atol
+
+
+def _with_channels(allowed: Any, magnitude: Any, diff: Any, tol: Tolerance) -> Any:
+    """``allowed`` (``atol + rtol*|want|``) plus ``scale * channel`` where ``diff`` exceeds it."""
+    import numpy as np
+
+    if not tol.output_scale:
+        return allowed
+    over = np.flatnonzero(diff > allowed)
+    if not over.size:
+        return allowed
+    out = allowed.astype(np.float64, copy=True).reshape(-1)
+    out[over] += tol.output_scale * channel_scale(magnitude, over, MIN_CHANNEL)
+    return out.reshape(allowed.shape)
 
 
 def first_difference(case: str, output_names: Sequence[str], actual: Sequence[Any], expected: Sequence[Any],
@@ -176,36 +241,40 @@ def first_difference(case: str, output_names: Sequence[str], actual: Sequence[An
     return None
 
 
-def _compare(case: str, name: str, actual: Any, expected: Any, dtype: str, tol: Tolerance) -> OutputCheck:
+def _compare(case: str, name: str, actual: Any, expected: Any, dtype: str, tol: Tolerance, relative: bool) -> OutputCheck:
+    other = _other_dtype(actual, expected)
+    if other is not None:
+        return OutputCheck(case, name, Status.DTYPE_MISMATCH, dtype=f"onnxruntime gives {other}, eager PyTorch {dtype}",
+                           tolerance=tol)
     want, got = _as_arrays(actual, expected)
     if got.shape != want.shape:
         return OutputCheck(case, name, Status.SHAPE_MISMATCH, expected_shape=tuple(want.shape), actual_shape=tuple(got.shape), dtype=dtype, tolerance=tol)
-    return _finite_pass(case, name, want, got, dtype, tol) or _general_check(case, name, want, got, dtype, tol)
+    return (_finite_pass(case, name, want, got, dtype, tol, relative)
+            or _general_check(case, name, want, got, dtype, tol, relative))
 
 
-def _general_check(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tolerance) -> OutputCheck:
+def _general_check(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tolerance, relative: bool = True) -> OutputCheck:
     """The rule, element by element, for any pair of one shape: NaN, infinities, complex values,
     failures with their worst elements."""
     w, g = _widened(want, got)
     with _ignoring_float_errors():
         diff, finite = _differences(w, g)
-        magnitude = float(finite.max()) if finite.size else 0.0
-        atol = tol.allowed_abs(magnitude)
-        allowed = atol + tol.rtol * finite
+        allowed, base, peak, atol = allowance(finite, diff, tol, relative)
         bad = diff > allowed
-        scaled_only = int(((diff > tol.atol + tol.rtol * finite) & ~bad).sum())
+        scaled_only = int(((diff > base) & ~bad).sum())
         rel = _relative(diff, w)
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float(rel.max()) if rel.size else 0.0
     mismatched = int(bad.sum())
     return OutputCheck(
         case, name, Status.PASS if mismatched == 0 else Status.FAIL, max_abs, max_rel, mismatched,
-        tuple(want.shape), tuple(got.shape), dtype, tol, atol, _worst(w, g, diff, allowed, bad, want.shape) if mismatched else (),
-        scaled_only, _nonfinite(g), _nonfinite(w),
+        tuple(want.shape), tuple(got.shape), dtype, tol, atol + tol.output_scale * peak,
+        _worst(w, g, diff, allowed, bad, want.shape) if mismatched else (),
+        scaled_only, _nonfinite(g), _nonfinite(w), peak=peak, relative_atol=relative,
     )
 
 
-def _finite_pass(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tolerance) -> OutputCheck | None:
+def _finite_pass(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tolerance, relative: bool = True) -> OutputCheck | None:
     """The check of a real pair that passes with every element finite (the usual case), in
     about a third of the array passes of :func:`_general_check`; None for anything else (the
     general rule then decides). Its numbers equal the general rule's: the same float64
@@ -224,13 +293,24 @@ def _finite_pass(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tol
         if not math.isfinite(max_abs):  # a NaN or an infinity on either side (or an overflow)
             return None
         magnitude_of = np.abs(want, dtype=np.float64)
-        atol = tol.allowed_abs(float(magnitude_of.max()))
-        # Every element's allowed difference is atol + rtol*|w| >= atol >= tol.atol: an element
-        # within those needs no element-wise test.
-        scaled = tol.rtol * magnitude_of if max_abs > tol.atol else None
-        if scaled is not None and max_abs > atol and np.count_nonzero(diff > atol + scaled):
-            return None
-        scaled_only = int(np.count_nonzero(diff > tol.atol + scaled)) if scaled is not None else 0
+        peak = float(magnitude_of.max())
+        atol = tol.atol_for(peak, relative)
+        limit = atol + tol.output_scale * peak
+        scaled_only = 0
+        # Every element's allowed difference is at least atol: within it, no element-wise test.
+        if max_abs > atol:
+            if max_abs > limit and np.count_nonzero(diff > limit + tol.rtol * magnitude_of):
+                return None  # beyond even the largest channel's slack: fails
+            base = tol.rtol * magnitude_of
+            base += atol
+            over = np.flatnonzero(diff > base)
+            if over.size:
+                if not tol.output_scale:
+                    return None
+                channel = channel_scale(magnitude_of.reshape(shape), over, MIN_CHANNEL)
+                if np.count_nonzero(diff[over] > base[over] + tol.output_scale * channel):
+                    return None
+                scaled_only = int(over.size)
         nonzero = magnitude_of > 0
         if nonzero.all():
             max_rel = float((diff / magnitude_of).max())
@@ -238,7 +318,30 @@ def _finite_pass(case: str, name: str, want: Any, got: Any, dtype: str, tol: Tol
             max_rel = math.inf
         else:
             max_rel = float(np.divide(diff, magnitude_of, out=np.zeros_like(diff), where=nonzero).max())
-    return OutputCheck(case, name, Status.PASS, max_abs, max_rel, 0, shape, shape, dtype, tol, atol, (), scaled_only)
+    return OutputCheck(case, name, Status.PASS, max_abs, max_rel, 0, shape, shape, dtype, tol, limit, (), scaled_only,
+                       peak=peak, relative_atol=relative)
+
+
+def _other_dtype(actual: Any, expected: Any) -> str | None:
+    """The dtype of onnxruntime's output when it is not eager's (None when it is, or is eager's
+    as onnxruntime hands it over: bfloat16 / float8 as float32 or as their bits, complex as a
+    real tensor of its precision); None too when ``expected`` is not a tensor."""
+    import numpy as np
+    import torch
+
+    if not isinstance(expected, torch.Tensor):
+        return None
+    got = actual.dtype if isinstance(actual, torch.Tensor) else np.asarray(actual).dtype
+    if got == expected.dtype:
+        return None
+    if isinstance(actual, torch.Tensor):
+        return str(got).removeprefix("torch.")
+    if expected.dtype == torch.bfloat16 or _is_float8(expected.dtype):
+        return None if got in (np.float32, np.uint8) or (got.kind == "V" and got.itemsize == 2) else got.name
+    want = torch.empty(0, dtype=expected.dtype).numpy().dtype
+    if got == want or (want.kind == "c" and got == np.dtype(f"float{want.itemsize * 4}")):
+        return None
+    return got.name
 
 
 def _ignoring_float_errors() -> Any:
