@@ -9,7 +9,9 @@ times a model at given sizes with them; both generate their inputs here, the sam
   spec, captured program, guards and ONNX model;
 - :mod:`~exporter.cases.derived`: groups the guards tie to others (``total = past_seq + seq``);
 - :mod:`~exporter.cases.guarded_sizes`: sizes that keep and that break remainder guards;
-- :mod:`~exporter.cases.plan`: :func:`plan_cases`, the cases of a sweep;
+- :mod:`~exporter.cases.stride_sizes`: sizes on both sides of the strides the program divides a dim by;
+- :mod:`~exporter.cases.plan`: :func:`plan_cases`, the cases of a sweep, and :func:`extra_cases`,
+  those that can see a branch, within a budget;
 - :mod:`~exporter.cases.inputs`: :func:`make_case_inputs`, the inputs of one case.
 """
 
@@ -18,7 +20,7 @@ from .grouping import dim_groups, input_dims_by_path, onnx_input_dims
 from .groups import DimGroup, complete_sizes, policy_text, resolve_group, sizes_by_label
 from .guarded_sizes import guard_sizes
 from .inputs import InputCase, is_mask, make_case_inputs
-from .plan import CasePlan, plan_cases
+from .plan import CasePlan, extra_cases, ordered_cases, plan_cases
 
 __all__ = [
     "CasePlan",
@@ -27,11 +29,13 @@ __all__ = [
     "complete_sizes",
     "derive_groups",
     "dim_groups",
+    "extra_cases",
     "guard_sizes",
     "input_dims_by_path",
     "is_mask",
     "make_case_inputs",
     "onnx_input_dims",
+    "ordered_cases",
     "plan_cases",
     "policy_text",
     "resolve_group",

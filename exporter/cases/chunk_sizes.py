@@ -15,14 +15,14 @@ from typing import Any
 
 from .groups import DimGroup
 
-__all__ = ["chunk_divisors", "with_chunk_sizes"]
+__all__ = ["chunk_divisors", "shape_expressions", "with_chunk_sizes"]
 
 _DIVIDING = frozenset({"FloorDiv", "Mod", "PythonMod", "CleanDiv"})
 _LARGEST = 4096  # a chunk past this is swept by nobody's example: not worth a case that large
 KIND = "past a chunk"
 
 
-def _shape_expressions(program: Any) -> Iterator[Any]:
+def shape_expressions(program: Any) -> Iterator[Any]:
     """Each distinct symbolic size of the program's values (sympy), once."""
     seen: set[Any] = set()
     for node in program.graph.nodes:
@@ -40,7 +40,7 @@ def chunk_divisors(program: Any) -> dict[str, set[int]]:
     import sympy
 
     found: dict[str, set[int]] = {}
-    for expr in _shape_expressions(program):
+    for expr in shape_expressions(program):
         for term in sympy.preorder_traversal(expr):
             if type(term).__name__ not in _DIVIDING or len(term.args) != 2:
                 continue

@@ -20,6 +20,7 @@ from .chunk_sizes import with_chunk_sizes
 from .derived import derive_groups
 from .groups import DimGroup, guard_words, policy_text
 from .guarded_sizes import with_guard_sizes
+from .stride_sizes import with_stride_sizes
 
 __all__ = ["dim_groups", "input_dims_by_path", "onnx_input_dims"]
 
@@ -225,4 +226,5 @@ def dim_groups(
         )
     if not independent:
         out = list(derive_groups(out, tuple(export.guards), export.inputs))
-    return tuple(with_chunk_sizes(with_guard_sizes(out, tuple(export.guards)), program))
+    guards = tuple(export.guards)
+    return tuple(with_stride_sizes(with_chunk_sizes(with_guard_sizes(out, guards), program), program, guards))

@@ -43,6 +43,11 @@ class DimGroup:
     # (``Mod(h, 4) == 0``), and one past a chunk the program cuts the dim into:
     # ``(kind, size, why)``, see :func:`guard_sizes` and :func:`with_chunk_sizes`.
     guard_sizes: tuple[tuple[str, int, str], ...] = ()
+    # The divisors the program and its guards apply to the size (``s//80``, a conv's stride),
+    # and the sizes on both sides of the example where the coarsest divided size changes
+    # parity: ``(kind, size, why)``, see :mod:`exporter.cases.stride_sizes`.
+    divisors: tuple[int, ...] = ()
+    stride_sizes: tuple[tuple[str, int, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(Axis.parse(a) for a in self.axes))

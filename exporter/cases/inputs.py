@@ -11,7 +11,7 @@ from ..inputs import BoundInputs
 from ..program_symbols import symbol_of
 from .groups import DimGroup, complete_sizes
 
-__all__ = ["InputCase", "is_mask", "make_case_inputs", "tensor_like"]
+__all__ = ["InputCase", "is_mask", "make_case_inputs", "mask_kept_value", "tensor_like"]
 
 
 @dataclass(frozen=True)
@@ -64,18 +64,34 @@ def is_mask(example: Any) -> bool:
     return bool(((example == 0) | (example == 1)).all())
 
 
+def mask_kept_value(example: Any) -> int:
+    """The value (1 or 0) that marks a kept key in a mask: the one every row of ``example``
+    gives its first key (a sequence starts with a real token; padding comes at the end), else
+    the more frequent one. ``attention_mask`` keeps at 1, ``src_key_padding_mask`` at False."""
+
+    rows = example.reshape(-1, example.shape[-1]) if example.dim() else example.reshape(1, 1)
+    first = rows[:, 0] != 0
+    if bool(first.all()) or not bool(first.any()):
+        return int(bool(first[0]))
+    return int(bool((rows != 0).sum() * 2 >= rows.numel()))
+
+
 def _make_mask(example: Any, shape: tuple[int, ...], generator: Any) -> Any:
+    """A mask of ``shape`` that keeps what the example keeps: each row keeps its first keys and
+    masks a random number of its last ones, never all of them (a row with no key left makes
+    eager attention return NaN, which is no case to compare an export with)."""
     import torch
 
-    ones = torch.ones(shape, dtype=example.dtype)
-    if bool((example != 0).all()) or not shape or shape[-1] <= 1:
-        return ones
-    rows = ones.reshape(-1, shape[-1])
+    kept = mask_kept_value(example)
+    out = torch.full(shape, kept, dtype=torch.int64)
+    if bool((example == kept).all()) or not shape or shape[-1] <= 1:
+        return out.to(example.dtype)
+    rows = out.reshape(-1, shape[-1])
     pads = torch.randint(0, shape[-1], (rows.shape[0],), generator=generator)
     for i, pad in enumerate(pads.tolist()):
         if pad:
-            rows[i, shape[-1] - pad :] = 0
-    return rows.reshape(shape)
+            rows[i, shape[-1] - pad :] = 1 - kept
+    return rows.reshape(shape).to(example.dtype)
 
 
 def tensor_like(example: Any, shape: tuple[int, ...], generator: Any, index_caps: Sequence[tuple[int, int]] = ()) -> Any:

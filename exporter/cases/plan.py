@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .groups import DimGroup, complete_sizes, sizes_by_label
+from .stride_sizes import offset_prime
 
-__all__ = ["CasePlan", "plan_cases"]
+__all__ = ["EXTRA_SECONDS", "EXTRA_SHARE", "FAR_FACTORS", "FAR_SECONDS", "CasePlan", "extra_cases", "ordered_cases", "plan_cases"]
 
 
 _KINDS = ("min", "1", "2", "odd", "near", "larger", "twice", "max", "past cap")
@@ -152,7 +153,118 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
             for kind in _KINDS:
                 if kind in c:
                     add(prefix + kind, tuple((h.label, c[kind] if j == i else h.example) for j, h in enumerate(groups)))
-    # Sizes torch verified the program for come first: a size below the obtained minimum can
-    # make the module change itself (Swin at 1x1 rebinds its window size) or refuse to run.
+    return ordered_cases(groups, plans)
+
+
+def ordered_cases(groups: Sequence[DimGroup], plans: Sequence[CasePlan]) -> list[CasePlan]:
+    """``plans`` with the sizes torch verified the program for first (stable): a size below the
+    obtained minimum can make the module change itself (Swin at 1x1 rebinds its window size)
+    or refuse to run."""
     by_label = {g.label: g for g in groups}
     return sorted(plans, key=lambda p: not all(by_label[label].in_obtained_range(size) for label, size in p.sizes))
+
+
+# The sizes that can see a branch the sizes above cannot (extra_cases), within a budget.
+EXTRA_SHARE = 0.4
+"""The extra cases' estimated time, as a share of the time the planned cases took."""
+EXTRA_SECONDS = 0.1
+"""The estimated seconds the extra cases may take whatever the share says: a model that runs in
+a few milliseconds gets every extra case."""
+FAR_FACTORS = (8, 4)
+"""The far size: the example times the first of these ..."""
+FAR_SECONDS = 1.0
+"""... whose estimated eager + onnxruntime time is within this."""
+
+
+def _units(groups: Sequence[DimGroup], sizes: Mapping[str, int]) -> float:
+    """A case's size in examples: its elements over the example's. A case's time is estimated
+    as this (at least 1: a fixed overhead) times the seconds per example the cases took."""
+    cost = 1.0
+    for group in groups:
+        cost *= max(sizes[group.label], 1) / max(group.example, 1)
+    return cost
+
+
+def _top(group: DimGroup) -> int | None:
+    """The largest size the group may take: its requested maximum or a guard's cap, or None."""
+    tops = [h for h in (group.requested_range[1], group.cap) if h is not None]
+    return min(tops) if tops else None
+
+
+def _allowed(group: DimGroup, size: int) -> bool:
+    top = _top(group)
+    return size >= max(group.requested_range[0], 1) and (top is None or size <= top) and size != group.example
+
+
+def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None) -> list[tuple[str, dict[str, int]]]:
+    """``(name, sizes of the groups it changes)`` in the order they are worth a case."""
+    swept = [g for g in groups if not g.specialized and g.derived is None and not g.auto_static]
+    out: list[tuple[str, dict[str, int]]] = []
+
+    def alone(kind: str, group: DimGroup, size: int) -> None:
+        if _allowed(group, size):
+            out.append((f"{group.label}={size} {kind}", {group.label: size}))
+
+    # 1. Both sides of the coarsest division the program makes of each group.
+    ranked = [[(kind, size) for kind, size, _ in g.stride_sizes] for g in swept]
+    for rank in range(max((len(r) for r in ranked), default=0)):
+        for group, sizes in zip(swept, ranked):
+            if rank < len(sizes):
+                alone(sizes[rank][0], group, sizes[rank][1])
+    # 2. Another residue modulo every stride: every group at once at the example + a prime.
+    prime = offset_prime(d for g in swept for d in g.divisors)
+    together = {g.label: g.example + prime for g in swept if _allowed(g, g.example + prime)}
+    if together:
+        out.append((f"example + {prime}", together))  # one case of that name: the only one
+    # 3. Far above twice the example (a size threshold), where the model is cheap enough there.
+    for group in swept:
+        top = _top(group)
+        if far_factor is not None:
+            size = far_factor * group.example if top is None else min(far_factor * group.example, top)
+            if size > 2 * group.example:
+                alone(f"far ({far_factor}x)" if size == far_factor * group.example else "far (the top)", group, size)
+    # 4. Another residue above twice the example; 5. the top of a finite range.
+    for group in swept:
+        alone(f"twice + {prime}", group, 2 * group.example + prime)
+    for group in swept:
+        top = _top(group)
+        if top is not None:
+            alone("top of the range", group, top)
+    return out
+
+
+Sizes = tuple[tuple[str, int], ...]
+
+
+def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: Sequence[tuple[Sizes, float]] = ()) -> list[CasePlan]:
+    """Cases that can see a branch the planned ones cannot, in this order, while their
+    estimated time stays within :data:`EXTRA_SHARE` of the time the planned cases took
+    (``runs``: the sizes and seconds of each case compared, the example's included), or within
+    :data:`EXTRA_SECONDS`: the sizes on both sides of the coarsest division the program makes
+    of each group (:mod:`~exporter.cases.stride_sizes`); every group at the example plus a
+    prime that divides none of their strides; one size far above twice the example for each
+    group (the example times the first of :data:`FAR_FACTORS` whose estimated time is within
+    :data:`FAR_SECONDS`); twice the example plus that prime; the top of a finite range. Each
+    changes one group (the offset all), the others at their example; none repeats a planned
+    case. Without ``runs`` the budget is :data:`EXTRA_SHARE` of the planned cases' sizes.
+    Deterministic for given times: they only decide how many run and how far "far" goes."""
+    seen = {tuple((g.label, g.example) for g in groups), *(p.sizes for p in planned)}
+    if runs:
+        per_example = sorted(seconds / max(_units(groups, dict(sizes)), 1.0) for sizes, seconds in runs)[len(runs) // 2]
+        budget = max(EXTRA_SHARE * sum(seconds for _, seconds in runs), EXTRA_SECONDS)
+    else:
+        per_example = 1.0
+        budget = EXTRA_SHARE * (1.0 + sum(_units(groups, dict(p.sizes)) for p in planned))
+    far = next((f for f in FAR_FACTORS if not runs or per_example * f <= FAR_SECONDS), None)
+    spent = 0.0
+    out: list[CasePlan] = []
+    for name, changed in _extra_candidates(groups, far):
+        complete = complete_sizes(groups, changed)
+        full = tuple((g.label, complete[g.label]) for g in groups)
+        cost = per_example * max(_units(groups, complete), 1.0)
+        if full in seen or spent + cost > budget:
+            continue
+        seen.add(full)
+        spent += cost
+        out.append(CasePlan(name, full))
+    return ordered_cases(groups, out)
