@@ -45,7 +45,7 @@ from .ort_model import OrtModel
 from .ort_values import feeds, from_outputs, output_dtypes
 from .pipeline.capture import CaptureAttempt
 from .pipeline.pass_records import OptimizerPasses
-from .pipeline.stage import StageContext, StageResult
+from .pipeline.stage import StageContext, StageResult, run_stage_guarded
 from .pipeline.stages import STAGES, cache_key, stage_named
 from .pipeline.watch import watched
 from .presentation import Presentable
@@ -320,8 +320,8 @@ class Session(Presentable):
 
         def compute() -> StageResult:
             with watched(stage, observer), _TORCH_LOCK, quiet_library_warnings(), captured_library_output() as output:
-                result = diagnosed(step.run(context, consumed, observer, cancel), self._spec, self._inputs,
-                                   self._model)
+                result = run_stage_guarded(stage, lambda: diagnosed(step.run(context, consumed, observer, cancel),
+                                                                    self._spec, self._inputs, self._model))
             # Recorded before the cache hands it to another thread of this session waiting for
             # the same key: both then return this result, not a "cached" copy.
             return self._record(dataclasses.replace(result, library_output=output.text) if output.text else result)

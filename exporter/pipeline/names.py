@@ -1,6 +1,7 @@
 """The names the pipeline's choices go by, for the options to check without loading a stage:
 the capture strategies in the order ``strategy="auto"`` tries them, and the optimizer's passes
-in pipeline order (what ``skip_passes`` accepts). Imports nothing from the project but
+in pipeline order (what ``skip_passes`` accepts); and the rule an ONNX output's name follows
+when an input already has it (:func:`output_name`). Imports nothing from the project but
 :mod:`exporter.errors`.
 """
 
@@ -10,7 +11,7 @@ from collections.abc import Iterable
 
 from ..errors import SpecError
 
-__all__ = ["PASS_NAMES", "STRATEGY_NAMES", "check_pass_names"]
+__all__ = ["PASS_NAMES", "STRATEGY_NAMES", "check_pass_names", "output_name"]
 
 # exporter.pipeline.capture.STRATEGIES, by name (tests/exporter/test_capture.py keeps them equal).
 STRATEGY_NAMES = ("nonstrict", "strict", "draft", "fx_symbolic")
@@ -49,3 +50,17 @@ def check_pass_names(names: str | Iterable[str]) -> tuple[str, ...]:
             + "the passes are: " + ", ".join(PASS_NAMES),
         )
     return found
+
+
+def output_name(name: str, taken: Iterable[str]) -> str:
+    """The ONNX name of the output whose path is ``name``: ``name`` itself unless an input or
+    an earlier output has it (an ONNX graph names each value once), then ``out_<name>``, as
+    Optimum names a diffusers UNet's output ``out_sample`` beside its ``sample`` input;
+    numbered (``out_sample_2``) if that is taken too."""
+    taken = set(taken)
+    if name not in taken:
+        return name
+    candidate, number = f"out_{name}", 2
+    while candidate in taken:
+        candidate, number = f"out_{name}_{number}", number + 1
+    return candidate

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..inputs import BoundInputs
     from ..options import ExportOptions
 
-__all__ = ["Stage", "StageContext", "StageResult", "run_guarded"]
+__all__ = ["Stage", "StageContext", "StageResult", "run_guarded", "run_stage_guarded", "stage_error_type"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,50 @@ class Stage(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<stage {self.name}: {self.consumes or 'model'} -> {self.produces}>"
+
+
+# What to try when a stage stops on an error nothing in it expected, by stage.
+_UNEXPECTED_HINTS = {
+    "capture": "try another capture strategy (ExportOptions(strategy='strict') or 'draft')",
+    "decompose": "try another opset (ExportOptions(opset_version=...))",
+    "translate": "try another opset (ExportOptions(opset_version=...))",
+    "optimize": "export with ExportOptions(optimize=False) to get the unoptimized model",
+}
+
+
+def stage_error_type(stage: str) -> type[ExportError]:
+    """The :class:`~exporter.errors.ExportError` subclass of ``stage`` (``CaptureError`` for
+    ``capture``...); ``ExportError`` itself for a stage without its own."""
+    pending: list[type[ExportError]] = [ExportError]
+    while pending:
+        cls = pending.pop(0)
+        if cls.__dict__.get("stage") == stage:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return ExportError
+
+
+def run_stage_guarded(stage: str, work: Callable[[], StageResult]) -> StageResult:
+    """``work()``: a stage's run. Whatever escapes it (an error outside the stage's own guard,
+    a bug) becomes the stage's failure, never an exception out of ``Session.run``: an
+    ExportError as it is, anything else as the stage's error type naming the cause, chained
+    ``from`` it."""
+    start = time.perf_counter()
+    try:
+        return work()
+    except Exception as exc:  # noqa: BLE001 - a stage always returns a result (DESIGN principle 2)
+        if isinstance(exc, ExportError):
+            error = exc
+        else:
+            error = stage_error_type(stage)(
+                f"stopped on an error it does not handle: {first_line(exc)}",
+                source=user_source_line(exc),
+                hint=f"{_UNEXPECTED_HINTS.get(stage, 'see the cause below')}; the whole traceback is the "
+                     "error's __cause__ (report it if it is the exporter's own)",
+                stage=stage,
+            )
+            error.__cause__ = exc
+        return StageResult(stage, Status.FAILED, time.perf_counter() - start, error=error)
 
 
 def run_guarded(stage: str, error_type: type[ExportError], hint: str | Callable[[BaseException], str],

@@ -18,6 +18,7 @@ from ..inputs import BoundInputs
 from ..frames import source_of_stack
 from ..hints import translation_fix, translation_headline
 from ..program_symbols import dim_names, user_input_names
+from .names import output_name
 from .runnable import refuse_mixed_dtypes, refuse_no_tensor_output
 from .translations import onnx_registry
 
@@ -199,7 +200,8 @@ def _name_outputs(model: ir.Model, program: Any) -> None:
     taken = {value.name for value in model.graph.inputs}
     used: set[int] = set()
     for index, (value, name) in enumerate(zip(list(model.graph.outputs), tensor_names)):
-        if value.is_graph_input() or id(value) in used or name in taken:
+        name = output_name(name, taken)  # an output named like an input (a UNet's sample): out_sample
+        if value.is_graph_input() or id(value) in used:
             # An input returned as is, or one tensor returned twice: give this output its own
             # value (an Identity) so every output keeps its name and no input is renamed.
             value = _identity_of(model, value, index)
