@@ -1,6 +1,7 @@
 """The worker process of one unit: ``python -m exporter.sweep.child UNIT.json RECORD.json
 STAGE_FILE [--memory BYTES]``. Caps its own address space (a backstop: the parent watches
-resident memory), exits when its parent dies, runs the unit and writes its record. Started by
+resident memory), exits when its parent dies, adopts the helpers its unit starts, runs the
+unit, writes its record and ends those helpers. Started by
 :func:`exporter.sweep.isolation.run_isolated`."""
 
 from __future__ import annotations
@@ -44,6 +45,44 @@ def exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+
+
+def adopt_orphans() -> None:
+    """Make this process the one a helper is handed to when its parent ends
+    (``PR_SET_CHILD_SUBREAPER``), instead of init: a helper a zoo entry started in a session
+    of its own stays below this process, where :func:`end_descendants` finds it. Linux only."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the parent still kills the unit's session
+        return
+
+
+def end_descendants() -> None:
+    """Kill every process below this one (helpers a zoo entry left running) and reap them."""
+    import signal
+
+    from .resident import descendants
+
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # none left
+            return
+        if pid == 0:
+            time.sleep(0.01)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exporter.sweep.child")
     parser.add_argument("unit")
@@ -54,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     exit_with_parent(options.parent or os.getppid())
     cap_memory(options.memory)
+    adopt_orphans()
 
     from .runner import run_unit
     from .unit import Unit
@@ -64,10 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     def report(stage: str) -> None:
         stage_file.write_text(stage)
 
-    record = run_unit(unit, report=report)
-    partial = Path(options.record + ".partial")
-    partial.write_text(json.dumps(record.to_dict()))
-    partial.replace(options.record)
+    try:
+        record = run_unit(unit, report=report)
+        partial = Path(options.record + ".partial")
+        partial.write_text(json.dumps(record.to_dict()))
+        partial.replace(options.record)
+    finally:
+        end_descendants()
     return 0
 
 

@@ -54,12 +54,15 @@ def regenerate_command(records: Sequence[UnitRecord], *, output_dir: str = "swee
     specs and their export options and checks."""
     if not records:
         return f"onnx-workbench sweep --workers {workers} -o {shlex.quote(output_dir)} --coverage {shlex.quote(path)}"
+    from .plan import IMPORT_ROW
+
     arguments = ["onnx-workbench", "sweep"]
-    zoos = dict.fromkeys((r.zoo, r.source) for r in records)
     for zoo_argument in dict.fromkeys(_zoo_argument(r) for r in records):
         arguments += ["--zoo", zoo_argument]
-    models = dict.fromkeys(r.model for r in records)
-    by_zoo = {key: {r.model for r in records if (r.zoo, r.source) == key} for key in zoos}
+    ran = [r for r in records if r.model != IMPORT_ROW]  # a zoo file that did not import names no model
+    zoos = dict.fromkeys((r.zoo, r.source) for r in ran)
+    models = dict.fromkeys(r.model for r in ran)
+    by_zoo = {key: {r.model for r in ran if (r.zoo, r.source) == key} for key in zoos}
     if not all(_covers_every_model(zoo, source, by_zoo[(zoo, source)]) for zoo, source in zoos):
         for model in models:
             arguments += ["--model", model]

@@ -18,7 +18,7 @@ from typing import Any
 
 from .outcome import is_out_of_memory, package_versions, short
 from .record import UnitRecord
-from .resident import session_resident_bytes
+from .resident import session_processes, session_resident_bytes
 from .unit import Unit
 
 __all__ = ["Cancelled", "Limits", "harness_failure", "run_isolated"]
@@ -63,12 +63,33 @@ def _environment(limits: Limits) -> dict[str, str]:
 
 
 def _kill(process: subprocess.Popen[Any]) -> None:
-    """Kill the unit's process group (it runs in its own session) and reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
+    """Kill the unit's process, its process group and every process left in its session
+    (it runs in a session of its own: helpers a zoo entry started, even in a process group
+    of their own), then reap it. Called after every unit, however it ended: nothing a unit
+    started outlives it. The unit's process is reaped last, so its id, which names the group
+    and the session, cannot be reused by another process before they are killed."""
+    for kill in (lambda: os.killpg(process.pid, signal.SIGKILL), process.kill):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            continue
+    for pid in session_processes(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
     process.wait()
+
+
+def _exited(process: subprocess.Popen[Any]) -> bool:
+    """Whether the unit's process ended, left unreaped (``WNOWAIT``) so that its group and
+    session can still be killed by its id."""
+    if not hasattr(os, "waitid"):  # pragma: no cover - Windows
+        return process.poll() is not None
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already
+        return True
 
 
 def _record(unit: Unit, status: str, started: float, *, stage: str | None, error: str, failure_class: str) -> UnitRecord:
@@ -89,15 +110,14 @@ def _wait(process: subprocess.Popen[Any], timeout: float, cancel: threading.Even
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise subprocess.TimeoutExpired(process.args, timeout)
-        try:
-            process.wait(timeout=min(POLL_SECONDS, remaining))
+        if _exited(process):
             return
-        except subprocess.TimeoutExpired:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled(f"unit process {process.pid} cancelled") from None
-            resident = session_resident_bytes(process.pid) if memory else None
-            if memory and resident is not None and resident > memory:
-                raise _PastMemory(resident) from None
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"unit process {process.pid} cancelled")
+        resident = session_resident_bytes(process.pid) if memory else None
+        if memory and resident is not None and resident > memory:
+            raise _PastMemory(resident)
+        time.sleep(min(POLL_SECONDS, remaining))
 
 
 def harness_failure(unit: Unit, exc: BaseException, started: float | None = None) -> UnitRecord:
@@ -117,6 +137,11 @@ def run_isolated(unit: Unit, limits: Limits = Limits(), cancel: threading.Event 
     started = time.time()
     if unit.skip_reason:
         return _record(unit, "skipped", started, stage=None, error=unit.skip_reason, failure_class="skipped")
+    if unit.import_error:
+        from .buckets import failure_class
+
+        return _record(unit, "build_failed", started, stage="import", error=unit.import_error,
+                       failure_class=failure_class(unit.import_error) or "import failed")
     with tempfile.TemporaryDirectory(prefix="sweep-unit-") as tmp:
         folder = Path(tmp)
         (folder / "unit.json").write_text(json.dumps(unit.to_dict()))
@@ -143,6 +168,7 @@ def run_isolated(unit: Unit, limits: Limits = Limits(), cancel: threading.Event 
             except BaseException:
                 _kill(process)
                 raise
+            _kill(process)  # it ended: what it started ends with it
         if record_path.exists():
             return UnitRecord.from_dict(json.loads(record_path.read_text()))
         stage = stage_path.read_text() if stage_path.exists() else None

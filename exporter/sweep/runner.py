@@ -1,6 +1,7 @@
-"""One unit, start to end, inside the worker process: build → export → verify → benchmark →
-``torch.onnx.export`` baseline. Each step's outcome is data in the :class:`UnitRecord`;
-nothing here raises for a bad model."""
+"""One unit, start to end, inside the worker process: build → eager → export → verify →
+benchmark → ``torch.onnx.export`` baseline. Each step's outcome is data in the
+:class:`UnitRecord`; nothing here raises for a bad model, nor for an error of the sweep's own
+code around a step: that is recorded at the step it was in (never a dead worker, "crashed")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .case import SweepCase
-from .outcome import error_line, is_out_of_memory, package_versions, short, versus
+from .outcome import error_line, is_out_of_memory, library_versions, package_versions, short, versus
 from .record import UnitRecord
 from .unit import Unit
 from .zoo import load_case
@@ -42,10 +43,14 @@ class _Progress:
     fields: dict[str, Any] = field(default_factory=dict)
     vacuous: bool = False  # every value verify compared was within atol of 0
     refuses_only: bool = False  # verify failed only where onnxruntime raised, right at the example
+    libraries: dict[str, str] = field(default_factory=dict)  # the versions of the packages the model comes from
+    current: str = "build"  # the stage running now
+    began: float = 0.0
 
     def begin(self, stage: str) -> float:
         self.report(stage)
-        return time.perf_counter()
+        self.current, self.began = stage, time.perf_counter()
+        return self.began
 
     def end(self, stage: str, status: str, started: float) -> None:
         self.stages[stage] = status
@@ -59,6 +64,24 @@ class _Progress:
         error = exc if isinstance(exc, str) else error_line(exc)
         self.fields.update(status=status, failed_stage=stage, error=short(error), failure_class=failure_class(error))
 
+    def unexpected(self, exc: BaseException) -> None:
+        """An error the stages did not catch (the sweep's own code around a step): the stage
+        it was in failed, with this error; a stage after the export keeps the unit's status."""
+        stage = self.current
+        if stage not in self.stages:
+            self.end(stage, "failed", self.began)
+        else:
+            self.stages[stage] = "failed"
+        if "failed_stage" in self.fields:  # the unit failed already: that failure stays its error
+            if stage == "baseline":
+                self.fields["baseline_error"] = short(error_line(exc))
+            return
+        self.fail(stage, _FAILED_STATUS.get(stage, self.fields.get("status", "exported")), exc)
+
+
+# The status of a unit whose stage failed (after the export, its status stays).
+_FAILED_STATUS = {"build": "build_failed", "eager": "build_failed", "capture": "export_failed", "verify": "verify_failed"}
+
 
 def run_unit(unit: Unit, report: Callable[[str], None] = lambda stage: None) -> UnitRecord:
     """Run ``unit`` in this process and return its record. ``report(stage)`` is called as
@@ -71,20 +94,29 @@ def run_unit(unit: Unit, report: Callable[[str], None] = lambda stage: None) -> 
     except _OutOfMemory as oom:
         progress.fields.update(status="oom", failed_stage=oom.stage, error=short(oom.error), failure_class="out of memory")
     except MemoryError as exc:
-        progress.fields.update(status="oom", failed_stage="?", error=short(error_line(exc)), failure_class="out of memory")
+        progress.fields.update(status="oom", failed_stage=progress.current, error=short(error_line(exc)),
+                               failure_class="out of memory")
+    except Exception as exc:  # noqa: BLE001 - the sweep's own error around a stage: a labelled record, not a dead worker
+        try:
+            progress.unexpected(exc)
+        except _OutOfMemory as oom:
+            progress.fields.update(status="oom", failed_stage=oom.stage, error=short(oom.error),
+                                   failure_class="out of memory")
     return UnitRecord(
         unit_id=unit.unit_id, zoo=unit.zoo, model=unit.model, spec=unit.spec, options=unit.options,
         stages=progress.stages, seconds={**progress.seconds, "total": round(time.time() - started, 3)},
-        versions=package_versions(), source=unit.source, host=socket.gethostname(), pid=os.getpid(),
+        versions={**package_versions(), **progress.libraries}, source=unit.source, host=socket.gethostname(), pid=os.getpid(),
         started=started, finished=time.time(), **{"status": "exported", **progress.fields},
     )
 
 
 def _run_stages(unit: Unit, progress: _Progress) -> None:
-    built = _build(unit, progress)
-    if built is None:
+    case = _build(unit, progress)
+    if case is None:
         return
-    case, example_outputs = built
+    example_outputs = _eager(case, progress)
+    if example_outputs is None:
+        return
     session, exported = _export(unit, case, progress)
     checked_cases: Sequence[tuple[tuple[Any, ...], dict[str, Any], Sequence[Any]]] = [(tuple(case.args), dict(case.kwargs), example_outputs)]
     if exported:
@@ -97,28 +129,50 @@ def _run_stages(unit: Unit, progress: _Progress) -> None:
             _with_offered_patches(session, progress)
         session.release()
     if unit.baseline:
-        if len(checked_cases) == 1 and unit.spec == "dynamic":
-            checked_cases = [*checked_cases, *_grown_case(case)]
         _baseline(unit, case, checked_cases, progress)
 
 
-def _build(unit: Unit, progress: _Progress) -> tuple[SweepCase, list[Any]] | None:
-    """The factory's case and eager PyTorch's outputs at its example, or None (build failed)."""
-    import torch
-
-    from .. import compat
-
+def _build(unit: Unit, progress: _Progress) -> SweepCase | None:
+    """The factory's case, or None (build failed)."""
     started = progress.begin("build")
     try:
         case = load_case(unit.zoo, unit.model, unit.source or None)
-        with torch.no_grad():
-            outputs = case.model(*case.args, **dict(case.kwargs))
     except Exception as exc:  # noqa: BLE001 - a model that does not build is a record, not a crash
         progress.end("build", "failed", started)
         progress.fail("build", "build_failed", exc)
         return None
+    try:
+        progress.libraries = library_versions(case.model)
+    except Exception:  # noqa: BLE001 - a model whose modules() raises: its versions are not known, it still runs
+        progress.libraries = {}
     progress.end("build", "ok", started)
-    return case, [leaf for _, leaf in compat.tree_flatten_with_path(outputs)]
+    return case
+
+
+def _eager(case: SweepCase, progress: _Progress) -> list[Any] | None:
+    """Eager PyTorch's outputs at the example, flattened to their leaves as verify reads
+    them, or None (the model does not run, or its outputs cannot be read: build failed)."""
+    import torch
+
+    from .. import compat
+
+    started = progress.begin("eager")
+    try:
+        with torch.no_grad():
+            outputs = case.model(*case.args, **dict(case.kwargs))
+    except Exception as exc:  # noqa: BLE001 - a model that does not run on its example is a record
+        progress.end("eager", "failed", started)
+        progress.fail("eager", "build_failed", exc)
+        return None
+    try:
+        leaves = [leaf for _, leaf in compat.tree_flatten_with_path(outputs)]
+    except Exception as exc:  # noqa: BLE001 - an output type pytree cannot read (diffusers' BaseOutput)
+        progress.end("eager", "failed", started)
+        progress.fail("eager", "build_failed", f"the outputs ({type(outputs).__qualname__}) cannot be flattened: "
+                                                f"{error_line(exc)}")
+        return None
+    progress.end("eager", "ok", started)
+    return leaves
 
 
 def _grown_case(case: SweepCase) -> list[tuple[tuple[Any, ...], dict[str, Any], list[Any]]]:
@@ -153,9 +207,10 @@ def _grown_case(case: SweepCase) -> list[tuple[tuple[Any, ...], dict[str, Any], 
     try:
         with torch.no_grad():
             outputs = case.model(*args, **kwargs)
+        leaves = [leaf for _, leaf in compat.tree_flatten_with_path(outputs)]
     except Exception:  # noqa: BLE001 - no such size for this model: the example alone is checked
         return []
-    return [(tuple(args), kwargs, [leaf for _, leaf in compat.tree_flatten_with_path(outputs)])]
+    return [(tuple(args), kwargs, leaves)]
 
 
 def _like(value: Any, shape: list[int]) -> Any:
@@ -265,6 +320,8 @@ def _baseline(unit: Unit, case: SweepCase, checked: Sequence[tuple[tuple[Any, ..
     import torch
 
     started = progress.begin("baseline")
+    if len(checked) == 1 and unit.spec == "dynamic":
+        checked = [*checked, *_grown_case(case)]
     try:
         program = torch.onnx.export(
             case.model, tuple(case.args), kwargs=dict(case.kwargs),

@@ -23,7 +23,9 @@ class Unit:
     ``strategy`` and ``optimize`` go to :class:`~exporter.ExportOptions`; ``verify``,
     ``benchmark`` and ``baseline`` say which checks follow the export (``baseline``: the same
     call through ``torch.onnx.export``, run in onnxruntime at the same inputs).
-    ``skip_reason``: the unit is not run and is recorded as ``skipped`` (its zoo cannot load)."""
+    ``skip_reason``: the unit is not run and is recorded as ``skipped`` (its zoo cannot load).
+    ``import_error``: the unit stands for a zoo file that raised when imported: it is not run
+    and is recorded as ``build_failed`` at stage ``import``, with this error."""
 
     zoo: str
     model: str
@@ -36,6 +38,7 @@ class Unit:
     benchmark: bool = False
     baseline: bool = True
     skip_reason: str | None = None
+    import_error: str | None = None
 
     def __post_init__(self) -> None:
         if self.spec not in SPECS:

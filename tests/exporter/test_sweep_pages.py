@@ -145,3 +145,10 @@ def test_a_record_written_onto_a_torn_line_by_an_older_release_is_read_and_the_l
     with pytest.warns(SweepStoreWarning):
         loaded = load_results(tmp_path)
     assert [r.model for r in loaded.records] == ["a", "b"] and loaded.torn_lines == (2,)
+
+
+def test_regenerate_with_runs_a_zoo_file_that_did_not_import_again_without_naming_its_row_as_a_model():
+    broken = record("(import)", "build_failed", zoo="bad", source="/work/bad.py", stage="import", error="KeyError: 'x'")
+    command = regenerate_command([broken, record("mlp")])
+    args = _parsed(command)
+    assert args.zoo == ["/work/bad.py", SWEEP_MODELS] and args.model == ["mlp"]
