@@ -26,6 +26,7 @@ _EXPORTS = {
     **dict.fromkeys(("OnnxSerializer", "Pt2Serializer", "Serializer"), ".serializers"),
     **dict.fromkeys(("STAGES", "Session", "StageResult"), ".session"),
     **dict.fromkeys(("ContractReport", "Tolerance", "VerifyResult"), ".verify"),
+    "verify_onnx": ".verify.given",
     **dict.fromkeys(("BenchmarkResult", "LatencyStats", "ProfileResult", "SweepResult"), ".bench"),
     **dict.fromkeys(("Guard", "Guards"), ".guards"),
     **dict.fromkeys(("Recording", "RecordingError", "record"), ".recording"),
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from .session import STAGES, Session, StageResult
     from .shapes import DimOutcome, DimOutcomes, DimPolicyWarning, DimWarning, SuggestedFixes
     from .verify import ContractReport, Tolerance, VerifyResult
+    from .verify.given import verify_onnx
 
 __all__ = [
     "ANALYSES", "AUTO", "Analysis", "Axis", "BenchmarkResult", "CaptureAttempt", "CaptureError", "CaptureStrategy", "ContractReport",
@@ -63,5 +65,5 @@ __all__ = [
     "ExportError", "ExportOptions", "Guard", "Guards", "LatencyStats", "OnnxSerializer", "OptimizeError",
     "Policy", "ProfileResult", "Pt2Serializer", "Recording", "RecordingError", "STAGES", "STATIC", "STRATEGIES",
     "SerializeError", "Serializer", "Session", "SpecError", "StageResult", "SuggestedFixes", "SweepResult",
-    "Tolerance", "TranslateError", "VerifyResult", "export", "record",
+    "Tolerance", "TranslateError", "VerifyResult", "export", "record", "verify_onnx",
 ]

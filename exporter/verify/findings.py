@@ -231,44 +231,67 @@ def not_verified(facts: VerifyFacts) -> list[Finding]:
 
 
 def vacuous(facts: VerifyFacts) -> list[Finding]:
-    """Every floating value compared is within its absolute tolerance of 0 (a dead or
-    zero-initialised network: random weights over many layers shrink activations to ~1e-29):
-    an ONNX model that returned zeros would pass too, so the comparison verified nothing."""
-    cases = facts.cases
-    if any(not c.ok for c in cases if c.compared):
-        return []
-    peaks = []  # (largest |expected|, its atol) per compared output
-    for check in (o for c in cases if c.compared for o in c.outputs if o.status == "pass"):
-        tolerance, applied = check.tolerance, check.atol_applied
-        if tolerance is None or applied is None or tolerance.output_scale <= 0:
+    """Outputs whose every value is within the default ``atol`` of 0, named one by one (each
+    compared at its own scale, see :class:`~exporter.verify.tolerance.Tolerance`, and passing
+    there): at the tolerance's absolute slack an ONNX model returning zeros would pass them too,
+    and values this small are what random weights over many layers leave (activations shrink
+    to ~1e-29), so verify cannot call them verified: the result is ``not_verified``. Only
+    outputs that passed in every case compared are named (one that fails at its own scale is
+    wrong, and said so), and none under tolerances given (applied as given)."""
+    peaks: dict[str, list[float]] = {}
+    judged: set[str] = set()  # floating outputs compared with the default tolerance
+    failed: set[str] = set()
+    for check in (o for c in facts.cases if c.compared for o in c.outputs):
+        if check.peak is None or not check.relative_atol or check.tolerance is None or check.tolerance.atol <= 0:
             continue
-        peaks.append(((applied - tolerance.atol) / tolerance.output_scale, tolerance.atol))
-    if not peaks or any(peak > atol for peak, atol in peaks):
+        judged.add(check.output)
+        if not check.ok:
+            failed.add(check.output)
+        if check.vacuous:
+            peaks.setdefault(check.output, []).append(check.peak)
+        else:
+            peaks.setdefault(check.output, []).append(float("inf"))
+    small = {name: max(values) for name, values in peaks.items() if name not in failed and max(values) < float("inf")}
+    if not small:
         return []
+    largest = max(small.values())
+    why = ("at the absolute tolerance an ONNX model returning zeros would pass too, and values this small are what "
+           "random weights over many layers leave")
+    fix = ("verify with weights whose outputs are not ~0 (a trained checkpoint; random weights over many layers "
+           "shrink activations towards 0), or give tolerances= for outputs meant to be this small")
+    if len(small) == len(judged):
+        return [Finding(
+            "vacuous",
+            f"every value compared is within atol of 0 (largest |expected| {largest:.2g} in {len(small)} output(s)): "
+            f"{why}, so nothing was verified (compared at their own scale, they match)",
+            fix=fix, outputs=tuple(small),
+        )]
+    names = ", ".join(repr(name) for name in small)
     return [Finding(
         "vacuous",
-        f"every value compared is within atol of 0 (largest |expected| {max(p for p, _ in peaks):.2g} in {len(peaks)} "
-        "output(s)): "
-        "an ONNX model returning zeros would pass too, so nothing was verified",
-        fix="verify with weights whose outputs are not ~0 (a trained checkpoint; random weights over many layers "
-            "shrink activations towards 0)",
+        f"output(s) {names} not verified: every value is within atol of 0 (largest |expected| {largest:.2g}); {why} "
+        "(compared at their own scale, they match); the other outputs are verified",
+        fix=fix, outputs=tuple(small),
     )]
 
 
 def tolerance_notes(facts: VerifyFacts) -> list[Finding]:
-    """Elements that pass only thanks to the output-scaled part of the tolerance, said once."""
+    """Elements that pass only thanks to the channel-scaled part of the tolerance, said once:
+    differences small beside the values of their channel (at most ``scale`` of the largest,
+    see :mod:`exporter.verify.channels`), on elements near zero."""
     cases = facts.cases
     scaled = [(c, o) for c in cases for o in c.outputs if o.ok and o.scaled_only and not o.rounding]
     if not scaled:
         return []
     count = sum(o.scaled_only for _, o in scaled)
     case, check = max(scaled, key=lambda pair: pair[1].max_abs or 0.0)
+    scale = check.tolerance.output_scale if check.tolerance is not None else 0.0
     return [Finding(
         "tolerance",
         f"{count} element(s) in {len({c.name for c, _ in scaled})} case(s) differ by more than atol + rtol*|expected| "
-        f"but within the output-scaled tolerance ({check.tolerance}): float noise on values near zero "
-        f"(largest: output {check.output!r} at {case.sizes_text or case.name}, |diff| {check.max_abs:.3g} <= "
-        f"{check.atol_applied:.3g})",
+        f"but within {scale:g} of the largest |value| in their channel ({check.tolerance}): float noise on "
+        f"values near zero (largest |diff|: output {check.output!r} at {case.sizes_text or case.name}, "
+        f"{check.max_abs:.3g})",
         case.name, case.sizes,
         fix="tolerances={'float32': Tolerance(rtol, atol, scale=0)} compares element by element without the scale",
     )]

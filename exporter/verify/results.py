@@ -100,9 +100,9 @@ class Finding:
     the names asked for: which one), ``tolerance`` (elements
     within the output-scaled tolerance only: which, and why they pass); ``rounding`` (outputs
     beyond the tolerance that are as close to the model run in float64 as eager float32 is:
-    rounding the model amplifies, so they pass); ``vacuous`` (every value
-    compared is within atol of 0, so a model returning zeros would pass: the result is
-    ``not_verified``); ``random`` (eager PyTorch gives other outputs at each run with the same
+    rounding the model amplifies, so they pass); ``vacuous`` (the outputs in
+    ``outputs`` have every value within atol of 0: at an absolute tolerance a model returning
+    zeros would pass them, so they are not verified and the result is ``not_verified``); ``random`` (eager PyTorch gives other outputs at each run with the same
     inputs: the model draws random numbers, nothing compared says anything, the result is
     ``not_verified``).
 
@@ -116,6 +116,7 @@ class Finding:
     cause: str | None = None
     fix: str | None = None
     options: tuple[tuple[str, Any], ...] = ()
+    outputs: tuple[str, ...] = ()  # the outputs it is about (a ``vacuous`` finding: those not verified)
 
     @property
     def fails(self) -> bool:
@@ -160,6 +161,12 @@ class VerifyResult(Presentable):
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    @property
+    def unverified_outputs(self) -> tuple[str, ...]:
+        """The outputs verify compared but cannot call verified (every value within atol of 0:
+        a ``vacuous`` finding names them); empty when every output compared was judged."""
+        return tuple(name for f in self.findings if f.kind == "vacuous" for name in f.outputs)
 
     @property
     def suggested_options(self) -> dict[str, Any]:
@@ -251,7 +258,7 @@ class VerifyResult(Presentable):
             return head + (f"; {_cut(first.message)}" if first is not None else "")
         vacuous = next((f for f in self.findings if f.kind in ("random", "vacuous")), None)
         if self.status == "not_verified" and vacuous is not None:
-            return f"Verification NOT VERIFIED: {_cut(vacuous.message, 200)}"
+            return f"Verification NOT VERIFIED: {_cut(vacuous.message, 480)}"  # with the gap it saw
         if self.status == "not_verified":
             missing = [f for f in self.findings if f.kind == "not_verified"]
             what = (f"the example{at}" + (f" and {len(others)} other size(s)" if others else " only")

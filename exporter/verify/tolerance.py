@@ -331,11 +331,9 @@ def _other_dtype(actual: Any, expected: Any) -> str | None:
 
     if not isinstance(expected, torch.Tensor):
         return None
-    got = actual.dtype if isinstance(actual, torch.Tensor) else np.asarray(actual).dtype
-    if got == expected.dtype:
-        return None
     if isinstance(actual, torch.Tensor):
-        return str(got).removeprefix("torch.")
+        return None if actual.dtype == expected.dtype else str(actual.dtype).removeprefix("torch.")
+    got = np.asarray(actual).dtype
     if expected.dtype == torch.bfloat16 or _is_float8(expected.dtype):
         return None if got in (np.float32, np.uint8) or (got.kind == "V" and got.itemsize == 2) else got.name
     want = torch.empty(0, dtype=expected.dtype).numpy().dtype

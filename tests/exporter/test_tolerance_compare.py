@@ -48,7 +48,9 @@ def test_the_quick_path_gives_the_general_rules_check_for_every_pair_it_takes():
             continue
         taken += 1
         assert quick == general, name
-    assert taken > 150  # most pairs pass: the quick path is what runs
+    # Most pairs pass: the quick path is what runs. (Fewer than before issue 53: a vector of 1e-3
+    # with noise of 1e-4 is compared at its own scale and its median, and fails.)
+    assert taken > 120
 
 
 def test_pairs_with_passing_elements_only_thanks_to_the_output_scale_are_counted_the_same_way():

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import Status
-from ..tolerance import compare, tolerance_for
+from ..tolerance import compare, is_given, tolerance_for
 from .plan import NodePlan
 from .result import IntermediateRow
 
@@ -52,9 +52,10 @@ def _batched_passes(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[s
                     tolerances: Any) -> dict[tuple[str, str], IntermediateRow]:
     """The rows of the pairs that pass with every element finite, keyed by (node, ONNX value):
     real float tensors (float16/32/64) of one shape and dtype on both sides, grouped by dtype and
-    measured as one array (verify's rule: ``|got - want| <= atol + scale * max|want| + rtol *
-    |want|`` per element, in float64, as :func:`exporter.verify.tolerance.compare` computes it).
-    A pair left out is judged alone by :func:`node_row`'s path."""
+    measured as one array: a pair passes here when every element is within ``atol + rtol *
+    |want|`` (verify's rule without its channel term, in float64, as
+    :func:`exporter.verify.tolerance.compare` computes it). A pair left out, or with an element
+    beyond that, is judged alone by :func:`node_row`'s path (the channel term included)."""
     import numpy as np
     import torch
 
@@ -71,6 +72,7 @@ def _batched_passes(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[s
     for dtype, pairs in groups.items():
         name = str(dtype).removeprefix("torch.")
         tol = tolerance_for(name, tolerances)
+        relative = not is_given(name, tolerances)
         sizes = np.fromiter((got.size for _, _, _, got, _ in pairs), np.int64, len(pairs))
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         got_all = np.concatenate([got.reshape(-1) for _, _, _, got, _ in pairs])
@@ -80,11 +82,13 @@ def _batched_passes(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[s
             np.abs(diff, out=diff)
             magnitude = np.abs(want_all, dtype=np.float64)
             max_abs = np.maximum.reduceat(diff, starts)
-            atol = tol.atol + tol.output_scale * np.maximum.reduceat(magnitude, starts)
-            finite = np.isfinite(max_abs) & np.isfinite(atol)
+            peak = np.maximum.reduceat(magnitude, starts)
+            atol = np.array([tol.atol_for(float(p), relative) if np.isfinite(p) else tol.atol for p in peak])
+            limit = atol + tol.output_scale * peak  # the row's atol_applied, as compare() gives it
+            finite = np.isfinite(max_abs) & np.isfinite(limit)
             failing = np.zeros(len(pairs), dtype=bool)
-            # An element within atol passes (its allowed difference is atol + rtol*|w|): only a
-            # pair whose largest difference passes atol is looked at element by element.
+            # An element within atol passes (its allowed difference is atol + rtol*|w| and more):
+            # only a pair whose largest difference passes atol is looked at element by element.
             for k in np.flatnonzero(finite & (max_abs > atol)):
                 part = slice(starts[k], starts[k] + sizes[k])
                 failing[k] = bool(np.count_nonzero(diff[part] > atol[k] + tol.rtol * magnitude[part]))
@@ -97,7 +101,7 @@ def _batched_passes(case: str, nodes: Sequence[NodePlan], onnx_values: Mapping[s
                 continue  # judged alone: its worst elements, NaN / Inf counts
             out[(node.name, value)] = IntermediateRow(
                 node.name, node.op, node.fx_nodes or (fx,), node.module, node.source, Status.PASS, value, fx,
-                float(max_abs[i]), float(max_rel[i]), float(atol[i]), got.shape, tuple(want.shape), name)
+                float(max_abs[i]), float(max_rel[i]), float(limit[i]), got.shape, tuple(want.shape), name)
     return out
 
 
