@@ -40,6 +40,7 @@ from exporter.ports import Port, onnx_ports
 from exporter.recording import CallGroup, RecordedExport
 from exporter.verify import VerifyResult
 from exporter.session import STAGE_CACHE_ENTRIES
+from exporter.verdict import AUTO_VERIFY_SECONDS, ExportVerdict, qualified_status, verify_again
 from exporter.worker import submit_work
 
 from ._live import Job, JobRunner, Step, WidgetObserver
@@ -61,17 +62,24 @@ if TYPE_CHECKING:
 __all__ = ["Workbench"]
 
 STAGES = STEPS[:4]
-AUTO_VERIFY_SECONDS = 2.0
-"""A change of spec re-verifies in the background when the last verify took less than this."""
 
 
-def stage_row(result: VerifyResult | BenchmarkResult) -> tuple[str, float | None, str]:
-    """How the Stages tab's verify or benchmark row shows a result: its status, seconds (a
-    verification's) and the line it is known by (a verification's verdict, a benchmark's
-    headline)."""
+def stage_row(name: str, result: VerifyResult | BenchmarkResult | None,
+              verdict: ExportVerdict) -> tuple[str, float | None, str]:
+    """How the Stages tab's ``verify`` or ``benchmark`` row shows a result of the export whose
+    verdict is ``verdict``: its status, seconds (a verification's) and the line it is known by
+    (a verification's verdict, a benchmark's headline). No verify of an export: ``not run``
+    and the verdict's sentence (``not verified: verify has not run on this spec``); a
+    benchmark's ``ok`` only for a model verified as passed (else ``not verified`` /
+    ``verify failed``, and what was timed)."""
+    if result is None:
+        unverified = name == "verify" and verdict.exported and verdict.verify is None
+        return "not run", None, verdict.text if unverified else ""
     if isinstance(result, VerifyResult):
         return str(result.status), result.seconds, result.verdict
-    return str(result.status), None, result.headline
+    status = qualified_status(result.status, verdict)
+    said = "" if status == str(result.status) else f" (timed a model {'that fails verify' if verdict.word == 'failed' else verdict.word})"
+    return status, None, result.headline + said
 
 
 def steps_until(until: str) -> tuple[Step, ...]:
@@ -243,10 +251,8 @@ class Workbench(widgets.VBox):
         last = self._analyses.get("verify")
         if self._follow != "optimize" or last is None:  # "verify" and "benchmark" verify anyway
             return ()
-        if session is not None and "verify" in session.analyses:
-            return ()
-        seconds = getattr(last[1], "seconds", None)
-        return (Step("verify"),) if seconds is not None and seconds < self._reverify_below else ()
+        own = session.last_verify if session is not None else None
+        return (Step("verify"),) if verify_again(own, getattr(last[1], "seconds", None), self._reverify_below) else ()
 
     def draw_graphs(self) -> None:
         """Lay out the FX and ONNX graphs side by side in the Graphs tab (exports first if needed).
@@ -546,10 +552,7 @@ class Workbench(widgets.VBox):
             result = kept.get(name)
             if result is None and name in self._analyses and self._analyses[name][0] is session:
                 result = self._analyses[name][1]  # e.g. a verify that could not run: kept by the widget only
-            if result is not None:
-                self.stages_view.analysis(name, *stage_row(result))
-            else:
-                self.stages_view.analysis(name, "not run", None, "")
+            self.stages_view.analysis(name, *stage_row(name, result, session.verdict))
         self._safely(self.dims_view.show, session, self._last_good)
         self._safely(self.guards_view.show, session, self.tabs.selected_index == self.views.index(self.guards_view))
         for view in self.analysis_tabs:
@@ -564,10 +567,24 @@ class Workbench(widgets.VBox):
     def _show_analysis(self, name: str, of: Session, result: Any) -> None:
         current = of is self._shown or self._shown.analyses.get(name) is result
         view = self.analysis_views.get(name)
+        verdict = of.verdict  # of the export the result ran on: a benchmark is green only on a verified model
         if view is not None:
-            view.show(name, result, current)
+            if getattr(view, "takes_verdict", False):
+                show: Callable[..., None] = view.show  # the protocol's show, plus verdict=
+                show(name, result, current, verdict=verdict)
+            else:
+                view.show(name, result, current)
         if current and name in ("verify", "benchmark"):
-            self.stages_view.analysis(name, *stage_row(result))
+            self.stages_view.analysis(name, *stage_row(name, result, verdict))
+        if current and name == "verify":  # the timings on screen now say what this verify found
+            self._redraw_timings(self._shown)
+
+    def _redraw_timings(self, session: Session) -> None:
+        """Draw again the results of ``session`` in the views that show them beside its verdict."""
+        kept = session.analyses
+        for other, view in self.analysis_views.items():
+            if getattr(view, "takes_verdict", False) and other in kept:
+                self._show_analysis(other, session, kept[other])
 
     def _safely(self, draw: Callable[..., Any], *args: Any) -> None:
         """A view that fails to draw shows why in the job bar; the widget and kernel go on."""

@@ -304,7 +304,8 @@ def test_benchmark_tab_shows_latency_the_sweep_and_the_profile():
     wb = workbench(Tiny(), torch.randn(4, 8), x={0: Dim("batch")})
     wb.run_analysis("benchmark", budget=0.05, min_runs=5)
     wb.wait()
-    assert "ok" in wb.benchmark_view.status.value and "<svg" in wb.benchmark_view.chart.value
+    status = text(wb.benchmark_view.status.value)  # nothing verified this model: not a green ok
+    assert status.split()[:3] == ["not", "verified", "onnxruntime"] and "<svg" in wb.benchmark_view.chart.value
     wb.run_analysis("benchmark_sweep", sizes=(1, 4), budget=0.05, min_runs=5)
     wb.wait()
     assert "latency vs batch, 2 size(s), a separate run" in wb.benchmark_view.sweep.value
@@ -638,3 +639,67 @@ def test_the_views_colour_through_the_widgets_stylesheet_not_inline_styles():
     styled = set(re.findall(r"\.(wb-[\w-]+)", STYLE))
     assert {"wb-muted", "wb-caution", "wb-error"} <= used
     assert {"wb-muted", "wb-caution", "wb-error", "wb-nowrap", "wb-where", "wb-scroll"} <= styled
+
+
+class RightOnlyAtOne(torch.nn.Module):
+    """Right at its example size only: with AUTO, size-oblivious capture keeps the dim and
+    bakes the ``== 1`` branch in, so verify fails at size 2; made STATIC, it exports right."""
+
+    def forward(self, x):
+        if x.shape[0] == 1:
+            return x * 2
+        return x + 1
+
+
+def badge_tone(html):
+    """The tone of the first status badge in a fragment (ok is green)."""
+    return re.search(r"oxw-badge oxw-(\w+)", html).group(1)
+
+
+def test_stages_row_and_benchmark_tab_say_failed_then_not_verified_then_passed_as_the_spec_changes():
+    session = Session(RightOnlyAtOne(), (torch.randn(1, 4),), options=ExportOptions(dynamic_shapes={"x": {0: AUTO}}))
+    wb = Workbench(session, verify=True, reverify_below=0).wait()  # no verify on its own after a change
+    assert stage_row(wb, "verify")[0] == "failed"
+    wb.run_analysis("benchmark", budget=0.05, min_runs=5)  # the Benchmark tab's button, with a short budget
+    wb.wait()
+    status = wb.benchmark_view.status.value
+    assert text(status).split()[:2] == ["verify", "failed"] and badge_tone(status) == "fail"  # never a green ok
+    assert "the model timed fails verify: these are the timings of wrong numbers" in text(status)
+    assert stage_row(wb, "benchmark")[:2] == ["verify", "failed"]
+
+    wb.axis_control("x", 0).value = "STATIC"  # the spec changes after the failed verify
+    wb.wait()
+    assert " ".join(stage_row(wb, "verify")) == "not run not verified: verify has not run on this spec"
+    assert stage_row(wb, "benchmark")[:2] == ["not", "run"]
+    status = wb.benchmark_view.status.value  # the earlier spec's timing: said so, still not green
+    assert "(for an earlier dim spec)" in text(status) and badge_tone(status) == "fail"
+
+    wb.session.benchmark(budget=0.05, min_runs=5)  # the new spec timed in a script, not verified
+    wb.run("optimize")
+    wb.wait()
+    status = wb.benchmark_view.status.value
+    assert text(status).split()[:2] == ["not", "verified"] and badge_tone(status) == "warn"
+    assert "the model timed is not verified" in text(status) and "earlier" not in text(status)
+    assert stage_row(wb, "benchmark")[:2] == ["not", "verified"]
+
+    wb.verify_view.button.click()  # verified on this spec, and passing: now, and only now, ok
+    wb.wait()
+    assert stage_row(wb, "verify")[0] == "pass"
+    status = wb.benchmark_view.status.value
+    assert text(status).split()[0] == "ok" and badge_tone(status) == "ok"
+    assert stage_row(wb, "benchmark")[0] == "ok"
+
+    wb.axis_control("x", 0).value = "AUTO"  # back to the spec that failed: its verify is found again
+    wb.wait()
+    assert stage_row(wb, "verify")[0] == "failed"
+    assert text(wb.benchmark_view.status.value).split()[:2] == ["verify", "failed"]
+
+
+def test_a_quick_verify_runs_again_after_a_change_of_spec_and_every_surface_follows():
+    session = Session(RightOnlyAtOne(), (torch.randn(1, 4),), options=ExportOptions(dynamic_shapes={"x": {0: AUTO}}))
+    wb = Workbench(session, verify=True, reverify_below=3600).wait()
+    assert wb.session.verdict.word == "failed"
+    wb.axis_control("x", 0).value = "STATIC"
+    wb.wait()
+    assert wb.session.verdict.passed and stage_row(wb, "verify")[0] == "pass"
+    assert wb.session.summary().startswith("Session: RightOnlyAtOne [passed]")

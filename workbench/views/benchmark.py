@@ -13,6 +13,7 @@ import ipywidgets as widgets
 
 from exporter.bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
 from exporter.display import Pre, Table, render
+from exporter.verdict import ExportVerdict, qualified_status
 from workbench.render.bench_charts import latency_histogram, latency_vs_size, profile_bars
 
 from .blocks import failure_html, figure_html, folded, pane, verdict
@@ -38,9 +39,23 @@ def _button(description: str, icon: str, css: str, **kwargs: Any) -> widgets.But
     return button
 
 
+def timing_line(status: Any, text: str, verified: ExportVerdict | None) -> str:
+    """A timing's status line: its own badge (a green ``ok``) only for a model verified as
+    passed (or when the verdict is not known); else the verdict's badge (``not verified``,
+    ``verify failed``) and a clause saying what the timing is of."""
+    if str(status) != "ok" or verified is None or verified.passed:
+        return verdict(status, text)
+    if verified.word == "failed":
+        said = "; the model timed fails verify: these are the timings of wrong numbers"
+    else:
+        said = f"; the model timed is {verified.word}: the timings say nothing of its numbers"
+    return verdict(qualified_status(status, verified), text + said, tone=verified.tone)
+
+
 class BenchmarkView:
     title = "Benchmark"
     analyses = ("benchmark", "benchmark_sweep", "profile", "compare")
+    takes_verdict = True  # the Workbench gives show() the verdict of the export timed
 
     def __init__(self, on_run: Callable[[str], None]) -> None:
         self.button = _button("Run benchmark", "tachometer-alt", "wb-run-benchmark")
@@ -69,16 +84,18 @@ class BenchmarkView:
         for part in (self.summary, self.chart, self.sweep, self.profile, self.compare):
             part.value = ""
 
-    def show(self, name: str, result: Any, current: bool = True) -> None:
-        """Draw the result of ``name``, one of :attr:`analyses`; ``current`` False: of an earlier spec."""
-        draws: dict[str, Callable[[Any, bool], None]] = {
+    def show(self, name: str, result: Any, current: bool = True, verdict: ExportVerdict | None = None) -> None:
+        """Draw the result of ``name``, one of :attr:`analyses`; ``current`` False: of an earlier
+        spec; ``verdict``: of the export timed (its status line is green only when it passed)."""
+        draws: dict[str, Callable[[Any, bool, ExportVerdict | None], None]] = {
             "benchmark": self.show_benchmark, "benchmark_sweep": self.show_sweep,
             "profile": self.show_profile, "compare": self.show_compare}
-        draws[name](result, current)
+        draws[name](result, current, verdict)
 
-    def show_benchmark(self, result: BenchmarkResult, current: bool = True) -> None:
+    def show_benchmark(self, result: BenchmarkResult, current: bool = True,
+                       verified: ExportVerdict | None = None) -> None:
         stale = "" if current else _STALE
-        self.status.value = verdict(result.status, result.headline + stale)
+        self.status.value = timing_line(result.status, result.headline + stale, verified)
         if result.error and not result.cancelled:
             self.summary.value = failure_html(result.failure or result.error)
             self.chart.value = ""
@@ -89,18 +106,19 @@ class BenchmarkView:
         else:
             self.chart.value = ""
 
-    def show_sweep(self, result: SweepResult, current: bool = True) -> None:
+    def show_sweep(self, result: SweepResult, current: bool = True, verified: ExportVerdict | None = None) -> None:
         stale = "" if current else _STALE
         # A run of its own: its speedups need not match the benchmark's above.
         said = f": {result.headline}" if result.status == "ok" and result.headline else ""
-        head = verdict(result.status, f"latency vs {result.dim}, {len(result.points)} size(s), a separate run{said}{stale}")
+        head = timing_line(result.status,
+                           f"latency vs {result.dim}, {len(result.points)} size(s), a separate run{said}{stale}", verified)
         if result.status != "ok":
             self.sweep.value = pane(head, render(result))
             return
         self.sweep.value = pane(head, figure_html(latency_vs_size(result)),
                                 folded("details: one row per size", render(result)))
 
-    def show_profile(self, result: ProfileResult, current: bool = True) -> None:
+    def show_profile(self, result: ProfileResult, current: bool = True, verified: ExportVerdict | None = None) -> None:
         stale = "" if current else _STALE
         if result.error or result.cancelled:
             status = "cancelled" if result.cancelled else "failed"
@@ -109,13 +127,13 @@ class BenchmarkView:
             return
         lines = result.summary().splitlines() or [""]
         self.profile.value = pane(
-            verdict("ok", profile_headline(result) + stale),
+            timing_line("ok", profile_headline(result) + stale, verified),
             figure_html(profile_bars(result, by="op_type")),
             folded("details: time by module", Pre("\n".join(lines[1:])) if len(lines) > 1 else None,
                    Table.from_frame(result.to_frame("module"))),
         )
 
-    def show_compare(self, result: Comparison, current: bool = True) -> None:
+    def show_compare(self, result: Comparison, current: bool = True, verified: ExportVerdict | None = None) -> None:
         # The core's section starts with its own verdict line (which variant is fastest).
         stale = "" if current else verdict("earlier", _STALE.strip(" ()"), tone="muted")
         self.compare.value = pane(stale, render(result))

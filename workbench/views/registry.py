@@ -59,7 +59,10 @@ class AnalysisView(View, Protocol):
         ...
 
     def show(self, name: str, result: Any, current: bool) -> None:
-        """Draw ``result`` of the analysis ``name``; ``current`` False: of an earlier spec."""
+        """Draw ``result`` of the analysis ``name``; ``current`` False: of an earlier spec.
+        A view whose class sets ``takes_verdict = True`` is also given ``verdict=``, the
+        :class:`~exporter.verdict.ExportVerdict` of the export the result ran on (the
+        Benchmark tab: green only for a model verified as passed)."""
         ...
 
     def not_run(self) -> None:
