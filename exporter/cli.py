@@ -5,15 +5,18 @@
     onnx-workbench demo [-o OUTDIR]
     onnx-workbench export MODULE:FACTORY [--args k=v ...] [--dynamic INPUT.AXIS=NAME ...]
                           [--opset N] [--strategy S] [--no-optimize] [--skip-pass NAME ...]
-                          [--runtime-asserts] -o out.onnx
+                          [--runtime-asserts] [--verify] -o out.onnx
     onnx-workbench sweep [--zoo Z ...] [--model PATTERN ...] [--engine local|ray] [-o DIR]   (exporter.sweep.cli)
 
 Options may come before ``MODULE:FACTORY`` too (``export --dynamic x.0=batch models.py:make
 -o m.onnx``). ``-o`` ends in ``.onnx`` (the ONNX model) or ``.pt2`` (the ``torch.export`` ExportedProgram:
 the export stops after capture). Progress (one line per stage, with timings) goes to stderr;
-results go to stdout. Exit status: 0 on success, 1 when the export fails (the message names
-the stage, the input, the source line and a fix), 2 for a malformed command line (checked
-before torch is imported). The destination is checked before the export starts.
+results go to stdout, the last line an ONNX export's verdict (:attr:`exporter.Session.verdict`):
+``not verified`` unless ``--verify`` compared onnxruntime with PyTorch over a sweep of sizes
+(then ``passed``, ``failed`` or ``not verified`` and verify's verdict). Exit status: 0 on
+success, 1 when the export fails (the message names the stage, the input, the source line and
+a fix) or ``--verify`` finds the model wrong (it is written all the same), 2 for a malformed
+command line (checked before torch is imported). The destination is checked before the export starts.
 
 Importing this module, ``--help`` and ``--version`` import no torch.
 """
@@ -50,6 +53,7 @@ from .session import Session
 
 if TYPE_CHECKING:
     from .bench import BenchmarkResult
+    from .verdict import ExportVerdict
     from .verify import VerifyResult
 
 __all__ = ["main"]
@@ -177,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keyword arguments for the factory; values are Python literals or strings")
     for names, settings in arguments_of(ExportOptions):  # declared once, with the magic's
         export.add_argument(*names, **settings)
+    export.add_argument("--verify", action="store_true",
+                        help="compare onnxruntime with PyTorch over a sweep of sizes after the export "
+                        "(exit status 1 when the model is wrong); without it the model is not verified")
     export.add_argument("-o", "--output", required=True, type=parse_output,
                         help="the file to write: .onnx for the ONNX model, .pt2 for the ExportedProgram "
                         "(stops after capture)")
@@ -467,9 +474,24 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     logger.info("saved %s", path)
     if program_only:
         print_program_inputs(path, session)
-    else:
-        print_ports(path, session.stage_output("optimize"))
+        return 0
+    print_ports(path, session.stage_output("optimize"))
+    if options.verify:
+        session.verify()  # its progress line says "verify passed in …" on stderr
+    verdict = session.verdict  # this export's: its own verify, or none
+    print(verdict_line(verdict))
+    if verdict.word == "failed":
+        raise ExportError(f"onnxruntime and eager PyTorch disagree: {verdict.text}", stage="verify",
+                          hint=f"{path} was written all the same; see session.verify() in Python for the cases "
+                               "and the first node that differs")
     return 0
+
+
+def verdict_line(verdict: ExportVerdict) -> str:
+    """The last line ``export`` prints: the export's verdict, ``not verified`` saying how to verify."""
+    if verdict.verify is None:
+        return "not verified: onnxruntime was not compared with PyTorch (add --verify to compare them over a sweep of sizes)"
+    return f"{verdict.word}: {verdict.text}"
 
 
 COMMANDS = {"demo": run_demo, "export": run_export}
@@ -497,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
         options = parser.parse_args(argv)
     except SystemExit as exit_request:
         return exit_request.code if isinstance(exit_request.code, int) else 2
+    if options.command == "export" and options.verify and options.output.suffix == ".pt2":
+        print("onnx-workbench export: error: --verify compares an ONNX model: give -o a .onnx path", file=sys.stderr)
+        return 2
     if options.command == "sweep":  # its own outputs (a directory of records) and progress
         from .sweep.cli import run_sweep_command
 

@@ -470,3 +470,47 @@ def test_demo_refuses_a_directory_where_its_model_goes_before_exporting(tmp_path
     assert code == 1
     assert f"[save] '{tmp_path / 'model.onnx'}' is a directory, not a file name" in stderr
     assert "capture" not in stderr and not stdout
+
+
+RIGHT_ONLY_AT_ONE = textwrap.dedent(
+    """
+    import torch
+
+    class RightOnlyAtOne(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[0] == 1 else x + 1
+
+    def make():
+        return RightOnlyAtOne(), (torch.randn(1, 4),)
+    """
+)
+
+
+def test_export_says_failed_then_not_verified_then_passed_as_the_spec_changes(tmp_path):
+    """The verdict line is the export's own (session.verdict): a failed --verify exits 1 and
+    says failed; the same model with another spec and no --verify says not verified (never
+    ok); that spec verified says passed."""
+    factory = tmp_path / "right_at_one.py"
+    factory.write_text(RIGHT_ONLY_AT_ONE)
+    output = tmp_path / "model.onnx"
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "--dynamic", "x.0=auto", "--verify", "-o", str(output))
+    assert code == 1 and output.exists(), stderr  # written all the same, and said so
+    assert stdout.strip().splitlines()[-1].startswith("failed: Verification FAILED")
+    assert "[verify] onnxruntime and eager PyTorch disagree" in stderr and f"{output} was written" in stderr
+
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "-o", str(output))  # the spec changed: x.0 static
+    assert code == 0, stderr
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("not verified: onnxruntime was not compared with PyTorch") and "--verify" in last
+    assert "passed" not in stdout and " ok" not in stdout
+
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "--verify", "-o", str(output))
+    assert code == 0, stderr
+    assert stdout.strip().splitlines()[-1].startswith("passed: Verification PASSED")
+
+
+def test_verify_with_an_exported_program_output_exits_2_before_exporting(tmp_path):
+    factory = tmp_path / "right_at_one.py"
+    factory.write_text(RIGHT_ONLY_AT_ONE)
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "--verify", "-o", str(tmp_path / "m.pt2"))
+    assert code == 2 and "--verify compares an ONNX model" in stderr and "capture" not in stderr and not stdout
