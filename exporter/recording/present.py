@@ -6,7 +6,7 @@ a recording exports through a session, and the session's report imports those (a
 
 from __future__ import annotations
 
-from ..display import Badge, Block, KeyValues, Note, Section, Table, Verdict
+from ..display import Badge, Block, KeyValues, Note, Section, Table, Verdict, status_word
 from ..errors import Status
 from ..presentation import presents
 from .groups import CallGroup
@@ -60,8 +60,9 @@ def recorded_check_section(check: RecordedCheck) -> Section:
     if rows:
         body.append(Table.from_rows(("call", "output", "status", "max abs diff", "detail"), rows, badges=("status",)))
     body.extend(Note(f"call {index} not compared: {reason}", tone="warn") for index, reason in check.skipped)
-    return Section(f"On the recorded {check.group} calls", badge=Badge.status(Status.OK if check.ok else Status.FAILED),
-                   verdict=Verdict(check.verdict, "ok" if check.ok else "fail"), body=tuple(body))
+    tone = "ok" if check.ok else "fail" if check.status == Status.FAILED else "warn"  # skipped: some not compared
+    return Section(f"On the recorded {check.group} calls", badge=Badge(status_word(check.status), tone),
+                   verdict=Verdict(check.verdict, tone), body=tuple(body))
 
 
 @presents(RecordedExport)

@@ -85,21 +85,45 @@ class RecordedCheck(Presentable):
     def status(self) -> Status:
         """``ok`` when every recorded call was compared and agrees; ``failed`` when an output
         differs or onnxruntime refused a call; ``skipped`` when some calls could not be compared."""
-        if self.failed or any(reason.startswith("onnxruntime raised") for _, reason in self.skipped):
+        if self.failed or self.refused:
             return Status.FAILED
         return Status.OK if self.ok else Status.SKIPPED
 
     @property
+    def refused(self) -> tuple[tuple[int, str], ...]:
+        """``(call index, reason)`` of the calls onnxruntime refused to run (a failure)."""
+        return tuple((index, reason) for index, reason in self.skipped if reason.startswith(_REFUSED))
+
+    @property
     def verdict(self) -> str:
-        """One sentence that states only what was compared."""
+        """One sentence that states only what was compared, and what failed: the first call
+        whose output differs (and how), the first call onnxruntime refused (and why)."""
         outputs = len(self.checks) // max(self.compared, 1)
         text = (f"ONNX vs recorded eager outputs: {self.compared} of {self.calls} recorded {self.group} calls "
                 f"compared ({outputs} outputs each)")
-        bad = {check.case for check in self.failed}
-        text += f", {len(bad)} differ" if bad else ", all within tolerance"
-        if self.skipped:
-            text += f"; {len(self.skipped)} not compared"
+        failed = self.failed
+        if failed:
+            bad = {check.case for check in failed}
+            text += f", {len(bad)} differ (first, {failed[0].case}: {failed[0].describe()})"
+        elif self.compared:
+            text += ", all within tolerance" if not self.skipped else ", each compared one within tolerance"
+        refused = self.refused
+        if refused:
+            index, reason = refused[0]
+            text += f"; onnxruntime refused {len(refused)} (first, call {index}: {_first_line(reason[len(_REFUSED):])})"
+        left = len(self.skipped) - len(refused)
+        if left:
+            why = next(reason for reason in (r for _, r in self.skipped) if not reason.startswith(_REFUSED))
+            text += f"; {left} not compared ({why})"
         return text
+
+
+_REFUSED = "onnxruntime raised"  # how a call onnxruntime refused is recorded in ``skipped``
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _output_names(session: RunsOnnx, count: int) -> list[str]:
@@ -128,7 +152,7 @@ def check_recorded(
         try:
             actual = session.run_onnx(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a failed run is this call's verdict
-            skipped.append((call.index, f"onnxruntime raised {type(exc).__name__}: {exc}"))
+            skipped.append((call.index, f"{_REFUSED} {type(exc).__name__}: {exc}"))
             continue
         expected = call.output_tensors()
         names = _output_names(session, len(expected))
