@@ -4,6 +4,7 @@ torch exports it, and where it asked."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,20 +18,27 @@ _QUERIES = ("is_exporting", "is_compiling")
 def _asker(frame: Any) -> tuple[str, int] | None:
     """File and line of the first caller that is not a one-line ``is_*`` helper around the
     query (transformers' ``is_torchdynamo_exporting``)."""
-    while frame is not None and frame.f_code.co_name.startswith("is_"):
+    while frame is not None and (frame.f_code.co_name.startswith("is_") or _is_switch_frame(frame)):
         frame = frame.f_back
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
+def _is_switch_frame(frame: Any) -> bool:
+    """A frame of the per-context switch :func:`~exporter.compat.shared_patch.shared_patch` installs."""
+    return frame.f_globals.get("__name__") == f"{__package__}.shared_patch"
+
+
 @contextmanager
 def as_if_exporting() -> Iterator[list[tuple[str, int]]]:
-    """Within: ``torch.compiler.is_exporting()`` and ``is_compiling()`` answer True, as while
-    ``torch.export`` traces; yields the list of ``(file, line)`` that asked (in order, once
-    each). Both flags and functions are restored after, whatever happens."""
+    """Within, in this context only (:func:`~exporter.compat.shared_patch.shared_patch`: the
+    user's code in another thread sees nothing): ``torch.compiler.is_exporting()`` and
+    ``is_compiling()`` answer True, as while ``torch.export`` traces; yields the list of
+    ``(file, line)`` that asked (in order, once each). The functions are restored after,
+    whatever happens."""
     import torch.compiler as compiler
 
-    saved_flags = (compiler._is_exporting_flag, compiler._is_compiling_flag)
-    saved_functions = {name: getattr(compiler, name) for name in _QUERIES}
+    from .shared_patch import shared_patch
+
     asked: list[tuple[str, int]] = []
 
     def query(name: str) -> Any:
@@ -43,12 +51,10 @@ def as_if_exporting() -> Iterator[list[tuple[str, int]]]:
         answer.__name__ = answer.__qualname__ = name
         return answer
 
-    compiler._is_exporting_flag = compiler._is_compiling_flag = True
-    for name in _QUERIES:
-        setattr(compiler, name, query(name))
-    try:
+    def dynamo_only(_original: Any) -> Any:
+        return compiler.is_dynamo_compiling
+
+    with contextlib.ExitStack() as stack:
+        for name in _QUERIES:
+            stack.enter_context(shared_patch(compiler, name, lambda _original, name=name: query(name), dynamo_only))
         yield asked
-    finally:
-        compiler._is_exporting_flag, compiler._is_compiling_flag = saved_flags
-        for name, function in saved_functions.items():
-            setattr(compiler, name, function)

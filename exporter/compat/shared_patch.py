@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["shared_original", "shared_patch"]
+__all__ = ["compile_flags_in_this_job", "shared_original", "shared_patch"]
 
 _lock = threading.Lock()
 _switches: dict[tuple[int, str], _Switch] = {}  # (id(owner), name) -> the switch installed there now
@@ -35,8 +35,8 @@ _chosen: contextvars.ContextVar[Mapping[int, int]] = contextvars.ContextVar(
 
 
 class _Switch:
-    """What ``owner.name`` is while patched: choices[0] is the original, the others the
-    replacements of the jobs inside (None once a job left)."""
+    """What ``owner.name`` is while patched: choices[0] is what contexts outside every block
+    run (the original), the others the replacements of the jobs inside (None once a job left)."""
 
     def __init__(self, owner: Any, name: str, original: Any) -> None:
         self.owner, self.name, self.original = owner, name, original
@@ -48,7 +48,7 @@ class _Switch:
         me = id(self)
         choices = self.choices
         if isinstance(self.owner, type):
-            self.installed = _SwitchDescriptor(me, choices)
+            self.installed = _SwitchDescriptor(me, choices, self.original)
         else:
             def switched(*args: Any, **kwargs: Any) -> Any:
                 return choices[_choice(me)](*args, **kwargs)
@@ -68,11 +68,11 @@ class _Switch:
 class _SwitchDescriptor:
     """A class attribute that binds like the chosen object (a function, a staticmethod...)."""
 
-    def __init__(self, key: int, choices: list[Any]) -> None:
+    def __init__(self, key: int, choices: list[Any], original: Any) -> None:
         self._key, self._choices = key, choices
-        self.__shared_original__ = choices[0]
-        self.__wrapped__ = getattr(choices[0], "__func__", choices[0])
-        self.__doc__ = getattr(choices[0], "__doc__", None)
+        self.__shared_original__ = original
+        self.__wrapped__ = getattr(original, "__func__", original)
+        self.__doc__ = getattr(original, "__doc__", None)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         chosen = self._choices[_choice(self._key)]
@@ -99,16 +99,21 @@ def _mark_constant() -> None:
 
 
 @contextmanager
-def shared_patch(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[Any]:
+def shared_patch(owner: Any, name: str, replacement: Callable[[Any], Any],
+                 elsewhere: Callable[[Any], Any] | None = None) -> Iterator[Any]:
     """Within, for this context only: ``owner.name`` (an attribute of its own: a class's
     ``__dict__`` entry, a module's global) acts as ``replacement(original)``; yields the
-    original. Other threads and contexts see the original meanwhile."""
+    original. Other threads and contexts see the original meanwhile, or ``elsewhere(original)``
+    when given (by the first block to enter: a process-wide state the job sets must not show
+    elsewhere, see :func:`compile_flags_in_this_job`)."""
     key = (id(owner), name)
     _mark_constant()
     with _lock:
         switch = _switches.get(key)
         if switch is None or not switch.is_installed():  # none yet, or replaced by the user meanwhile
             switch = _switches[key] = _Switch(owner, name, vars(owner)[name])
+            if elsewhere is not None:
+                switch.choices[0] = elsewhere(switch.original)
             switch.install()
         switch.users += 1
         switch.choices.append(replacement(switch.original))
@@ -140,3 +145,25 @@ def shared_original(owner: Any, name: str) -> Any:
 def _is_switch(value: Any) -> bool:
     return type(value) is _SwitchDescriptor or (
         isinstance(value, types.FunctionType) and "__shared_original__" in value.__dict__)
+
+
+@contextmanager
+def compile_flags_in_this_job() -> Iterator[None]:
+    """Within: ``torch.compiler.is_compiling()`` and ``is_exporting()`` answer torch's flags
+    in this context only. ``torch.export`` sets those flags for the whole process while it
+    traces, so code in another thread (the user's ``generate()``) would take its compile path
+    meanwhile: transformers' and ``kernels``' ``CompileableContextVar`` then set a global and
+    reset a context variable, and raise ``TypeError: expected an instance of Token``. Elsewhere
+    they answer ``torch.compiler.is_dynamo_compiling()``: False in eager code, True while
+    TorchDynamo traces that thread's own code."""
+    import torch.compiler as compiler
+
+    def keep(original: Any) -> Any:
+        return original
+
+    def dynamo_only(_original: Any) -> Any:
+        return compiler.is_dynamo_compiling
+
+    with shared_patch(compiler, "is_compiling", keep, dynamo_only), \
+            shared_patch(compiler, "is_exporting", keep, dynamo_only):
+        yield

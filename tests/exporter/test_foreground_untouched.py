@@ -368,3 +368,65 @@ def test_a_module_function_and_a_class_attribute_switch_only_in_the_context_that
         thread.join()
     assert seen == [2, "original"]  # another thread ran the originals meanwhile
     assert namespace.f(1) == 2 and Owner().method() == "original"
+
+
+def _in_thread(function: Callable[[], Any]) -> Any:
+    found: list[Any] = []
+    thread = threading.Thread(target=lambda: found.append(function()))
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def test_torchs_compiling_flags_set_by_a_job_answer_true_in_that_job_only():
+    """torch.export sets ``torch.compiler``'s flags process-wide while it traces; transformers'
+    and ``kernels``' ``CompileableContextVar`` in the user's thread then set a global and later
+    reset a context variable with it (``TypeError: expected an instance of Token``)."""
+    from exporter.compat.shared_patch import compile_flags_in_this_job
+
+    compiler = torch.compiler
+    with compile_flags_in_this_job():
+        compiler._is_compiling_flag = compiler._is_exporting_flag = True  # what torch.export does
+        try:
+            assert compiler.is_compiling() and compiler.is_exporting()
+            assert _in_thread(lambda: (compiler.is_compiling(), compiler.is_exporting())) == (False, False)
+        finally:
+            compiler._is_compiling_flag = compiler._is_exporting_flag = False
+    assert not compiler.is_compiling() and vars(compiler)["is_compiling"].__module__ == "torch.compiler"
+
+
+def test_as_if_exporting_answers_true_in_its_own_context_only():
+    from exporter import compat
+
+    def model_code() -> bool:
+        return torch.compiler.is_exporting()
+
+    with compat.as_if_exporting() as asked:
+        assert model_code() is True
+        assert _in_thread(model_code) is False  # the user's code in another thread
+    assert [line for _, line in asked] == [model_code.__code__.co_firstlineno + 1]
+
+
+def test_a_capture_does_not_show_its_compiling_flags_to_another_thread():
+    """The model asks ``is_compiling()`` while traced; another thread asks meanwhile."""
+    seen: list[bool] = []
+    asked, answered = threading.Event(), threading.Event()
+
+    class Asks(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if torch.compiler.is_compiling() and not asked.is_set():
+                asked.set()
+                answered.wait(30)
+            return x + 1
+
+    def other() -> None:
+        asked.wait(30)
+        seen.append(torch.compiler.is_compiling())
+        answered.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    session = Session(Asks(), (torch.randn(2, 3),), {}, ExportOptions(strategy="nonstrict"))
+    assert session.run("capture").ok
+    thread.join()
+    assert seen == [False]
