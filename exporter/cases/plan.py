@@ -196,7 +196,7 @@ def _allowed(group: DimGroup, size: int) -> bool:
     return size >= max(group.requested_range[0], 1) and (top is None or size <= top) and size != group.example
 
 
-def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None) -> list[tuple[str, dict[str, int]]]:
+def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None, max_size: int | None) -> list[tuple[str, dict[str, int]]]:
     """``(name, sizes of the groups it changes)`` in the order they are worth a case."""
     swept = [g for g in groups if not g.specialized and g.derived is None and not g.auto_static]
     out: list[tuple[str, dict[str, int]]] = []
@@ -216,9 +216,11 @@ def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None) -> lis
     together = {g.label: g.example + prime for g in swept if _allowed(g, g.example + prime)}
     if together:
         out.append((f"example + {prime}", together))  # one case of that name: the only one
-    # 3. Far above twice the example (a size threshold), where the model is cheap enough there.
+    # 3. Far above twice the example (a size threshold), where the model is cheap enough there
+    # (and within max_size, unlike the sizes scaled to the example and the top of the range).
+    bound = [max_size] if max_size is not None else []
     for group in swept:
-        top = _top(group)
+        top = min([h for h in (_top(group), *bound) if h is not None], default=None)
         if far_factor is not None:
             size = far_factor * group.example if top is None else min(far_factor * group.example, top)
             if size > 2 * group.example:
@@ -228,7 +230,7 @@ def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None) -> lis
         alone(f"twice + {prime}", group, 2 * group.example + prime)
     for group in swept:
         top = _top(group)
-        if top is not None:
+        if top is not None:  # past max_size too (within it, "max" already has it): the range is the user's
             alone("top of the range", group, top)
     return out
 
@@ -236,7 +238,8 @@ def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None) -> lis
 Sizes = tuple[tuple[str, int], ...]
 
 
-def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: Sequence[tuple[Sizes, float]] = ()) -> list[CasePlan]:
+def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: Sequence[tuple[Sizes, float]] = (),
+                max_size: int | None = None) -> list[CasePlan]:
     """Cases that can see a branch the planned ones cannot, in this order, while their
     estimated time stays within :data:`EXTRA_SHARE` of the time the planned cases took
     (``runs``: the sizes and seconds of each case compared, the example's included), or within
@@ -244,7 +247,9 @@ def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: S
     of each group (:mod:`~exporter.cases.stride_sizes`); every group at the example plus a
     prime that divides none of their strides; one size far above twice the example for each
     group (the example times the first of :data:`FAR_FACTORS` whose estimated time is within
-    :data:`FAR_SECONDS`); twice the example plus that prime; the top of a finite range. Each
+    :data:`FAR_SECONDS`); twice the example plus that prime; the top of a finite range (the
+    requested maximum or a guard's cap, past ``max_size`` too). The far size stays within
+    ``max_size``; the others are scaled to the example or are the user's range. Each
     changes one group (the offset all), the others at their example; none repeats a planned
     case. Without ``runs`` the budget is :data:`EXTRA_SHARE` of the planned cases' sizes.
     Deterministic for given times: they only decide how many run and how far "far" goes."""
@@ -258,7 +263,7 @@ def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: S
     far = next((f for f in FAR_FACTORS if not runs or per_example * f <= FAR_SECONDS), None)
     spent = 0.0
     out: list[CasePlan] = []
-    for name, changed in _extra_candidates(groups, far):
+    for name, changed in _extra_candidates(groups, far, max_size):
         complete = complete_sizes(groups, changed)
         full = tuple((g.label, complete[g.label]) for g in groups)
         cost = per_example * max(_units(groups, complete), 1.0)

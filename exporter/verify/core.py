@@ -221,7 +221,7 @@ def verify(
     try:
         edge_cases = _edge_cases(session, program) if edge_values else ()
         return _verify_cases(session, program, model, groups, plans, contract, ort_session, tolerances,
-                             make_inputs, locate, seed, reporter, start, cases, edge_cases, named)
+                             make_inputs, locate, seed, reporter, start, cases, edge_cases, named, max_size)
     except Cancelled:
         return VerifyResult(Status.CANCELLED, tuple(cases), groups, contract, seconds=time.perf_counter() - start)
 
@@ -243,7 +243,8 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
                   contract: ContractReport, ort_session: onnxruntime.InferenceSession, tolerances: Mapping[str, Tolerance] | Tolerance | None,
                   make_inputs: Callable[[InputCase], tuple[tuple[Any, ...], dict[str, Any]] | None] | None, locate: bool, seed: int,
                   reporter: Reporter, start: float, cases: list[CaseResult],
-                  edge_cases: Sequence[EdgeValue] = (), named: frozenset[str] | None = None) -> VerifyResult:
+                  edge_cases: Sequence[EdgeValue] = (), named: frozenset[str] | None = None,
+                  max_size: int | None = None) -> VerifyResult:
     output_names = [v.name for v in model.graph.outputs]
     example_sizes = tuple((g.label, g.example) for g in groups)
     total = len(plans) + len(edge_cases) + 1
@@ -264,7 +265,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         yield from plans
         if named is None:  # generated sizes: then those that can see a branch, as the time taken allows
             runs = [(c.sizes, c.seconds) for c in cases if c.status in (Status.PASS, Status.FAIL)]
-            extra = extra_cases(groups, plans, runs)
+            extra = extra_cases(groups, plans, runs, max_size)
             total += len(extra)
             yield from extra
 
