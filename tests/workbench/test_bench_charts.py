@@ -4,6 +4,7 @@ says so instead of raising."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import matplotlib
@@ -120,9 +121,25 @@ def test_verify_chart_colours_failing_cases_red():
     (ax,) = figure.axes
     colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
     assert colours[0] == bench_charts.PASS_COLOR and set(colours[1:]) == {bench_charts.FAIL_COLOR}
-    assert ax.get_title() == "verification: failed"
+    assert ax.get_title(loc="right") == "verification: failed"
     (ticks,) = [line for line in ax.lines if line.get_label() == "allowed difference (tolerance)"]
     assert len(ticks.get_xdata()) == len(result.cases)  # one tolerance mark per compared case
+
+
+def test_the_verify_charts_title_stays_inside_the_figure_beside_long_case_labels():
+    # four named dims (a diffusers UNet's batch, height, width, text_seq) make the labels take
+    # most of the pane: a title centred over the narrow bars ran past the figure's right edge
+    result = Session(Scale(), (torch.randn(3, 4),), {}, ExportOptions(dynamic_shapes={"x": {0: Dim("batch")}})).verify()
+    sizes = (("batch", 2), ("height", 16), ("width", 16), ("text_seq", 8))
+    result = dataclasses.replace(result, cases=tuple(dataclasses.replace(c, name=f"height={18 + i} guards hold", sizes=sizes)
+                                                     for i, c in enumerate(result.cases)))
+    figure = renders(bench_charts.verify_chart(result))
+    (ax,) = figure.axes
+    title = next(t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text())
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box = title.get_window_extent(FigureCanvasAgg(figure).get_renderer())
+    assert 0 <= box.x0 and box.x1 <= figure.bbox.width, (box, figure.bbox.width)
 
 
 class Scale(torch.nn.Module):
