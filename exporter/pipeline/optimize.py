@@ -182,10 +182,28 @@ def _as_step(make_pass: Callable[[], Any]) -> Callable[[], Callable[[Any], bool]
     return make
 
 
-def _pipeline(model: ir.Model, extra_rewrite_rules: Sequence[Any]) -> tuple[list[_Step], list[_Step], list[_Step], int]:
-    """(before the loop, the loop's passes, after the loop, rounds): optimize_ir's defaults."""
+def _user_rules(rules: Sequence[Any], warnings: list[str]) -> list[Any]:
+    """The user's rules as the optimizer runs them, each stopped (and said in ``warnings``)
+    once it keeps rewriting its own output: the README's "up to two rounds" holds even for a
+    rule whose replacement matches its own pattern, which would otherwise never end."""
+    from ..compat.rewrite_budget import bounded_rewrite_rules, rule_label
+
+    def runaway(index: int, rewrites: int) -> None:
+        warnings.append(
+            f"the rewrite rule {rule_label(rules[index], index)} kept matching its own output: stopped after "
+            f"{rewrites} rewrites (its replacement matches its pattern; make the replacement differ from the "
+            "pattern, or add a condition=... that refuses the rule's own output)")
+
+    return bounded_rewrite_rules(compat.linear_rewrite_rules(rules), runaway)
+
+
+def _pipeline(model: ir.Model, extra_rewrite_rules: Sequence[Any],
+              warnings: list[str] | None = None) -> tuple[list[_Step], list[_Step], list[_Step], int]:
+    """(before the loop, the loop's passes, after the loop, rounds): optimize_ir's defaults.
+    What the user's rules did that the stage should warn about goes to ``warnings``."""
     import onnx_ir.passes.common as common
 
+    said: list[str] = warnings if warnings is not None else []
     parts = compat.onnxscript_optimizer_parts()
     fold = lambda: parts["FoldConstantsPass"](  # noqa: E731
         shape_inference=True, input_size_limit=parts["input_size_limit"],
@@ -193,7 +211,8 @@ def _pipeline(model: ir.Model, extra_rewrite_rules: Sequence[Any]) -> tuple[list
     loop = [
         ("FoldConstantsPass", fold),
         ("RewritePass", lambda: parts["RewritePass"](parts["default_rewrite_rules"])),
-        *([("ExtraRewritePass", lambda: parts["RewritePass"](compat.linear_rewrite_rules(extra_rewrite_rules)))] if extra_rewrite_rules else []),
+        *([("ExtraRewritePass", lambda: parts["RewritePass"](_user_rules(extra_rewrite_rules, said)))]
+          if extra_rewrite_rules else []),
         ("RemoveUnusedNodesPass", common.RemoveUnusedNodesPass),
         ("RemoveUnusedFunctionsPass", common.RemoveUnusedFunctionsPass),
         ("RemoveUnusedOpsetsPass", common.RemoveUnusedOpsetsPass),
@@ -235,12 +254,13 @@ class PassFailed(OptimizeError):
 
 
 def run_passes(model: ir.Model, *, skip_passes: Sequence[str] = (), extra_rewrite_rules: Sequence[Any] = (),
-               record: bool = True) -> tuple[ir.Model, OptimizerPasses]:
+               record: bool = True, warnings: list[str] | None = None) -> tuple[ir.Model, OptimizerPasses]:
     """Run the optimizer's passes on ``model`` in place, one by one; return it with the
     records. A pass that raises stops the run: :class:`PassFailed` names it, says how to skip
-    it, and carries the records (the failed one last, with its error) in ``.passes``."""
+    it, and carries the records (the failed one last, with its error) in ``.passes``. A user
+    rule stopped for rewriting its own output over and over is said in ``warnings``."""
     skip = frozenset(check_pass_names(skip_passes))
-    before, loop, tail, rounds = _pipeline(model, extra_rewrite_rules)
+    before, loop, tail, rounds = _pipeline(model, extra_rewrite_rules, warnings)
     records: list[PassRecord] = []
     start = time.perf_counter()
     # optimize_ir reuses one instance of each loop pass across its rounds: so do we.
@@ -340,11 +360,12 @@ def optimize_stage(model: ir.Model, *, enabled: bool, skip_passes: Sequence[str]
         return StageResult("optimize", Status.SKIPPED, 0.0, model, detail="optimize=False",
                            passes=OptimizerPasses(note="optimize=False: no pass ran"))
     recorded: list[OptimizerPasses] = []
+    said: list[str] = []
 
     def work() -> ir.Model:
         try:
             optimized, passes = run_passes(model.clone(), skip_passes=skip_passes,
-                                           extra_rewrite_rules=extra_rewrite_rules)
+                                           extra_rewrite_rules=extra_rewrite_rules, warnings=said)
         except PassFailed as error:
             recorded.append(error.passes)
             raise
@@ -356,7 +377,10 @@ def optimize_stage(model: ir.Model, *, enabled: bool, skip_passes: Sequence[str]
                          "export with ExportOptions(optimize=False) to get the unoptimized model", work)
     passes = recorded[0] if recorded else None
     if result.status != Status.FAILED:
-        return replace(result, passes=passes)
+        if said and result.status == Status.OK:
+            return replace(result, status=Status.WARNING, detail=said[0], warnings=(*result.warnings, *said),
+                           passes=passes)
+        return replace(result, passes=passes, warnings=(*result.warnings, *said))
     reason = result.error.reason if result.error is not None else ""
     leftovers = trace_leftover_initializers(model)
     if leftovers:  # the translated model is broken too: no fallback
