@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from .display import Badge, Block, Document, KeyValues, Note, Section, Svg, Table, error_section, failure_blocks, render
 from .display.sections import attempts_table, dims_section, guards_section, session_section, stages_table
-from .display.sections.session import TIMINGS, PresentedSession, stages_badge, verdict_badge
+from .display.sections.session import TIMINGS, PresentedSession, stages_badge
+from .errors import Status
 from .graphs.draw import side_by_side
-from .verdict import verify_again
+from .verdict import qualified_status, verify_again
 
 if TYPE_CHECKING:
     from .bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
@@ -141,8 +142,8 @@ def _benchmark(session: ReportedSession, result: BenchmarkArgument) -> Section:
         return section
     said = ("the model timed fails verify: these are the timings of wrong numbers" if verdict.word == "failed"
             else f"the model timed is {verdict.word}: the timings say nothing of its numbers")
-    return Section(section.title, verdict_badge(verdict), (Note(said, verdict.tone), *section.body),
-                   section.anchor, section.verdict)
+    badge = Badge(qualified_status(Status.OK, verdict), verdict.tone)  # "verify failed": the timing itself ran
+    return Section(section.title, badge, (Note(said, verdict.tone), *section.body), section.anchor, section.verdict)
 
 
 def _kept(session: ReportedSession) -> dict[str, Any]:
