@@ -13,7 +13,8 @@ __all__ = ["FAILED", "STATUSES", "UnitRecord", "status_counts"]
 #: example and at other sizes), ``not_verified`` (exported, some dim never compared at another
 #: size), ``exported`` (exported, verify not asked for), ``verify_failed`` (exported, wrong
 #: numbers or onnxruntime failed at some size), ``export_failed``, ``build_failed`` (the
-#: factory or the eager call on the example inputs raised), ``timeout``, ``oom`` (past the
+#: zoo file did not import, the factory raised, or the eager call on the example inputs raised
+#: or gave outputs that cannot be flattened), ``timeout``, ``oom`` (past the
 #: memory cap), ``crashed`` (the worker died without a record), ``skipped`` (not run: its zoo
 #: cannot load here, see ``error``).
 STATUSES = ("passed", "not_verified", "exported", "verify_failed", "export_failed", "build_failed",
@@ -26,9 +27,11 @@ FAILED = frozenset(("verify_failed", "export_failed", "build_failed", "timeout",
 class UnitRecord:
     """One unit's outcome.
 
-    ``stages``: status per stage as it ran (``build``, ``capture``, ``decompose``,
-    ``translate``, ``optimize``, ``verify``, ``benchmark``, ``baseline``); ``failed_stage``
-    the first that failed (for a ``timeout`` or ``oom``, the stage it was in);
+    ``stages``: status per stage as it ran (``import`` for a zoo file that did not import,
+    ``build``, ``eager``, ``capture``, ``decompose``, ``translate``, ``optimize``, ``verify``,
+    ``benchmark``, ``baseline``); ``failed_stage`` the first that failed (for a ``timeout``,
+    ``oom`` or ``crashed`` unit, the stage it was in; an error of the sweep's own code is
+    recorded at the stage it was in, after the export without changing the status);
     ``failure_class`` the error's first line with names and numbers taken out (the bucket it
     falls in, :func:`exporter.sweep.buckets.failure_class`); ``error`` its first line as
     raised. ``verdict`` is verify's one-line verdict. ``baseline``: what ``torch.onnx.export``
@@ -40,8 +43,8 @@ class UnitRecord:
     wherever onnxruntime runs it (it raises at some size) above one
     (:func:`exporter.sweep.outcome.rank`). ``seconds`` per stage and in all (``total``), ``onnx_bytes`` the
     size of our ONNX model, ``speedup`` onnxruntime vs eager when benchmarked, ``versions``
-    the packages that ran it, ``host`` and ``pid`` where, ``started`` / ``finished`` when
-    (Unix time). ``fixed_by``: the model patches a failed unit's session offered as fixes
+    the packages that ran it and those the model's classes come from (``diffusers``),
+    ``host`` and ``pid`` where, ``started`` / ``finished`` when (Unix time). ``fixed_by``: the model patches a failed unit's session offered as fixes
     (:attr:`exporter.Session.suggested_fixes`), and ``fixed_status`` the status of the same
     export with them applied (the spec unchanged): what one click gives; ``status`` stays
     the export's own."""
