@@ -385,9 +385,13 @@ def with_ties(findings: list[Finding], cases: Sequence[CaseResult], ties: Mappin
     """The findings with what the ties say (:mod:`.ties`): a tie that is not excused is the
     likely cause of its case's finding; the excused ones are one ``tie`` finding, and a
     ``not_verified`` one when no other case compared what follows the pick."""
-    shown = [replace(f, cause="; ".join(filter(None, (ties[f.case].cause, f.cause))))
-             if f.case in ties and not ties[f.case].excused and f.kind in ("wrong_at_example", "wrong_at_size", "wrong_at_value")
-             else f for f in findings]
+    def with_cause(finding: Finding) -> Finding:
+        tie = ties.get(finding.case or "")
+        if tie is None or tie.excused or finding.kind not in ("wrong_at_example", "wrong_at_size", "wrong_at_value"):
+            return finding
+        return replace(finding, cause="; ".join(filter(None, (tie.cause, finding.cause))))
+
+    shown = [with_cause(f) for f in findings]
     excused = [ties[c.name] for c in cases if c.name in ties and ties[c.name].excused]
     if not excused:
         return shown
