@@ -41,12 +41,16 @@ program and the fix when one exists (``fully_masked_rows="zero"`` for attention 
 masked row); ``edge_values=False`` skips them.
 
 Tolerances (:data:`DEFAULT_TOLERANCES`, element-wise
-``|onnx - eager| <= atol + rtol * max|eager| + rtol * |eager|``, the middle term scaled to the
-output's magnitude, see :class:`Tolerance`): float64 rtol 1e-6 / atol 1e-7; float32 rtol 1e-4 /
-atol 1e-5; float16 rtol 1e-2 / atol 1e-3; bfloat16 rtol 2e-2 / atol 1e-2; integers and bool
-exact. NaN equals NaN. A failing output names its worst elements (index, expected, got, the
-tolerance applied); elements that pass only thanks to the scaled term are counted in a
-``tolerance`` finding.
+``|onnx - eager| <= atol + rtol * |eager| + rtol * channel``, the last term the largest
+``|eager|`` of the element's quietest slice, never another channel's, see :class:`Tolerance` and
+:mod:`exporter.verify.channels`): float64 rtol 1e-6 / atol 1e-7; float32 rtol 1e-4 / atol 1e-5;
+float16 rtol 1e-2 / atol 1e-3; bfloat16 rtol 2e-2 / atol 1e-2; integers and bool exact. NaN
+equals NaN. An output of another dtype, of another shape or missing fails its case. With these
+defaults an output below 1 is compared at its own scale, and one within ``atol`` of 0
+everywhere is named in a ``vacuous`` finding (``not_verified``). A failing output names its
+worst elements (index, expected, got, the tolerance applied); elements that pass only thanks to
+the channel term are counted in a ``tolerance`` finding. :func:`exporter.verify_onnx` runs all
+of this on an ONNX model you bring.
 
 Verdict. ``passed`` only when every dim group swept was compared at a size other than the
 example; when eager PyTorch raised at every other size (or none was tried) the result is

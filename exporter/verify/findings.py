@@ -241,10 +241,12 @@ def vacuous(facts: VerifyFacts) -> list[Finding]:
     peaks: dict[str, list[float]] = {}
     judged: set[str] = set()  # floating outputs compared with the default tolerance
     failed: set[str] = set()
+    diffs: dict[str, float] = {}  # the largest difference per output
     for check in (o for c in facts.cases if c.compared for o in c.outputs):
         if check.peak is None or not check.relative_atol or check.tolerance is None or check.tolerance.atol <= 0:
             continue
         judged.add(check.output)
+        diffs[check.output] = max(diffs.get(check.output, 0.0), check.max_abs or 0.0)
         if not check.ok:
             failed.add(check.output)
         if check.vacuous:
@@ -255,6 +257,7 @@ def vacuous(facts: VerifyFacts) -> list[Finding]:
     if not small:
         return []
     largest = max(small.values())
+    seen = max(diffs[name] for name in small)
     why = ("at the absolute tolerance an ONNX model returning zeros would pass too, and values this small are what "
            "random weights over many layers leave")
     fix = ("verify with weights whose outputs are not ~0 (a trained checkpoint; random weights over many layers "
@@ -263,14 +266,14 @@ def vacuous(facts: VerifyFacts) -> list[Finding]:
         return [Finding(
             "vacuous",
             f"every value compared is within atol of 0 (largest |expected| {largest:.2g} in {len(small)} output(s)): "
-            f"{why}, so nothing was verified (compared at their own scale, they match)",
+            f"{why}, so nothing was verified (compared at their own scale, they match: largest difference {seen:.2g})",
             fix=fix, outputs=tuple(small),
         )]
     names = ", ".join(repr(name) for name in small)
     return [Finding(
         "vacuous",
         f"output(s) {names} not verified: every value is within atol of 0 (largest |expected| {largest:.2g}); {why} "
-        "(compared at their own scale, they match); the other outputs are verified",
+        f"(compared at their own scale, they match: largest difference {seen:.2g}); the other outputs are verified",
         fix=fix, outputs=tuple(small),
     )]
 

@@ -150,6 +150,7 @@ def test_an_output_within_atol_of_zero_is_named_and_the_result_is_not_verified_t
     assert result.unverified_outputs == ("y1",)
     (finding,) = [f for f in result.findings if f.kind == "vacuous"]
     assert finding.outputs == ("y1",) and "'y1'" in finding.message
+    assert "they match: largest difference" in result.verdict  # what it saw, and why it cannot judge it
 
 
 def test_a_wrong_output_within_atol_of_zero_fails_compared_at_its_own_scale():
