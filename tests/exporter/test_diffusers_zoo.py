@@ -121,15 +121,15 @@ def test_a_sweep_without_diffusers_records_skipped_units_without_a_process(tmp_p
     assert all(r.pid == 0 and "diffusers" in (r.error or "") for r in results.records)
 
 
-@pytest.mark.slow  # three exports, their verify and torch.onnx.export baselines in fresh processes (~1-2 min)
+@pytest.mark.slow  # three exports, their verify and torch.onnx.export baselines in fresh processes (5-15 min on a busy machine)
 def test_a_sweep_exports_verifies_and_compares_diffusers_models_end_to_end(tmp_path):
     from exporter.sweep import sweep
 
-    units = ["unet_2d_condition", "autoencoder_kl_decode", "dit"]
-    results = sweep("diffusers", models=units, workers=1, output_dir=tmp_path, timeout=600, progress=False)
+    units = ["unet_2d", "autoencoder_kl_decode", "dit"]
+    results = sweep("diffusers", models=units, workers=1, output_dir=tmp_path, timeout=900, progress=False)
     assert [r.model for r in results.records] == units
     for record in results.records:
-        assert "build" in record.stages and record.failed_stage != "build", record
-        assert record.baseline, record  # torch.onnx.export ran on the same call
-    unet = results.record("unet_2d_condition")
-    assert unet.ok and unet.versus in ("same", "better"), unet
+        # exported (a FrozenDict config and an output dataclass no longer stop it), verified, compared
+        assert record.stages.get("optimize") == "ok" and record.verdict, record
+        assert record.baseline and record.versus in ("same", "better"), record
+    assert results.record("unet_2d").status == "passed"
