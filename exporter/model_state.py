@@ -281,6 +281,7 @@ class _ModuleSnapshot:
             if buffer is not None and id(buffer) not in self.tensors:
                 self.tensors[id(buffer)] = _TensorState(buffer, copy=True)
         self.hidden: set[str] = set()  # attributes set aside for the run
+        self.order = list(namespace)  # the __dict__'s order, walked containers included
         self.attributes: dict[str, Snapshot] = {}
         for name, value in namespace.items():
             if name in _WALKED:
@@ -372,6 +373,7 @@ class _ModuleSnapshot:
                 now[name] = value
                 found.append(StateChange(_join(self.path, name), kind, _describe(value), _describe(current),
                                          trace_leftover=_trace_kind(current)))
+        _reorder(now, list(saved))  # a submodule put back goes back to its place in forward's order
         return found
 
     def _restore_attributes(self, done: RestorePass) -> list[StateChange]:
@@ -407,4 +409,17 @@ class _ModuleSnapshot:
                 note = f"part of it cannot be put back in a {type(snap.obj).__name__}"
             found.append(StateChange(_join(self.path, name), "attribute", before, after, restored,
                                      trace_leftover=_trace_kind(current), note=note))
+        _reorder(now, [name for name in self.order if name in now])
         return found
+
+
+def _reorder(namespace: dict[str, Any], order: list[str]) -> None:
+    """Put ``namespace``'s keys back in ``order`` (a key put back was appended at the end), by
+    moving each key from the first misplaced one on to the end."""
+    wanted = set(order)
+    keys = [key for key in namespace if key in wanted]
+    if keys == order:
+        return
+    first = next(index for index, (a, b) in enumerate(zip(keys, order)) if a != b)
+    for key in order[first:]:
+        namespace[key] = namespace.pop(key)

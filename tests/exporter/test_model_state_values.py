@@ -294,3 +294,13 @@ def test_a_restore_that_fails_is_reported_and_never_raises(monkeypatch):
         raise KeyError("the run's own error")
     failed = [c for c in report.changes if not c.restored]
     assert failed and "restoring failed: RuntimeError: cannot read" in str(failed[0])
+
+
+def test_a_submodule_removed_and_put_back_keeps_its_place_in_forward_order():
+    # put back at the end, a Sequential would run its first layer last
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    with preserved(model):
+        del model._modules["0"]
+        del model._modules["1"].__dict__["inplace"]
+    assert list(model._modules) == ["0", "1", "2"] and model(torch.ones(4, 2)).shape == (4, 1)
+    assert list(vars(model[1]))[-1] == "inplace"
