@@ -23,6 +23,7 @@ from ..compat import (
     tolerant_constraint_solver,
     unchanging_module_to,
 )
+from ..compat.compileable_vars import private_compileable_vars
 from ..compat.shared_patch import compile_flags_in_this_job
 from ..model_state import preserved
 from ..model_twin import twin_of
@@ -94,10 +95,12 @@ class CaptureStrategy(abc.ABC):
                     # The model patches asked for replace idioms on the model's classes.
                     # A constraint sympy cannot solve stops torch's solver, not the export.
                     # A forward's ``submodule.to(dtype)`` that changes nothing does nothing.
-                    # torch's is_compiling()/is_exporting() flags answer True in this job only.
+                    # torch's is_compiling()/is_exporting() flags answer True in this job only, and
+                    # transformers' CompileableContextVars keep the job's values apart.
                     with size_oblivious_capture(), tolerant_constraint_solver() as unsolved, onnx_capture_patches(
                         dynamic_shapes, strict=self.strict, rnn=self.rnn_while_loop
-                    ), unchanging_module_to(), compile_flags_in_this_job(), applied(twin, self.patches):
+                    ), unchanging_module_to(), compile_flags_in_this_job(), private_compileable_vars(), \
+                            applied(twin, self.patches):
                         program = self._capture(twin, args, kwargs, dynamic_shapes)
                 except Exception as exc:  # noqa: BLE001 - every failure becomes data
                     program, error = None, exc

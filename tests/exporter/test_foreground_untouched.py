@@ -299,7 +299,8 @@ def test_a_capture_without_the_patch_captures_the_original_while_another_thread_
     assert vars(Attention)["scores"] is unpatched(Attention, "scores")
 
 
-def test_two_threads_capturing_with_and_without_a_patch_each_get_what_they_get_alone():
+@pytest.mark.slow
+def test_two_threads_capturing_mamba_with_and_without_its_patch_each_get_what_they_get_alone():
     """MambaModel: its selective scan loops over the sequence, so a dynamic seq is refused
     unless the ``selective_scan_loop`` patch is applied (tests/exporter/test_patches.py)."""
     transformers = pytest.importorskip("transformers")
@@ -331,6 +332,37 @@ def test_two_threads_capturing_with_and_without_a_patch_each_get_what_they_get_a
         thread.join()
     assert together == alone
     assert "model patches selective_scan_loop" in together[("selective_scan_loop",)][1]
+
+
+def test_two_sessions_in_two_threads_with_and_without_a_patch_capture_what_they_capture_alone(doubled_patch):
+    torch.manual_seed(0)
+    model = TinyTransformer().eval()
+    ids = torch.randint(0, 32, (2, 7))
+    patch = doubled_patch(Attention, "scores")
+
+    def export(patches: tuple[str, ...]) -> tuple[str, torch.Tensor]:
+        session = Session(model, (ids,), {}, ExportOptions(dynamic_shapes={"ids": {0: "batch"}}, patches=patches))
+        detail = session.run("capture").detail
+        with torch.no_grad():
+            return detail, session.exported_program.module()(ids)
+
+    alone = {patches: export(patches) for patches in ((), (patch,))}
+    assert "model patches doubled_for_test" in alone[(patch,)][0] and "model patches" not in alone[()][0]
+    assert not torch.allclose(alone[()][1], alone[(patch,)][1])
+    together: dict[tuple[str, ...], tuple[str, torch.Tensor]] = {}
+    start = threading.Barrier(2)
+
+    def run(patches: tuple[str, ...]) -> None:
+        start.wait()
+        together[patches] = export(patches)
+
+    threads = [threading.Thread(target=run, args=(patches,)) for patches in alone]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for patches, (detail, output) in alone.items():
+        assert together[patches][0] == detail and torch.equal(together[patches][1], output), patches
 
 
 def test_a_method_the_user_replaces_while_a_patch_is_open_stays_replaced(doubled_patch):
@@ -430,3 +462,25 @@ def test_a_capture_does_not_show_its_compiling_flags_to_another_thread():
     assert session.run("capture").ok
     thread.join()
     assert seen == [False]
+
+
+def test_transformers_compileable_context_var_keeps_a_capturing_jobs_value_from_the_users_thread():
+    """transformers' output capturing keeps its collector in a ``CompileableContextVar``, which
+    turns into one shared global once ``set`` runs while torch compiles: the user's calls then
+    read the job's collector (and a Llama capture failed on the user's tokens)."""
+    output_capturing = pytest.importorskip("transformers.utils.output_capturing")
+    from exporter.compat.compileable_vars import private_compileable_vars
+    from exporter.compat.shared_patch import compile_flags_in_this_job
+
+    var = output_capturing._active_collector
+    with compile_flags_in_this_job(), private_compileable_vars():
+        torch.compiler._is_compiling_flag = True  # what torch.export does while it traces
+        try:
+            token = var.set({"job": 1})
+            seen_by_user = _in_thread(lambda: (var.get(), var.compiling))
+            assert var.get() == {"job": 1}
+            var.reset(token)
+        finally:
+            torch.compiler._is_compiling_flag = False
+    assert seen_by_user == (None, False)
+    assert var.get() is None and not var.compiling
