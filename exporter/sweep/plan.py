@@ -40,7 +40,7 @@ def import_error_line(path: str, exc: BaseException) -> str:
     that raised (the deepest frame in the file; a SyntaxError's line)."""
     import traceback
 
-    where = None
+    where: tuple[int | None, str] | None = None
     if isinstance(exc, SyntaxError) and exc.lineno:
         where = (exc.lineno, (exc.text or "").strip())
     else:
