@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import itertools
 import sys
 from collections.abc import Iterator
@@ -56,6 +57,10 @@ def current_job_slot() -> str:
     return _slot.get()
 
 
+def _instead(method: Any, _original: Any) -> Any:
+    return method
+
+
 def compileable_var_classes() -> tuple[type, ...]:
     """The ``CompileableContextVar`` classes of the libraries imported so far."""
     found = []
@@ -79,5 +84,5 @@ def private_compileable_vars() -> Iterator[None]:
         stack.callback(_slot.reset, token)
         for cls in compileable_var_classes():
             for name, method in _METHODS.items():
-                stack.enter_context(shared_patch(cls, name, lambda _original, method=method: method))
+                stack.enter_context(shared_patch(cls, name, functools.partial(_instead, method)))
         yield
