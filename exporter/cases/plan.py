@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,12 +177,27 @@ FAR_SECONDS = 1.0
 
 
 def _units(groups: Sequence[DimGroup], sizes: Mapping[str, int]) -> float:
-    """A case's size in examples: its elements over the example's. A case's time is estimated
-    as this (at least 1: a fixed overhead) times the seconds per example the cases took."""
+    """A case's size in examples: its elements over the example's (see :func:`_time_model`)."""
     cost = 1.0
     for group in groups:
         cost *= max(sizes[group.label], 1) / max(group.example, 1)
     return cost
+
+
+def _time_model(points: Sequence[tuple[float, float]]) -> Callable[[float], float]:
+    """A case's estimated seconds from its size in examples, fitted on ``(units, seconds)`` of
+    the cases run: a fixed overhead (the fastest case) plus a least-squares slope. A tiny
+    model's cases all take its overhead, so a size 8 times the example costs little more."""
+    overhead = min(seconds for _, seconds in points)
+    mean_units = sum(u for u, _ in points) / len(points)
+    mean_seconds = sum(t for _, t in points) / len(points)
+    spread = sum((u - mean_units) ** 2 for u, _ in points)
+    if spread > 0:  # least squares: one slow run (a busy machine) moves it little
+        slope = sum((u - mean_units) * (t - mean_seconds) for u, t in points) / spread
+    else:  # every case at one size: as if its whole time grew with the size
+        slope = mean_seconds / max(mean_units, 1.0)
+    slope = max(slope, 0.0)
+    return lambda units: overhead + slope * units
 
 
 def _top(group: DimGroup) -> int | None:
@@ -211,12 +226,7 @@ def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None, max_si
         for group, sizes in zip(swept, ranked):
             if rank < len(sizes):
                 alone(sizes[rank][0], group, sizes[rank][1])
-    # 2. Another residue modulo every stride: every group at once at the example + a prime.
-    prime = offset_prime(d for g in swept for d in g.divisors)
-    together = {g.label: g.example + prime for g in swept if _allowed(g, g.example + prime)}
-    if together:
-        out.append((f"example + {prime}", together))  # one case of that name: the only one
-    # 3. Far above twice the example (a size threshold), where the model is cheap enough there
+    # 2. Far above twice the example (a size threshold), where the model is cheap enough there
     # (and within max_size, unlike the sizes scaled to the example and the top of the range).
     bound = [max_size] if max_size is not None else []
     for group in swept:
@@ -225,6 +235,11 @@ def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None, max_si
             size = far_factor * group.example if top is None else min(far_factor * group.example, top)
             if size > 2 * group.example:
                 alone(f"far ({far_factor}x)" if size == far_factor * group.example else "far (the top)", group, size)
+    # 3. Another residue modulo every stride: every group at once at the example + a prime.
+    prime = offset_prime(d for g in swept for d in g.divisors)
+    together = {g.label: g.example + prime for g in swept if _allowed(g, g.example + prime)}
+    if together:
+        out.append((f"example + {prime}", together))  # one case of that name: the only one
     # 4. Another residue above twice the example; 5. the top of a finite range.
     for group in swept:
         alone(f"twice + {prime}", group, 2 * group.example + prime)
@@ -244,29 +259,30 @@ def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: S
     estimated time stays within :data:`EXTRA_SHARE` of the time the planned cases took
     (``runs``: the sizes and seconds of each case compared, the example's included), or within
     :data:`EXTRA_SECONDS`: the sizes on both sides of the coarsest division the program makes
-    of each group (:mod:`~exporter.cases.stride_sizes`); every group at the example plus a
-    prime that divides none of their strides; one size far above twice the example for each
-    group (the example times the first of :data:`FAR_FACTORS` whose estimated time is within
-    :data:`FAR_SECONDS`); twice the example plus that prime; the top of a finite range (the
-    requested maximum or a guard's cap, past ``max_size`` too). The far size stays within
-    ``max_size``; the others are scaled to the example or are the user's range. Each
-    changes one group (the offset all), the others at their example; none repeats a planned
-    case. Without ``runs`` the budget is :data:`EXTRA_SHARE` of the planned cases' sizes.
-    Deterministic for given times: they only decide how many run and how far "far" goes."""
+    of each group (:mod:`~exporter.cases.stride_sizes`); one size far above twice the example
+    for each group (the example times the first of :data:`FAR_FACTORS` whose estimated time is
+    within :data:`FAR_SECONDS`, and within ``max_size``); every group at the example plus a
+    prime that divides none of their strides; twice the example plus that prime; the top of a
+    finite range (the requested maximum or a guard's cap, past ``max_size`` too). Each changes
+    one group (the offset all), the others at their example; none repeats a planned case.
+    Without ``runs`` the budget is :data:`EXTRA_SHARE` of the planned cases' sizes. The sizes
+    are fixed by the groups; the measured times only decide how many run and how far "far" goes."""
     seen = {tuple((g.label, g.example) for g in groups), *(p.sizes for p in planned)}
     if runs:
-        per_example = sorted(seconds / max(_units(groups, dict(sizes)), 1.0) for sizes, seconds in runs)[len(runs) // 2]
+        estimate = _time_model([(_units(groups, dict(sizes)), seconds) for sizes, seconds in runs])
         budget = max(EXTRA_SHARE * sum(seconds for _, seconds in runs), EXTRA_SECONDS)
     else:
-        per_example = 1.0
+        def estimate(units: float) -> float:
+            return max(units, 1.0)
+
         budget = EXTRA_SHARE * (1.0 + sum(_units(groups, dict(p.sizes)) for p in planned))
-    far = next((f for f in FAR_FACTORS if not runs or per_example * f <= FAR_SECONDS), None)
+    far = next((f for f in FAR_FACTORS if not runs or estimate(float(f)) <= FAR_SECONDS), None)
     spent = 0.0
     out: list[CasePlan] = []
     for name, changed in _extra_candidates(groups, far, max_size):
         complete = complete_sizes(groups, changed)
         full = tuple((g.label, complete[g.label]) for g in groups)
-        cost = per_example * max(_units(groups, complete), 1.0)
+        cost = estimate(_units(groups, complete))
         if full in seen or spent + cost > budget:
             continue
         seen.add(full)

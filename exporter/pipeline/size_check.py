@@ -125,8 +125,9 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tu
     """None when ``program`` matches ``model`` at every other size tried (``also``'s
     assignments first, then :func:`other_size_assignments`); else why not, in words ("at
     x.shape[1]=7 its output 0 has shape [2, 3] where the model's has [2, 3, 1]"). A size the
-    model itself refuses is not one to judge at; when the model refuses them all, the program
-    cannot be shown right elsewhere, which is said. ``guarded=False`` runs the program without
+    model itself refuses is not one to judge at; when the model refuses them all (the sizes the
+    program was captured at, given in ``also``, are no other size), the program cannot be shown
+    right elsewhere, which is said. ``guarded=False`` runs the program without
     torch's guard check: the question is then what it computes there, not what torch proved."""
     import torch
 
@@ -141,6 +142,7 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tu
         return "its program has no dynamic dim"
     runnable = program.module() if guarded else compat.unguarded_module(program)
     labels = _labels(symbols)
+    captured_at = example_sizes(symbols, bound)  # where the program was captured: no other size
     judged = 0
     for assignment in assignments:
         where = ", ".join(f"{labels.get(symbol, symbol)}={size}" for symbol, size in assignment.items())
@@ -151,7 +153,7 @@ def differs_from_model(model: Any, program: Any, bound: BoundInputs, *, also: tu
                 want = _tensors(twin(*args, **kwargs))
         except Exception:  # noqa: BLE001 - the model refuses this size: no judgement there
             continue
-        judged += 1
+        judged += assignment != captured_at
         try:
             with torch.no_grad():
                 got = _tensors(runnable(*args, **kwargs))

@@ -103,3 +103,85 @@ def test_other_sizes_stay_inside_the_programs_ranges():
                                                                       1: torch.export.Dim("n", max=12)},))
     assignments = other_size_assignments(program, bind_inputs(Doubles(), (x,), {}))
     assert [sorted(a.values()) for a in assignments] == [[1, 7], [1, 12]]  # batch at its maximum steps down
+
+
+# -- the size check's rules, each pinned (issue 53 item 6) -------------------------------------------------
+
+
+class DoublesUpToFive(torch.nn.Module):
+    """Right at the example (4) and at 5, wrong from 6 on: only twice the example shows it."""
+
+    def forward(self, x):
+        return x * 2 if x.shape[0] <= 5 else x * 3
+
+
+class DoublesOffByAThousandth(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + 1e-3
+
+
+class OnlyAtFour(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] != 4:
+            raise ValueError("this module only runs with a batch of 4")
+        return x * 2
+
+
+def _batch_program():
+    x = torch.randn(4, 3)
+    return torch.export.export(Doubles(), (x,), dynamic_shapes=({0: torch.export.Dim("b")},)), bind_inputs(Doubles(), (x,), {})
+
+
+def test_size_check_rule_twice_the_size_a_program_right_at_size_plus_one_is_caught_at_twice():
+    program, bound = _batch_program()
+    assert differs_from_model(DoublesUpToFive(), program, bound) == "at x.shape[0]=8 its output 0 differs from the model's"
+
+
+def test_size_check_rule_tolerance_a_program_a_thousandth_off_differs():
+    program, bound = _batch_program()
+    assert differs_from_model(DoublesOffByAThousandth(), program, bound) == \
+        "at x.shape[0]=5 its output 0 differs from the model's"
+
+
+def test_size_check_rule_a_model_that_refuses_every_other_size_is_no_difference_even_when_the_example_is_tried():
+    program, bound = _batch_program()
+    refused = "the model runs at no other size tried, so the program cannot be shown right there"
+    assert differs_from_model(OnlyAtFour(), program, bound) == refused
+    # The program's own example matches (it was captured there): it shows nothing about other sizes.
+    assert differs_from_model(OnlyAtFour(), program, bound, also=(_examples(program, bound),)) == refused
+
+
+def _examples(program, bound):
+    from exporter.pipeline.size_check import example_sizes
+    from exporter.program_symbols import symbol_of
+
+    return example_sizes(symbol_of(program, bound), bound)
+
+
+class ThresholdAtTwelve(torch.nn.Module):
+    """Reads its width into an int (the default capture rejects a dynamic width; strict keeps it),
+    and doubles its output past a batch of 12 in eager PyTorch only (the ``is_compiling()``
+    pattern; ``torch._dynamo``'s, which strict traces, as transformers' own once did): neither
+    the size check (5 and 8) nor the old sweep (1, 2, 3, 4, 8) reaches the threshold, and no
+    guard caps the batch."""
+
+    def forward(self, x):
+        n = int(x.shape[1])
+        y = x.reshape(x.shape[0], n) * 3
+        if not torch._dynamo.is_compiling() and x.shape[0] > 12:
+            return y * 2
+        return y
+
+
+def test_class_4_wrong_only_above_twice_the_example_after_the_strict_fallback_fails_verify_at_the_far_size():
+    session = Session(ThresholdAtTwelve(), (torch.randn(4, 6),), {}, ExportOptions(dynamic_shapes=SPEC))
+    capture = session.run("capture")
+    assert capture.status == Status.OK and capture.strategy == "strict"
+    result = session.verify(edge_values=False)
+    assert result.status == "failed", result.summary()
+    failing = {dict(c.sizes)["batch"] for c in result.failed_cases}
+    assert failing and all(batch > 12 for batch in failing)
+    assert any("far" in c.name for c in result.failed_cases)
+    swept = {size for c in result.cases for label, size in c.sizes if label == "batch"}
+    assert {4, 8} <= swept and max(swept) >= 32  # the verdict lists the sizes compared
+    assert "32" in result.summary()
