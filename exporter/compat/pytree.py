@@ -85,7 +85,7 @@ def keys_of_old_style_node(node: Any, children: list[Any], context: Any) -> list
     return [_pytree.SequenceKey(index) for index in range(len(children))]
 
 
-def _holds(node: Mapping, key: Any, child: Any) -> bool:
+def _holds(node: Mapping[Any, Any], key: Any, child: Any) -> bool:
     try:
         if key not in node:
             return False

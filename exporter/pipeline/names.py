@@ -52,7 +52,7 @@ def check_pass_names(names: str | Iterable[str]) -> tuple[str, ...]:
     return found
 
 
-def output_name(name: str, taken: Iterable[str]) -> str:
+def output_name(name: str, taken: Iterable[str | None]) -> str:
     """The ONNX name of the output whose path is ``name``: ``name`` itself unless an input or
     an earlier output has it (an ONNX graph names each value once), then ``out_<name>``, as
     Optimum names a diffusers UNet's output ``out_sample`` beside its ``sample`` input;

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import types
 from collections import OrderedDict
-from collections.abc import Mapping
 
 import pytest
 import torch
@@ -17,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.model_state import preserved
+
+from module_fingerprint import modules_state
 
 FrozenDict = pytest.importorskip("diffusers.configuration_utils").FrozenDict
 
@@ -47,34 +48,6 @@ def _tree():
     inner.options = {"k": [1], "f": len}
     inner.ordered = _Ordered(x=1)
     return root, types.SimpleNamespace(under=underneath, inner=inner)
-
-
-def _fingerprint(value, depth=0):
-    """vars() by value: tensors by identity, flag and contents; modules by identity; containers
-    and config objects by type and contents; other objects by identity."""
-    if depth > 6:
-        return ("deep", id(value))
-    if isinstance(value, torch.Tensor):
-        return ("tensor", id(value), value.requires_grad, tuple(value.shape), tuple(value.detach().flatten().tolist()))
-    if isinstance(value, torch.nn.Module):
-        return ("module", id(value))
-    if isinstance(value, Mapping):
-        items = tuple((key, _fingerprint(item, depth + 1)) for key, item in value.items())
-        own = _fingerprint(dict(vars(value)), depth + 1) if hasattr(value, "__dict__") else None
-        return (type(value), items, own)
-    if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_fingerprint(item, depth + 1) for item in value))
-    if isinstance(value, (set, frozenset)):
-        return (type(value), frozenset(value))
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value), _fingerprint(dict(vars(value)), depth + 1))
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return (type(value), value)
-    return ("object", id(value))
-
-
-def _state(modules):
-    return [_fingerprint(dict(vars(module))) for module in modules]
 
 
 # --- the mutations: (model, its parts, module picked, a number) -> None ----------
@@ -208,7 +181,7 @@ MUTATIONS = [_new_attribute, _toggle_mode, _delete_attribute, _list_in_place, _d
 def test_an_exception_anywhere_in_a_changing_run_leaves_every_module_and_its_config_as_before(steps, raise_at):
     root, ctx = _tree()
     modules = list(root.modules())
-    before = _state(modules)
+    before = modules_state(modules)
     config_json = dict(root._internal_dict)
     with pytest.raises(_Boom), preserved(root) as report:
         for index, (mutation, pick, number) in enumerate(steps):
@@ -216,7 +189,7 @@ def test_an_exception_anywhere_in_a_changing_run_leaves_every_module_and_its_con
                 raise _Boom
             mutation(root, ctx, _module(root, pick), number)
         raise _Boom
-    assert _state(modules) == before
+    assert modules_state(modules) == before
     assert list(root.modules()) == modules
     assert type(root._internal_dict) is FrozenDict and dict(root._internal_dict) == config_json
     assert report.all_restored, report.message
@@ -229,7 +202,7 @@ def test_the_fingerprint_sees_each_kind_of_change():
         for number in range(3, 11):
             root, ctx = _tree()
             modules = list(root.modules())
-            before = _state(modules)
+            before = modules_state(modules)
             for module in modules:
                 mutation(root, ctx, module, number)
-            assert _state(modules) != before, (mutation.__name__, number)
+            assert modules_state(modules) != before, (mutation.__name__, number)
