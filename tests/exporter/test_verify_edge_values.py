@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from exporter import Dim, ExportOptions, Session
+from exporter import AUTO, Dim, ExportOptions, Session
 from exporter.examples import demo_block
 from exporter.verify import edge_values
 
@@ -242,3 +242,53 @@ def test_at_opset_23_the_onnx_attention_op_is_kept_and_already_zeroes_fully_mask
     assert "Attention" in ops and "ReduceMax" not in ops
     result = session.verify()
     assert result.ok and any(c.is_edge_value for c in result.cases), result.summary()
+
+
+# -- masks where True masks a key (issue 53 item 5) ---------------------------------------------------------
+
+
+class PaddedEncoder(torch.nn.Module):
+    """``nn.TransformerEncoder`` with a ``src_key_padding_mask`` (True masks a key): eager PyTorch
+    returns NaN for a row whose every key is masked, onnxruntime numbers."""
+
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, x, mask):
+        return self.encoder(x, src_key_padding_mask=mask)
+
+
+def test_generated_masks_keep_the_examples_polarity_and_a_key_in_every_row():
+    from exporter.cases.inputs import _make_mask, mask_kept_value
+
+    padding = torch.zeros(2, 6, dtype=torch.bool)
+    padding[0, -3:] = True  # True masks: the last 3 keys of row 0
+    attention = ~padding  # 1 keeps
+    assert mask_kept_value(padding) == 0 and mask_kept_value(attention) == 1
+    generator = torch.Generator().manual_seed(0)
+    for seq in (1, 2, 3, 9):
+        for example, kept in ((padding, False), (attention, True)):
+            mask = _make_mask(example, (5, seq), generator)
+            assert mask.dtype == torch.bool
+            assert bool((mask == kept).any(-1).all()), (seq, mask)  # a key kept in every row
+            assert bool((mask[:, 0] == kept).all())  # padding at the end, as in the example
+
+
+def test_a_transformer_encoder_with_a_key_padding_mask_passes_and_eager_nan_rows_are_not_counted():
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 32)
+    mask = torch.zeros(2, 6, dtype=torch.bool)
+    mask[0, -3:] = True
+    dims = ({0: AUTO, 1: AUTO}, {0: AUTO, 1: AUTO})
+    result = Session(PaddedEncoder().eval(), (x, mask), {}, ExportOptions(dynamic_shapes=dims)).verify()
+    assert result.status == "passed", result.summary()
+    sized = [c for c in result.cases if not c.is_example and not c.is_edge_value]
+    assert sized and all(c.status == "pass" for c in sized if c.status != "eager_error")
+    assert any(dict(c.sizes)["x.shape[1]"] <= 2 for c in sized if c.status == "pass")  # seq 1 and 2 compared, not NaN
+    fully = [c for c in result.cases if c.is_edge_value and c.edge.masks_a_row]
+    assert fully and all(c.status == "eager_error" and "eager PyTorch itself returns NaN" in c.error for c in fully)
+    assert "mask: all True (every row fully masked)" in {c.name for c in fully}  # True masks here
+    kept = next(c for c in result.cases if c.is_edge_value and c.edge.kind == "all_ones")
+    assert kept.name == "mask: all False" and kept.status == "pass"
