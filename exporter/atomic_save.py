@@ -271,6 +271,7 @@ def _journal(staging: Path, obsolete: list[str]) -> None:
     journal = staging / _JOURNAL
     journal.write_text(json.dumps(obsolete))
     _fsync(journal)
+    _step("journal written")  # a save killed here has not committed: its list names files a model still reads
 
 
 _JOURNAL = "obsolete.json"
@@ -364,7 +365,7 @@ def _write_atomically(target: Path, write: Callable[[Path], None], *, onnx_model
         _step("file written")
         with _commit_lock(real.parent):
             obsolete = _obsolete(real.name, _locations(real), set()) if onnx_model else []
-            if obsolete:
+            if onnx_model:  # always, even empty: a save's steps do not depend on what it replaces
                 _journal(staging, obsolete)
             os.replace(staged, real)
             _fsync(real.parent)

@@ -25,6 +25,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from exporter.atomic_save import remove_leftovers
 from exporter.ort_model import OrtModel
 from exporter.serializers import STALE_SECONDS, OnnxSerializer, Pt2Serializer
 
@@ -309,3 +310,32 @@ def test_a_model_killed_between_its_two_commits_reads_its_per_save_data_and_a_pl
     save_in_process("plain", models.old, target)
 
     assert set(listing(tmp_path)) == {"m.onnx", "dry", "dry-scratch"} and models.which(target) == "old"
+
+
+@pytest.mark.parametrize("kind", ["external", "reuse", "plain"])
+def test_the_save_after_one_killed_between_its_two_commits_never_removes_the_data_that_committed_model_reads(
+        models, forked, tmp_path, kind):
+    """Issue 52: the next save took the per-save data file the committed model reads for an
+    abandoned leftover; killed before its own commit, it left a target that no longer loads.
+    The journal of a save killed before its commit lists that file too: the clean-up after it
+    must keep it."""
+    between = dry_run(forked, "external", models.new, tmp_path / "m.onnx").index("committed") + 1
+
+    def killed_between_its_commits(directory: Path) -> Path:
+        directory.mkdir()
+        target = directory / "m.onnx"
+        save_in_process("external", models.old, target)
+        forked.save("external", models.new, target, kill_at=between)
+        assert models.which(target) == "new"  # reading its per-save data file
+        return target
+
+    steps = forked.save(kind, models.old, killed_between_its_commits(tmp_path / "steps"))
+    assert steps is not None
+    for kill_at in range(1, steps.index("committed") + 1):  # every step before the next save's commit
+        target = killed_between_its_commits(tmp_path / f"kill-{kill_at}")
+        forked.save(kind, models.old, target, kill_at=kill_at)
+        assert models.which(target) == "new", f"killed at {steps[kill_at - 1]!r}: {listing(target.parent)}"
+        remove_leftovers(target)  # what a third save does first: it may be killed right after
+        assert models.which(target) == "new", f"after {steps[kill_at - 1]!r} and a clean-up: {listing(target.parent)}"
+        save_in_process(kind if kind != "reuse" else "external", models.old, target)
+        assert listing(target.parent) == LAYOUT[kind] and models.which(target) == "old"
