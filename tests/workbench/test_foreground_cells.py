@@ -64,6 +64,7 @@ class Kernel:
         self.state: dict[str, dict] = {}
         self.printed: dict[str, list[str]] = {}
         self.status: dict[str, str] = {}
+        self.idle: set[str] = set()  # cells whose outputs have all arrived (iopub idle comes after them)
 
     def execute(self, code: str) -> str:
         msg_id = self.client.execute(code)
@@ -97,6 +98,8 @@ class Kernel:
             self.state[content["comm_id"]] = dict(content["data"]["state"])
         elif kind == "comm_msg" and content["data"].get("method") == "update":
             self.state.setdefault(content["comm_id"], {}).update(content["data"]["state"])
+        elif kind == "status" and content.get("execution_state") == "idle":
+            self.idle.add(parent)
         elif parent in self.printed:
             text = content.get("text") or "".join(content.get("traceback", []))
             if text:
@@ -130,7 +133,7 @@ def test_generate_and_forward_in_the_next_cells_work_while_the_widget_exports_ve
         kernel.pump(lambda: kernel.comm("wb-axis-input_ids-0") is not None)
         kernel.set_state("wb-axis-input_ids-0", index=1)  # the user makes batch static in the page
         cells.append(kernel.execute(USER.format(done=TOGGLED)))
-        kernel.pump(lambda: all(cell in kernel.status for cell in cells), timeout=700)
+        kernel.pump(lambda: all(cell in kernel.status and cell in kernel.idle for cell in cells), timeout=700)
     finally:
         kernel.close()
     printed = {cell: "".join(kernel.printed[cell]) for cell in cells}
