@@ -165,7 +165,7 @@ def ordered_cases(groups: Sequence[DimGroup], plans: Sequence[CasePlan]) -> list
 
 
 # The sizes that can see a branch the sizes above cannot (extra_cases), within a budget.
-EXTRA_SHARE = 0.4
+EXTRA_SHARE = 0.3
 """The extra cases' estimated time, as a share of the time the planned cases took."""
 EXTRA_SECONDS = 0.1
 """The estimated seconds the extra cases may take whatever the share says: a model that runs in
@@ -186,8 +186,10 @@ def _units(groups: Sequence[DimGroup], sizes: Mapping[str, int]) -> float:
 
 def _time_model(points: Sequence[tuple[float, float]]) -> Callable[[float], float]:
     """A case's estimated seconds from its size in examples, fitted on ``(units, seconds)`` of
-    the cases run: a fixed overhead (the fastest case) plus a least-squares slope. A tiny
-    model's cases all take its overhead, so a size 8 times the example costs little more."""
+    the cases run: a fixed overhead (the fastest case) plus a least-squares slope, and never
+    less than the median case (a small size is no cheaper than the per-case work of a
+    verify). A tiny model's cases all take its overhead, so a size 8 times the example costs
+    little more."""
     overhead = min(seconds for _, seconds in points)
     mean_units = sum(u for u, _ in points) / len(points)
     mean_seconds = sum(t for _, t in points) / len(points)
@@ -197,7 +199,8 @@ def _time_model(points: Sequence[tuple[float, float]]) -> Callable[[float], floa
     else:  # every case at one size: as if its whole time grew with the size
         slope = mean_seconds / max(mean_units, 1.0)
     slope = max(slope, 0.0)
-    return lambda units: overhead + slope * units
+    typical = sorted(seconds for _, seconds in points)[len(points) // 2]  # no case is cheaper than the median one
+    return lambda units: max(overhead + slope * units, typical)
 
 
 def _top(group: DimGroup) -> int | None:

@@ -65,10 +65,10 @@ def test_rule_top_of_a_finite_range_even_past_max_size():
 
 def test_rule_both_sides_of_a_divisor_read_from_the_program_sizes():
     group = _group(2640)
-    divisors, sizes = stride_sizes(group, (group,), [SEW_FRAMES])
-    assert divisors == (2, 80)
+    divisors, sizes = stride_sizes(group, (group,), [FloorDiv(S, 5) - 1, SEW_FRAMES])  # the first conv, the frames
+    assert divisors == (2, 5, 80)
     found = {size for _, size, _ in sizes}
-    assert 2960 in found  # 9 frames: the coarsest division's other parity above the example
+    assert 2960 in found  # 9 frames: the coarsest division's other parity above the example (2645 is the conv's)
     assert any(size < 2640 for size in found)  # and below it
     assert {k for k, _, _ in sizes} == {"stride above", "stride below"}
     extra = _extra(_group(2640, divisors=divisors, stride=sizes))
