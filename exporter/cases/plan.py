@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .groups import DimGroup, complete_sizes, sizes_by_label
-from .stride_sizes import offset_prime
+from .stride_sizes import KIND_ABOVE, offset_prime
 
 __all__ = ["EXTRA_SECONDS", "EXTRA_SHARE", "FAR_FACTORS", "FAR_SECONDS", "CasePlan", "extra_cases", "ordered_cases", "plan_cases"]
 
@@ -170,6 +170,10 @@ EXTRA_SHARE = 0.3
 EXTRA_SECONDS = 0.1
 """The estimated seconds the extra cases may take whatever the share says: a model that runs in
 a few milliseconds gets every extra case."""
+ALWAYS = KIND_ABOVE
+"""The extra cases run whatever the budget says: the sizes above the example where the
+program's coarsest divisions change parity (like the sizes that break a remainder guard, which
+plan_cases always runs: the program's own strides; SEW's frame parity needs the second of them)."""
 FAR_FACTORS = (8, 4)
 """The far size: the example times the first of these ..."""
 FAR_SECONDS = 1.0
@@ -223,8 +227,9 @@ def _extra_candidates(groups: Sequence[DimGroup], far_factor: int | None, max_si
         if _allowed(group, size):
             out.append((f"{group.label}={size} {kind}", {group.label: size}))
 
-    # 1. Both sides of the coarsest division the program makes of each group.
-    ranked = [[(kind, size) for kind, size, _ in g.stride_sizes] for g in swept]
+    # 1. Both sides of the coarsest division the program makes of each group (those above it
+    # first: they run whatever the budget says, see ALWAYS).
+    ranked = [sorted(((kind, size) for kind, size, _ in g.stride_sizes), key=lambda k: k[0] != KIND_ABOVE) for g in swept]
     for rank in range(max((len(r) for r in ranked), default=0)):
         for group, sizes in zip(swept, ranked):
             if rank < len(sizes):
@@ -262,7 +267,8 @@ def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: S
     estimated time stays within :data:`EXTRA_SHARE` of the time the planned cases took
     (``runs``: the sizes and seconds of each case compared, the example's included), or within
     :data:`EXTRA_SECONDS`: the sizes on both sides of the coarsest division the program makes
-    of each group (:mod:`~exporter.cases.stride_sizes`); one size far above twice the example
+    of each group (:mod:`~exporter.cases.stride_sizes`; those above run whatever the budget
+    says, :data:`ALWAYS`); one size far above twice the example
     for each group (the example times the first of :data:`FAR_FACTORS` whose estimated time is
     within :data:`FAR_SECONDS`, and within ``max_size``); every group at the example plus a
     prime that divides none of their strides; twice the example plus that prime; the top of a
@@ -286,7 +292,7 @@ def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: S
         complete = complete_sizes(groups, changed)
         full = tuple((g.label, complete[g.label]) for g in groups)
         cost = estimate(_units(groups, complete))
-        if full in seen or spent + cost > budget:
+        if full in seen or (spent + cost > budget and not name.endswith(ALWAYS)):
             continue
         seen.add(full)
         spent += cost
