@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .shared_patch import shared_patch
+from .shared_patch import dynamo_compiling, shared_patch
 
 __all__ = ["private_compileable_vars"]
 
@@ -52,9 +52,26 @@ _slot: contextvars.ContextVar[str] = contextvars.ContextVar("exporter_compileabl
 _numbers = itertools.count()
 
 
+_traced_slot = ["_exporter_job"]  # while TorchDynamo traces a job (slot_for_dynamo): that job's slot
+
+
 def current_job_slot() -> str:
-    """The attribute this job keeps its values in; a TorchDynamo constant (marked on first use)."""
+    """The attribute this job keeps its values in (while TorchDynamo traces: the traced job's,
+    read from a plain list TorchDynamo can trace, as ``shared_patch.choices_for_dynamo`` does)."""
+    if dynamo_compiling():
+        return _traced_slot[0]
     return _slot.get()
+
+
+@contextlib.contextmanager
+def slot_for_dynamo() -> Iterator[None]:
+    """Within (around the strict capture): traced code reads and writes this context's slot."""
+    saved = _traced_slot[0]
+    _traced_slot[0] = _slot.get()
+    try:
+        yield
+    finally:
+        _traced_slot[0] = saved
 
 
 def _instead(method: Any, _original: Any) -> Any:
@@ -76,9 +93,6 @@ def compileable_var_classes() -> tuple[type, ...]:
 def private_compileable_vars() -> Iterator[None]:
     """Within, in this context only: every ``CompileableContextVar`` keeps its value where
     only this job reads it (see the module docstring)."""
-    import torch.compiler
-
-    torch.compiler.assume_constant_result(current_job_slot)  # marks the function itself
     token = _slot.set(f"_exporter_job_{next(_numbers)}")
     with contextlib.ExitStack() as stack:
         stack.callback(_slot.reset, token)

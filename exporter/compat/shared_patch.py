@@ -7,9 +7,11 @@ runs the replacement in the context (:mod:`contextvars`) of a job that entered
 :func:`shared_patch`, and the original everywhere else — other threads, the user's own code, and
 another job without that patch. The first to enter installs the switch, the last to leave puts
 the original back, unless the attribute was replaced meanwhile (the user's own monkeypatch):
-that one is left as it is. TorchDynamo (strict capture) traces through a switch: its choice is
-a ``torch.compiler.assume_constant_result`` function, read once at trace time in the tracing
-job's context.
+that one is left as it is. TorchDynamo (strict capture) traces through a switch: it cannot trace
+``ContextVar.get``, and a ``torch.compiler.assume_constant_result`` answer that is not a tensor
+fails under ``torch.export`` ("torch.* op returned non-Tensor"), so while it traces a job
+(:func:`choices_for_dynamo`, around the strict capture) the switch reads that job's choices from
+a plain dict, which TorchDynamo reads and guards on.
 
 A thread does not inherit the context of the thread that started it: a job handed to another
 thread runs in a copy of the submitter's context (:func:`exporter.worker.submit_work` does this).
@@ -25,13 +27,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["compile_flags_in_this_job", "shared_original", "shared_patch"]
+__all__ = ["choices_for_dynamo", "compile_flags_in_this_job", "dynamo_compiling", "shared_original", "shared_patch"]
 
 _lock = threading.Lock()
 _switches: dict[tuple[int, str], _Switch] = {}  # (id(owner), name) -> the switch installed there now
 # In a job's context: id(switch) -> the index of its replacement in the switch's choices.
 _chosen: contextvars.ContextVar[Mapping[int, int]] = contextvars.ContextVar(
     "exporter_shared_patches", default=types.MappingProxyType({}))
+# While TorchDynamo traces a job (:func:`choices_for_dynamo`): that job's choices.
+_traced: dict[int, int] = {}
 
 
 class _Switch:
@@ -79,23 +83,50 @@ class _SwitchDescriptor:
         return chosen.__get__(instance, owner) if hasattr(chosen, "__get__") else chosen
 
 
+def _not_tracing() -> bool:
+    return False
+
+
+_dynamo_compiling: Callable[[], bool] = _not_tracing  # torch.compiler.is_dynamo_compiling, once torch is in
+
+
+def dynamo_compiling() -> bool:
+    """``torch.compiler.is_dynamo_compiling()`` once a patch was entered (False before: no
+    trace of ours can run then), without importing torch: TorchDynamo folds it to True."""
+    return _dynamo_compiling()
+
+
 def _choice(key: int) -> int:
-    """The index of this context's choice for the switch ``key`` (0: the original). Marked for
-    TorchDynamo, which cannot trace ``ContextVar.get``, as a constant: it calls this once while
-    tracing (in the tracing job's context) and keeps the answer (:func:`_mark_constant`)."""
+    """The index of this context's choice for the switch ``key`` (0: the original); while
+    TorchDynamo traces, the traced job's (:func:`choices_for_dynamo`)."""
+    if dynamo_compiling():
+        return _traced.get(key, 0)
     return _chosen.get().get(key, 0)
 
 
-_marked = False
-
-
-def _mark_constant() -> None:
-    global _marked
-    if not _marked:  # lazily: importing this module must not import torch
+def _know_dynamo() -> None:
+    global _dynamo_compiling
+    if _dynamo_compiling is _not_tracing:  # lazily: importing this module must not import torch
         import torch.compiler
 
-        torch.compiler.assume_constant_result(_choice)  # marks the function itself
-        _marked = True
+        _dynamo_compiling = torch.compiler.is_dynamo_compiling
+
+
+@contextmanager
+def choices_for_dynamo() -> Iterator[None]:
+    """Within (around a TorchDynamo trace of this job: the strict capture): the switches answer
+    the traced code with this context's choices. Captures run one at a time (TorchDynamo is not
+    thread-safe), so one dict serves; a user's own ``torch.compile`` in another thread at that
+    very moment would read them too."""
+    _know_dynamo()
+    saved = dict(_traced)
+    _traced.clear()
+    _traced.update(_chosen.get())
+    try:
+        yield
+    finally:
+        _traced.clear()
+        _traced.update(saved)
 
 
 @contextmanager
@@ -107,7 +138,7 @@ def shared_patch(owner: Any, name: str, replacement: Callable[[Any], Any],
     when given (by the first block to enter: a process-wide state the job sets must not show
     elsewhere, see :func:`compile_flags_in_this_job`)."""
     key = (id(owner), name)
-    _mark_constant()
+    _know_dynamo()
     with _lock:
         switch = _switches.get(key)
         if switch is None or not switch.is_installed():  # none yet, or replaced by the user meanwhile

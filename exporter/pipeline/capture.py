@@ -23,8 +23,8 @@ from ..compat import (
     tolerant_constraint_solver,
     unchanging_module_to,
 )
-from ..compat.compileable_vars import private_compileable_vars
-from ..compat.shared_patch import compile_flags_in_this_job
+from ..compat.compileable_vars import private_compileable_vars, slot_for_dynamo
+from ..compat.shared_patch import choices_for_dynamo, compile_flags_in_this_job
 from ..model_state import preserved
 from ..model_twin import twin_of
 from ..patches import applied
@@ -137,7 +137,9 @@ class StrictStrategy(CaptureStrategy):
     def _capture(self, model, args, kwargs, dynamic_shapes):
         import torch
 
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=True, **self.settings)
+        # TorchDynamo traces the patches' switches with this job's choices, not another thread's.
+        with choices_for_dynamo(), slot_for_dynamo():
+            return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=True, **self.settings)
 
 
 class DraftExportStrategy(CaptureStrategy):

@@ -362,7 +362,10 @@ def test_two_sessions_in_two_threads_with_and_without_a_patch_capture_what_they_
     for thread in threads:
         thread.join()
     for patches, (detail, output) in alone.items():
-        assert together[patches][0] == detail and torch.equal(together[patches][1], output), patches
+        # Equal up to float rounding: a thread other than the main one splits torch's reductions
+        # over another OpenMP team, so the last bits may differ; the patch changes the outputs by far more.
+        assert together[patches][0] == detail, patches
+        torch.testing.assert_close(together[patches][1], output, rtol=1e-5, atol=1e-5)
 
 
 def test_a_method_the_user_replaces_while_a_patch_is_open_stays_replaced(doubled_patch):
