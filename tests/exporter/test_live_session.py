@@ -4,6 +4,7 @@ results, one failure record. The driver tests do what the workbench widget does.
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 import threading
 
@@ -51,11 +52,12 @@ class Gated(torch.nn.Module):
         self.entered = threading.Event()
         self.gate = threading.Event()
         self.fail_first = fail_first
-        CALLS[id(self)] = []  # ids are reused once a module is freed
+        self.key = id(self)
+        CALLS[self.key] = []  # ids are reused once a module is freed
 
     @property
     def calls(self):  # kept outside the module: torch.export restores attributes forward changes
-        return CALLS[id(self)]
+        return CALLS[self.key]  # the user's module's: jobs call a twin of it, whose __dict__ is a copy
 
     def forward(self, x):
         self.calls.append(1)
@@ -71,11 +73,12 @@ class Counting(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.linear = torch.nn.Linear(4, 4)
-        CALLS[id(self)] = []
+        self.key = id(self)
+        CALLS[self.key] = []
 
     @property
     def calls(self):
-        return CALLS[id(self)]
+        return CALLS[self.key]  # the user's module's: jobs call a twin of it, whose __dict__ is a copy
 
     def forward(self, x):
         self.calls.append(1)
@@ -417,7 +420,8 @@ def test_a_rejected_spec_headline_names_the_violation_and_the_line_of_its_guard(
     session = Session(NarrowsSeq(), (torch.randn(2, 8),), {}, ExportOptions(dynamic_shapes={"x": {1: Dim("seq")}}))
     failure = session.run().failure
     assert failure.first_line == ("CaptureError: x.shape[1] (seq): sizes 0–4 take another branch at "
-                                  "`return x * 2 if x.shape[1] > 4 else x` (test_live_session.py:413); "
+                                  "`return x * 2 if x.shape[1] > 4 else x` "
+                                  f"(test_live_session.py:{inspect.getsourcelines(NarrowsSeq.forward)[1] + 1}); "
                                   "the range [0, inf] cannot hold")
     assert "For more information" not in failure.first_line
     assert "Not all values of seq" in failure.library_text  # torch's own words, kept apart
