@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from .buckets import failure_buckets
 from .dashboard import SHORT
-from .record import UnitRecord, status_counts
+from .record import UnitRecord, status_counts, zoo_counts
 
 __all__ = ["coverage_markdown", "markdown_cell", "regenerate_command"]
 
@@ -124,8 +124,7 @@ def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export cov
                   "offered one pass.", ""]
     for zoo in dict.fromkeys(r.zoo for r in records):
         mine = [r for r in records if r.zoo == zoo]
-        ok = sum(r.ok for r in mine)
-        lines += [f"## {markdown_cell(zoo)} ({ok} of {len(mine)} export)", "",
+        lines += [f"## {markdown_cell(zoo)} ({zoo_counts(mine)})", "",
                   "| model | spec | status | failed at | torch.onnx.export | ours vs it | with offered patches | failure |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in mine:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .buckets import failure_buckets
-from .record import STATUSES, UnitRecord, status_counts
+from .record import STATUSES, UnitRecord, status_counts, zoo_counts
 from .repro import reproduction_code
 
 __all__ = ["dashboard_html"]
@@ -116,7 +116,7 @@ def dashboard_html(records: Sequence[UnitRecord], *, title: str = "Zoo sweep") -
             current_zoo = zoo
             mine = [r for r in records if r.zoo == zoo]
             body.append(f'<tr class="group" data-zoo="{_e(zoo)}"><th colspan="{width}">{_e(zoo)} — '
-                        f'{sum(r.ok for r in mine)} of {len(mine)} export</th></tr>')
+                        f'{_e(zoo_counts(mine))}</th></tr>')
         cells = []
         for spec in specs:
             found = by_spec.get(spec)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["FAILED", "STATUSES", "UnitRecord", "status_counts"]
+__all__ = ["FAILED", "STATUSES", "UnitRecord", "status_counts", "zoo_counts"]
 
 #: A record's ``status``, best first: ``passed`` (exported, ONNX matches eager PyTorch at the
 #: example and at other sizes), ``not_verified`` (exported, some dim never compared at another
@@ -81,6 +81,11 @@ class UnitRecord:
         return self.status in ("passed", "not_verified", "exported")
 
     @property
+    def exported(self) -> bool:
+        """An ONNX model came out, right or wrong."""
+        return self.status in ("passed", "not_verified", "exported", "verify_failed")
+
+    @property
     def failed(self) -> bool:
         return self.status in FAILED
 
@@ -118,3 +123,9 @@ def status_counts(records: Iterable[UnitRecord]) -> dict[str, int]:
     """How many units ended in each status, best first."""
     counted = Counter(r.status for r in records)
     return {status: counted[status] for status in STATUSES if counted[status]}
+
+
+def zoo_counts(records: Sequence[UnitRecord]) -> str:
+    """``3 of 10 pass, 7 export``: verified as passed, and exported at all (right or wrong)."""
+    passed = sum(r.status == "passed" for r in records)
+    return f"{passed} of {len(records)} pass, {sum(r.exported for r in records)} export"

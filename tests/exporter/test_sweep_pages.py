@@ -56,7 +56,7 @@ def test_coverage_cells_escape_markup_in_model_and_zoo_names_and_error_text():
     assert _unescaped_pipes(row) == 9  # eight cells: no pipe of a name or an error splits one
     assert row.startswith(r"| a\|b&lt;script&gt; |")
     assert r"ValueError: a \| b &lt;b&gt;bold&lt;/b&gt; \`tick\` \*star\* \_under\_ \[link\](x) |" in row
-    assert r"## z\_oo\* (0 of 1 export)" in text
+    assert r"## z\_oo\* (0 of 1 pass, 0 export)" in text
     assert "`tick`" not in text  # only the page's own code spans stay markup
 
 
@@ -152,3 +152,10 @@ def test_regenerate_with_runs_a_zoo_file_that_did_not_import_again_without_namin
     command = regenerate_command([broken, record("mlp")])
     args = _parsed(command)
     assert args.zoo == ["/work/bad.py", SWEEP_MODELS] and args.model == ["mlp"]
+
+
+def test_a_zoos_heading_counts_a_wrong_export_as_exported_but_not_as_passing():
+    records = [record("right"), record("wrong", "verify_failed", stage="verify"), record("unjudged", "not_verified"),
+               record("broken", "export_failed", stage="capture")]
+    assert "## tests (1 of 4 pass, 3 export)" in coverage_markdown(records)
+    assert "tests — 1 of 4 pass, 3 export" in dashboard_html(records)
