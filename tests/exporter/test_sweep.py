@@ -157,7 +157,7 @@ def test_a_failed_unit_is_exported_again_with_the_model_patches_its_session_offe
     assert record.fixed_by == ("pad_to_patch_multiple",) and record.fixed_status == "passed" and record.fixed
     assert results.with_offered_patches() == \
         "1 of 1 failed unit(s) offered model patches pass with them (session.apply_suggested_fixes())"
-    assert "| pass (pad_to_patch_multiple) |" in results.coverage_markdown()
+    assert r"| pass (pad\_to\_patch\_multiple) |" in results.coverage_markdown()  # cells are escaped
     assert "wrong · patched: pass" in results.dashboard()
     assert "fixed = session.apply_suggested_fixes()  # patches pad_to_patch_multiple" in results.dashboard()
     assert load_results(tmp_path).record("focalnet").fixed_by == ("pad_to_patch_multiple",)  # through JSON
