@@ -182,11 +182,12 @@ def test_correct_dynamic_model_passes_at_every_swept_size():
     reports = []
     result = session(TwoLayer(), torch.randn(3, 4), dims={"x": {0: Dim("batch")}}).verify(progress=reports.append)
     assert result.ok, result.summary()
-    assert "correct at every swept size: batch in {1, 2, 3, 5, 7}" in result.summary()
-    assert [p.done for p in reports] == [0, 1, 2, 3, 4, 5] and reports[-1].fraction == 1.0
     (group,) = result.groups
-    assert group.sizes == (3, 1, 2, 5, 7)
-    assert all(c.ok for c in result.cases) and len(result.cases) == 5
+    # the planned sizes first, then sizes that can see a branch (example + a prime, far above twice)
+    assert group.sizes[:5] == (3, 1, 2, 5, 7) and max(group.sizes) >= 4 * 3
+    assert f"batch in {{{', '.join(map(str, sorted(group.sizes)))}}}" in result.summary()
+    assert [p.done for p in reports] == list(range(len(result.cases) + 1)) and reports[-1].fraction == 1.0
+    assert all(c.ok for c in result.cases) and len(result.cases) == len(group.sizes)
     assert result.findings == ()
     named = [c for c in result.contract.checks if c.subject == "x.shape[0]"]
     assert [(c.status, c.message) for c in named] == [("ok", "symbolic 'batch' (Dim('batch'))")]
@@ -201,7 +202,7 @@ def test_auto_everywhere_sweeps_the_batch_while_the_pinned_feature_dim_is_report
     batch, feature = result.groups
     assert not batch.specialized and feature.specialized and feature.onnx_dims == (4,)
     batch_cases = [c for c in result.cases if c.changed == ("x.shape[0]",)]
-    assert {dict(c.sizes)["x.shape[0]"] for c in batch_cases} == {1, 2, 5, 7} and all(c.ok for c in batch_cases)
+    assert {1, 2, 5, 7} < {dict(c.sizes)["x.shape[0]"] for c in batch_cases} and all(c.ok for c in batch_cases)
     assert not [c for c in result.cases if "x.shape[1]" in c.changed]
     (info,) = [f for f in result.findings if f.kind == "auto_static"]
     assert info.message.startswith("x.shape[1]: AUTO let torch decide, and torch made it static at 4")
@@ -256,7 +257,7 @@ def test_user_hook_replaces_generated_inputs():
 
     result = session(model, torch.randn(3, 2), dims={"x": {0: Dim("batch")}}).verify(make_inputs=hook)
     assert result.ok
-    assert [c.sizes["batch"] for c in calls] == [1, 2, 5, 7]
+    assert [c.sizes["batch"] for c in calls][:4] == [1, 2, 5, 7]  # then the sizes that can see a branch
     assert calls[0].shapes == {"x": (1, 2)}
     assert (11, 2) in seen and (5, 2) not in seen
 
