@@ -263,7 +263,7 @@ def tie_cause(session: ExportArtifacts, divergence: Divergence | None, args: tup
 
 def tied_cases(session: ExportArtifacts, divergence: Divergence | None, failing: Sequence[str],
                inputs: Mapping[str, tuple[tuple[Any, ...], Mapping[str, Any], Sequence[Any] | None]],
-               tolerances: Any = None, limit: int = 8) -> dict[str, Tie]:
+               tolerances: Any = None, limit: int = 16) -> dict[str, Tie]:
     """The ties behind verify's failing cases, by case: ``divergence`` (the first failing case's)
     and, when its tie is excused, each other case of ``failing`` located in turn (at most
     ``limit``; the search stops at the first case that is not a tie). A case missing from the
