@@ -50,16 +50,17 @@ class Gated(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.linear = torch.nn.Linear(8, 4)
-        GATES[id(self)] = (threading.Event(), threading.Event())
-        GATES[id(self)][1].set()
+        self.key = id(self)  # in __dict__: the twin a job calls has the same key
+        GATES[self.key] = (threading.Event(), threading.Event())
+        GATES[self.key][1].set()
 
     @property
     def entered(self):
-        return GATES[id(self)][0]
+        return GATES[self.key][0]
 
     @property
     def gate(self):
-        return GATES[id(self)][1]
+        return GATES[self.key][1]
 
     def forward(self, x):
         self.entered.set()
