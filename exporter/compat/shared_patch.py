@@ -109,7 +109,20 @@ def _know_dynamo() -> None:
     if _dynamo_compiling is _not_tracing:  # lazily: importing this module must not import torch
         import torch.compiler
 
+        _fill_dynamo_tables()
         _dynamo_compiling = torch.compiler.is_dynamo_compiling
+
+
+def _fill_dynamo_tables() -> None:
+    """Make TorchDynamo build its cached tables of torch functions (``torch.compiler.is_compiling``
+    folds to True...) now, before any switch is installed: built while a switch stands in for
+    ``torch.compiler.is_compiling``, they would key the switch, and every later strict capture
+    of a model asking it fails ("Attempted to call function marked as skipped")."""
+    from torch._dynamo import trace_rules
+    from torch._dynamo.variables import torch as torch_variables
+
+    getattr(trace_rules, "get_torch_obj_rule_map", lambda: None)()
+    getattr(torch_variables, "tracing_state_functions", lambda: None)()
 
 
 @contextmanager

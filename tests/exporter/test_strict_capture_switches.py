@@ -4,6 +4,10 @@ patch entered by the capturing job is what the trace sees."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import torch
 
 from exporter import ExportOptions, export
@@ -46,3 +50,22 @@ def test_a_strict_trace_sees_the_patch_of_its_own_context_and_not_another_contex
         assert (_strict_program_output(Scaled(), x) == 11).all()
         assert (Scaled()(x) == 11).all()
     assert (_strict_program_output(Scaled(), x) == 4).all()  # the switch is gone: the original
+
+
+def test_a_strict_capture_takes_the_compiling_branch_when_a_switch_was_installed_before_dynamo_was_used(tmp_path):
+    # In a fresh interpreter the first switch on torch.compiler.is_compiling comes before TorchDynamo
+    # built its tables of torch functions (as in a long session: an eager stage ran first).
+    script = tmp_path / "first_switch.py"
+    script.write_text(
+        "import torch\n"
+        "from exporter.compat.shared_patch import compile_flags_in_this_job\n"
+        "with compile_flags_in_this_job():\n"
+        "    import torch._dynamo.variables.torch as tables\n"
+        "    tables.tracing_state_functions()\n"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_strict_capture_switches import "
+        "test_a_strict_capture_of_a_model_that_asks_is_compiling_takes_the_compiling_branch as check\n"
+        "check()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
