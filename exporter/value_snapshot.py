@@ -26,7 +26,7 @@ import enum
 import types
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["RestorePass", "Snapshot", "equal_by_value", "is_plain", "snapshot"]
@@ -128,17 +128,20 @@ class Snapshot:
         return done.unchanged(self)
 
     def _contents_unchanged(self, done: RestorePass) -> bool:
-        obj = self.obj
+        return self._contents_match(self.obj, lambda snapshot, value: snapshot.unchanged(value, done))
+
+    def _contents_match(self, obj: Any, matches: Callable[[Snapshot, Any], bool]) -> bool:
+        """Whether ``obj``'s attributes and items match, one by one, what was snapshotted."""
         if self.attrs is not None:
             now = vars(obj)
-            if now.keys() != self.attrs.keys() or not all(s.unchanged(now[k], done) for k, s in self.attrs.items()):
+            if now.keys() != self.attrs.keys() or not all(matches(s, now[k]) for k, s in self.attrs.items()):
                 return False
         if self.kind == "seq":
-            return len(obj) == len(self.items) and all(s.unchanged(v, done) for s, v in zip(self.items, obj))
+            return len(obj) == len(self.items) and all(matches(s, v) for s, v in zip(self.items, obj))
         if self.kind == "map":
             now_items = list(obj.items())
             return len(now_items) == len(self.items) and all(
-                k == key and s.unchanged(v, done) for (key, s), (k, v) in zip(self.items, now_items)
+                k == key and matches(s, v) for (key, s), (k, v) in zip(self.items, now_items)
             )
         if self.kind == "set":
             return frozenset(obj) == self.items
@@ -153,20 +156,7 @@ class Snapshot:
         if type(other) is not type(self.obj) or self.kind in ("leaf", "value"):
             return False
         try:
-            if self.attrs is not None:
-                now = vars(other)
-                if now.keys() != self.attrs.keys() or not all(s.equal_to(now[k], done) for k, s in self.attrs.items()):
-                    return False
-            if self.kind == "seq":
-                return len(other) == len(self.items) and all(s.equal_to(v, done) for s, v in zip(self.items, other))
-            if self.kind == "map":
-                other_items = list(other.items())
-                return len(other_items) == len(self.items) and all(
-                    k == key and s.equal_to(v, done) for (key, s), (k, v) in zip(self.items, other_items)
-                )
-            if self.kind == "set":
-                return frozenset(other) == self.items
-            return self.kind == "object"
+            return self._contents_match(other, lambda snapshot, value: snapshot.equal_to(value, done))
         except Exception:  # noqa: BLE001 - an odd container: not equal
             return False
 

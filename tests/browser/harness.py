@@ -275,3 +275,16 @@ def wait_for_job_done(page, timeout: float = 300_000) -> None:
         """() => { const w = document.querySelector('.jp-Cell-outputArea .wb-workbench');
                    const s = w && w.querySelector('.wb-job-status');
                    return s && /^(done|.* failed|idle)/.test(s.innerText.trim()); }""", timeout=timeout)
+
+
+def screenshot_whole(page, widget, path: Path) -> None:
+    """A picture of the whole widget at the page's width: a tab taller than the window is taken
+    in a taller window (same width), which is put back after."""
+    viewport = page.viewport_size
+    height = widget.bounding_box()["height"]
+    if height > viewport["height"] - 150:
+        page.set_viewport_size({"width": viewport["width"], "height": int(height) + 300})
+        page.wait_for_timeout(300)
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=str(path))
+    page.set_viewport_size(viewport)

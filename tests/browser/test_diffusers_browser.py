@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from harness import new_page, run_workbench_notebook, wait_for_job_done
+from harness import new_page, run_workbench_notebook, screenshot_whole, wait_for_job_done
 
 pytest.importorskip("diffusers")
 
@@ -58,17 +58,6 @@ def _overflow(widget) -> list[str]:
         }""")
 
 
-def _shot(page, widget, path) -> None:
-    viewport = page.viewport_size
-    height = widget.bounding_box()["height"]
-    if height > viewport["height"] - 150:  # a long tab: a taller window (same width) for the picture
-        page.set_viewport_size({"width": viewport["width"], "height": int(height) + 300})
-        page.wait_for_timeout(300)
-    widget.scroll_into_view_if_needed()
-    widget.screenshot(path=str(path))
-    page.set_viewport_size(viewport)
-
-
 @pytest.mark.slow  # a UNet export, its verify and a benchmark in the kernel (1-3 min here)
 def test_a_diffusers_unet_reads_whole_in_every_tab_of_a_narrow_pane(lab, narrow_page, artifacts, failure_screenshot):
     page = narrow_page
@@ -99,7 +88,7 @@ def test_a_diffusers_unet_reads_whole_in_every_tab_of_a_narrow_pane(lab, narrow_
         for pattern in FORBIDDEN:
             found = re.findall(rf".{{0,40}}{pattern}.{{0,40}}", texts[tab])
             assert not found, f"{tab}: {pattern!r} visible: {found}"
-        _shot(page, widget, artifacts / f"tab-{tab.lower()}-diffusers-unet.png")
+        screenshot_whole(page, widget, artifacts / f"tab-{tab.lower()}-diffusers-unet.png")
 
     assert "sample" in texts["Stages"]  # diffusers' output field names the ONNX output
     assert all(name in texts["Dims"] for name in ("batch", "height", "width", "text_seq"))

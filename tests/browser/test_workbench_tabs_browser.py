@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import new_page, run_workbench_notebook
+from harness import new_page, run_workbench_notebook, screenshot_whole
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,15 +117,7 @@ def _check_readable(page, index: int, tab: str) -> str:
 
 def _shot(page, index: int, name: str, artifacts: Path) -> None:
     path = artifacts / f"tab-{name}.png"
-    widget = _widget(page, index)
-    viewport = page.viewport_size
-    height = widget.bounding_box()["height"]
-    if height > viewport["height"] - 150:  # a long tab: a taller window (same width) for the picture
-        page.set_viewport_size({"width": viewport["width"], "height": int(height) + 300})
-        page.wait_for_timeout(300)
-    widget.scroll_into_view_if_needed()
-    widget.screenshot(path=str(path))
-    page.set_viewport_size(viewport)
+    screenshot_whole(page, _widget(page, index), path)
     if os.environ.get("WB_UPDATE_DOCS"):
         shutil.copy(path, REPO / "docs" / path.name)
 

@@ -318,18 +318,7 @@ def test_two_threads_capturing_mamba_with_and_without_its_patch_each_get_what_th
 
     alone = {patches: export(patches) for patches in ((), ("selective_scan_loop",))}
     assert alone[()][0] == "failed" and alone[("selective_scan_loop",)][0] == "ok"
-    together: dict[tuple[str, ...], tuple[str, str]] = {}
-    start = threading.Barrier(2)
-
-    def run(patches: tuple[str, ...]) -> None:
-        start.wait()
-        together[patches] = export(patches)
-
-    threads = [threading.Thread(target=run, args=(patches,)) for patches in alone]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together = _each_in_its_thread_at_once(export, list(alone))
     assert together == alone
     assert "model patches selective_scan_loop" in together[("selective_scan_loop",)][1]
 
@@ -349,18 +338,7 @@ def test_two_sessions_in_two_threads_with_and_without_a_patch_capture_what_they_
     alone = {patches: export(patches) for patches in ((), (patch,))}
     assert "model patches doubled_for_test" in alone[(patch,)][0] and "model patches" not in alone[()][0]
     assert not torch.allclose(alone[()][1], alone[(patch,)][1])
-    together: dict[tuple[str, ...], tuple[str, torch.Tensor]] = {}
-    start = threading.Barrier(2)
-
-    def run(patches: tuple[str, ...]) -> None:
-        start.wait()
-        together[patches] = export(patches)
-
-    threads = [threading.Thread(target=run, args=(patches,)) for patches in alone]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together = _each_in_its_thread_at_once(export, list(alone))
     for patches, (detail, output) in alone.items():
         # Equal up to float rounding: a thread other than the main one splits torch's reductions
         # over another OpenMP team, so the last bits may differ; the patch changes the outputs by far more.
@@ -487,3 +465,20 @@ def test_transformers_compileable_context_var_keeps_a_capturing_jobs_value_from_
             torch.compiler._is_compiling_flag = False
     assert seen_by_user == (None, False)
     assert var.get() is None and not var.compiling
+
+
+def _each_in_its_thread_at_once(export: Any, keys: list[Any]) -> dict[Any, Any]:
+    """``{key: export(key)}``, each call in a thread of its own, all started at the same moment."""
+    together: dict[Any, Any] = {}
+    start = threading.Barrier(len(keys))
+
+    def run(key: Any) -> None:
+        start.wait()
+        together[key] = export(key)
+
+    threads = [threading.Thread(target=run, args=(key,)) for key in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return together
