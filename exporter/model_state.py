@@ -164,6 +164,14 @@ def _trace_kind(value: Any) -> str | None:
 
 
 def _describe(value: Any) -> str:
+    """A short text for a value in a change's report; never raises (a user ``__repr__`` may)."""
+    try:
+        return _describe_unguarded(value)
+    except Exception:  # noqa: BLE001 - a report line must not stop the restore
+        return type(value).__name__
+
+
+def _describe_unguarded(value: Any) -> str:
     import torch
 
     if value is _MISSING:
@@ -176,16 +184,25 @@ def _describe(value: Any) -> str:
         return f"{kind}({dtype}{list(value.shape)})"
     if isinstance(value, torch.nn.Module):
         return type(value).__name__
-    if isinstance(value, (list, tuple, dict, set, Mapping)) and (
-            type(value) not in (list, tuple, dict, set) or not is_plain(value)):
-        return f"{type(value).__name__} of {len(value)}"
+    if isinstance(value, (list, tuple, dict, set, Mapping)):
+        # plain builtin containers and tuples (torch.Size, a namedtuple) by value; a FrozenDict by size
+        by_value = is_plain(value) and (type(value) in (list, dict, set) or isinstance(value, tuple))
+        if not by_value:
+            return f"{type(value).__name__} of {len(value)}"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _describe_saved(snap: Snapshot) -> str:
-    """What a snapshotted value held, as :func:`_describe` writes a value."""
-    if snap.kind in ("leaf", "value"):
+    """What a snapshotted value held, as :func:`_describe` writes a value; never raises."""
+    try:
+        return _describe_saved_unguarded(snap)
+    except Exception:  # noqa: BLE001 - a report line must not stop the restore
+        return type(snap.obj).__name__
+
+
+def _describe_saved_unguarded(snap: Snapshot) -> str:
+    if snap.kind in ("leaf", "value") or (isinstance(snap.obj, tuple) and is_plain(snap.obj)):  # immutable
         return _describe(snap.obj)
     saved = snap.saved()
     if snap.kind == "object":
@@ -395,8 +412,9 @@ class _ModuleSnapshot:
             equal = current is not _MISSING and current is not snap.obj and snap.equal_to(current, done)
             before = _describe_saved(snap)
             # a value several modules hold (a shared config) is restored with the first: said as found
-            after = done.described.setdefault(id(current), _describe(current)) if current is snap.obj \
-                else _describe(current)
+            if current is snap.obj and id(current) not in done.described:
+                done.described[id(current)] = _describe(current)
+            after = done.described[id(current)] if current is snap.obj else _describe(current)
             target, restored = snap.restore(done)
             if now.get(name, _MISSING) is not target:
                 now[name] = target  # the module's __dict__ is a plain dict: always writable

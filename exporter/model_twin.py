@@ -19,6 +19,9 @@ the weights:
   ``inv_freq``) stays an alias in the twin; tracing tensors a trace left behind are shared;
 - lists, dicts and sets in a module's ``__dict__``: copied (recursively), their tensors,
   modules and weak references mapped to the twin's (LSTM's ``_flat_weights``);
+- a method bound to one of the modules, or a ``functools.partial`` holding one (a forward
+  replaced on the instance: ``types.MethodType(f, module)``, accelerate's hooks): bound to the
+  twin's module;
 - anything else (a transformers ``config``, ``generation_config``, functions): shared, read-only.
 
 A ``ScriptModule`` (C++ state) cannot be twinned this way: :func:`twin_of` returns it as it is
@@ -27,6 +30,8 @@ and :func:`is_twin` answers False, so a caller knows the run touches the user's 
 
 from __future__ import annotations
 
+import functools
+import types
 import weakref
 from typing import Any
 
@@ -188,4 +193,11 @@ def _mapped(value: Any, memo: dict[int, Any]) -> Any:
         referent = value()
         twin = memo.get(id(referent)) if referent is not None else None
         return weakref.ref(twin) if twin is not None else value
+    if kind is types.MethodType:  # ``module.forward = types.MethodType(f, module)``: bound to the twin
+        owner = memo.get(id(value.__self__))
+        return types.MethodType(value.__func__, owner) if owner is not None else value
+    if kind is functools.partial:  # accelerate's hooks: ``module.forward = partial(new_forward, module)``
+        args = tuple(_mapped(arg, memo) for arg in value.args)
+        keywords = {key: _mapped(arg, memo) for key, arg in value.keywords.items()}
+        return functools.partial(_mapped(value.func, memo), *args, **keywords)
     return value

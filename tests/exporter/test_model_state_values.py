@@ -296,6 +296,24 @@ def test_a_restore_that_fails_is_reported_and_never_raises(monkeypatch):
     assert failed and "restoring failed: RuntimeError: cannot read" in str(failed[0])
 
 
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise ValueError("no repr")
+
+
+def test_a_value_that_cannot_be_printed_does_not_stop_the_restore_of_the_attributes_after_it():
+    model = _with(odd=_Unprintable(), shape=torch.Size([2, 3]), steps=1)
+    odd = model[0].odd
+    with preserved(model) as report:
+        model[0].odd = _Unprintable()
+        model[0].shape = torch.Size([4, 3])
+        model[0].steps = 2
+    assert model[0].odd is odd and model[0].shape == torch.Size([2, 3]) and model[0].steps == 1
+    described = {c.path: str(c) for c in report.changes}
+    assert "_Unprintable" in described["0.odd"]
+    assert "torch.Size([2, 3])" in described["0.shape"]  # a tuple subclass by value, not "Size of 2"
+
+
 def test_a_submodule_removed_and_put_back_keeps_its_place_in_forward_order():
     # put back at the end, a Sequential would run its first layer last
     model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))

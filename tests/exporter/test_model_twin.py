@@ -4,7 +4,9 @@ to it (rebinding, in-place writes to buffers, containers, children, hooks) reach
 
 from __future__ import annotations
 
+import functools
 import os
+import types
 import weakref
 
 import pytest
@@ -113,6 +115,29 @@ def test_containers_tensors_modules_and_weak_references_point_into_the_twin():
     x = torch.randn(5, 2, 3)
     with torch.no_grad():
         assert torch.equal(lstm_twin(x)[0], lstm(x)[0])
+
+
+def test_a_forward_replaced_on_the_instance_runs_on_the_twin_not_on_the_users_module():
+    def scaled_forward(module, x):
+        module.seen = getattr(module, "seen", 0) + 1
+        return module.linear(x) * 2
+
+    def wrapped_forward(module, x, *, extra):  # as accelerate's add_hook_to_module leaves it
+        module.seen = getattr(module, "seen", 0) + 1
+        return module._old_forward(x) + extra
+
+    bound = Block().eval()
+    bound.forward = types.MethodType(scaled_forward, bound)
+    hooked = Block().eval()
+    hooked._old_forward = hooked.forward
+    hooked.forward = functools.partial(wrapped_forward, hooked, extra=1.0)
+    x = torch.randn(2, 4)
+    for model in (bound, hooked):
+        twin = twin_of(model)
+        with torch.no_grad():
+            assert torch.equal(twin(x), model(x))
+        assert model.seen == 1 and twin.seen == 1  # each call counted on the module that ran it
+        assert twin.steps.item() == model.steps.item()
 
 
 def test_tied_weights_and_shared_modules_are_twinned_once():
