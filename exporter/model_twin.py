@@ -50,17 +50,22 @@ _OWN = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffer
 
 def twin_of(model: Any) -> Any:
     """A structural twin of ``model`` (see the module docstring); anything that is not an
-    ``nn.Module``, or a module that cannot be twinned (TorchScript), is returned as it is."""
+    ``nn.Module``, or a module that cannot be twinned (TorchScript, a part that refuses to be
+    copied), is returned as it is: the job then runs on the user's module, as
+    ``torch.onnx.export`` does."""
     import torch
 
     if not isinstance(model, torch.nn.Module) or _untwinnable(model):
         return model
     memo: dict[int, Any] = {}
     pairs: list[tuple[Any, Any]] = []
-    with torch.no_grad():
-        root = _twin_module(model, memo, pairs)
-        for original, twin in pairs:  # every module and parameter is in memo now
-            _fill(original, twin, memo)
+    try:
+        with torch.no_grad():
+            root = _twin_module(model, memo, pairs)
+            for original, twin in pairs:  # every module and parameter is in memo now
+                _fill(original, twin, memo)
+    except Exception:  # noqa: BLE001 - a tensor subclass that cannot be cloned...: the job runs as torch.onnx.export would
+        return model
     object.__setattr__(root, _TWIN_OF, weakref.ref(model))
     return root
 

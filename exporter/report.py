@@ -184,7 +184,9 @@ def report_document(session: ReportedSession, *, verify: VerifyArgument = None, 
     ``session.verify()``; ``benchmark``: a BenchmarkResult / SweepResult / Comparison /
     ProfileResult (or a list of them), or True to run ``session.benchmark()``. Left out, they
     are the latest the session keeps (:attr:`~exporter.Session.analyses`: the widget's runs
-    too). ``graphs=False`` leaves the drawing out."""
+    too); a derived export (another spec) with no verify of its own is verified here when the
+    last verify of its family took under 2 s, as the widget does, so the report never shows
+    an earlier spec's verdict. ``graphs=False`` leaves the drawing out."""
     session.run()
     if verify is True or (verify is None and _verify_again(session)):
         verify = session.verify()

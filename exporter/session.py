@@ -536,8 +536,9 @@ class Session(Presentable):
     def report(self, path: str | os.PathLike[str], *, verify: VerifyResult | None = None,
                benchmark: BenchmarkResult | None = None, graphs: bool = True) -> Path:
         """Write one standalone HTML report of this export (stages, dims, guards, the graphs as
-        SVG when Graphviz is installed, and ``verify`` / ``benchmark`` results if given), that
-        opens offline, atomically; returns its path."""
+        SVG when Graphviz is installed, and ``verify`` / ``benchmark`` results if given, else the
+        latest kept: see :func:`~exporter.report.report_document`, which may verify a derived
+        export whose family verifies quickly), that opens offline, atomically; returns its path."""
         return write_report(self, path, verify=verify, benchmark=benchmark, graphs=graphs)
 
     # -- analyses (exporter.analyses.ANALYSES: verify, benchmark, ...) --

@@ -320,7 +320,7 @@ def _engine_timing(name: str, rounds: Rounds, rss: float | None) -> EngineTiming
 
 @contextlib.contextmanager
 def _eager_context(model: Any) -> Any:
-    """Inference mode, the user's buffers preserved, torch's thread count restored."""
+    """Inference mode, the buffers of ``model`` (a twin of the user's) preserved, torch's thread count restored."""
     import torch
 
     previous = torch.get_num_threads()

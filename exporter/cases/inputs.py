@@ -65,14 +65,22 @@ def is_mask(example: Any) -> bool:
 
 
 def mask_kept_value(example: Any) -> int:
-    """The value (1 or 0) that marks a kept key in a mask: the one every row of ``example``
-    gives its first key (a sequence starts with a real token; padding comes at the end), else
-    the more frequent one. ``attention_mask`` keeps at 1, ``src_key_padding_mask`` at False."""
+    """The value (1 or 0) that marks a kept key in a mask. A sequence has a real token at one
+    end, padding at the other: the value every row gives one end (its first key when the other
+    end is not the same in every row, its last key when only that end is), else the more
+    frequent one (every row padded on the same side: ``[[0, 0, 1, 1, 1]]``). ``attention_mask``
+    keeps at 1, ``src_key_padding_mask`` at False."""
 
     rows = example.reshape(-1, example.shape[-1]) if example.dim() else example.reshape(1, 1)
-    first = rows[:, 0] != 0
-    if bool(first.all()) or not bool(first.any()):
-        return int(bool(first[0]))
+    ends = []
+    for column in (rows[:, 0] != 0, rows[:, -1] != 0):
+        uniform = bool(column.all()) or not bool(column.any())
+        ends.append(int(bool(column[0])) if uniform else None)
+    first, last = ends
+    if first is not None and (last is None or last == first):
+        return first
+    if first is None and last is not None:
+        return last
     return int(bool((rows != 0).sum() * 2 >= rows.numel()))
 
 

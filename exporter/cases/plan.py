@@ -171,13 +171,22 @@ EXTRA_SECONDS = 0.1
 """The estimated seconds the extra cases may take whatever the share says: a model that runs in
 a few milliseconds gets every extra case."""
 ALWAYS = KIND_ABOVE
-"""The extra cases run whatever the budget says: the sizes above the example where the
+"""The extra cases run whatever the budget says (within ``max_size`` or twice the example): the sizes above the example where the
 program's coarsest divisions change parity (like the sizes that break a remainder guard, which
 plan_cases always runs: the program's own strides; SEW's frame parity needs the second of them)."""
 FAR_FACTORS = (8, 4)
 """The far size: the example times the first of these ..."""
 FAR_SECONDS = 1.0
 """... whose estimated eager + onnxruntime time is within this."""
+
+
+def _always(name: str, changed: Mapping[str, int], groups: Sequence[DimGroup], max_size: int | None) -> bool:
+    """Whether an extra case runs whatever the budget says: an :data:`ALWAYS` kind, at sizes
+    within ``max_size`` or twice the example (a coarse stride past a small example, 4096 past
+    8, is no case to run at any cost)."""
+    examples = {g.label: g.example for g in groups}
+    return name.endswith(ALWAYS) and all(
+        size <= max(max_size or 0, 2 * examples[label]) for label, size in changed.items())
 
 
 def _units(groups: Sequence[DimGroup], sizes: Mapping[str, int]) -> float:
@@ -292,7 +301,7 @@ def extra_cases(groups: Sequence[DimGroup], planned: Sequence[CasePlan], runs: S
         complete = complete_sizes(groups, changed)
         full = tuple((g.label, complete[g.label]) for g in groups)
         cost = estimate(_units(groups, complete))
-        if full in seen or (spent + cost > budget and not name.endswith(ALWAYS)):
+        if full in seen or (spent + cost > budget and not _always(name, changed, groups, max_size)):
             continue
         seen.add(full)
         spent += cost

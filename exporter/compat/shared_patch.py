@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import threading
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +32,8 @@ __all__ = ["choices_for_dynamo", "compile_flags_in_this_job", "dynamo_compiling"
 
 _lock = threading.Lock()
 _switches: dict[tuple[int, str], _Switch] = {}  # (id(owner), name) -> the switch installed there now
-# In a job's context: id(switch) -> the index of its replacement in the switch's choices.
+_keys = itertools.count(1)  # a switch's key: never reused, unlike an id()
+# In a job's context: a switch's key -> the index of its replacement in the switch's choices.
 _chosen: contextvars.ContextVar[Mapping[int, int]] = contextvars.ContextVar(
     "exporter_shared_patches", default=types.MappingProxyType({}))
 # While TorchDynamo traces a job (:func:`choices_for_dynamo`): that job's choices.
@@ -44,18 +46,19 @@ class _Switch:
 
     def __init__(self, owner: Any, name: str, original: Any) -> None:
         self.owner, self.name, self.original = owner, name, original
+        self.key = next(_keys)
         self.choices: list[Any] = [original]
         self.users = 0
         self.installed: Any = None  # the object set on the owner
 
     def install(self) -> None:
-        me = id(self)
+        me = self.key
         choices = self.choices
         if isinstance(self.owner, type):
             self.installed = _SwitchDescriptor(me, choices, self.original)
         else:
             def switched(*args: Any, **kwargs: Any) -> Any:
-                return choices[_choice(me)](*args, **kwargs)
+                return _pick(choices, me)(*args, **kwargs)
 
             try:
                 functools.update_wrapper(switched, self.original, updated=())
@@ -79,7 +82,7 @@ class _SwitchDescriptor:
         self.__doc__ = getattr(original, "__doc__", None)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
-        chosen = self._choices[_choice(self._key)]
+        chosen = _pick(self._choices, self._key)
         return chosen.__get__(instance, owner) if hasattr(chosen, "__get__") else chosen
 
 
@@ -94,6 +97,13 @@ def dynamo_compiling() -> bool:
     """``torch.compiler.is_dynamo_compiling()`` once a patch was entered (False before: no
     trace of ours can run then), without importing torch: TorchDynamo folds it to True."""
     return _dynamo_compiling()
+
+
+def _pick(choices: list[Any], key: int) -> Any:
+    """This context's choice among ``choices``: the original (choices[0]) when its block has
+    left (a context copied inside a job, an asyncio task, can outlive the block)."""
+    chosen = choices[_choice(key)]
+    return choices[0] if chosen is None else chosen
 
 
 def _choice(key: int) -> int:
@@ -162,7 +172,7 @@ def shared_patch(owner: Any, name: str, replacement: Callable[[Any], Any],
         switch.users += 1
         switch.choices.append(replacement(switch.original))
         index = len(switch.choices) - 1
-    token = _chosen.set({**_chosen.get(), id(switch): index})
+    token = _chosen.set({**_chosen.get(), switch.key: index})
     try:
         yield switch.original
     finally:

@@ -41,7 +41,7 @@ class _Progress:
     stages: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     fields: dict[str, Any] = field(default_factory=dict)
-    vacuous: bool = False  # every value verify compared was within atol of 0
+    unverified_outputs: tuple[str, ...] = ()  # outputs verify compared but cannot call verified (~0)
     refuses_only: bool = False  # verify failed only where onnxruntime raised, right at the example
     libraries: dict[str, str] = field(default_factory=dict)  # the versions of the packages the model comes from
     current: str = "build"  # the stage running now
@@ -283,7 +283,7 @@ def _verify(session: Any, progress: _Progress) -> list[tuple[tuple[Any, ...], di
     result = session.verify()
     progress.end("verify", result.status, started)
     progress.fields["verdict"] = short(result.verdict)
-    progress.vacuous = any(finding.kind == "vacuous" for finding in result.findings)
+    progress.unverified_outputs = result.unverified_outputs
     failed = result.failed_cases
     progress.refuses_only = bool(failed) and all(c.status == "ort_error" for c in failed) and any(
         c.name == "example" and c.status == "pass" for c in result.cases)
@@ -344,8 +344,10 @@ def _baseline(unit: Unit, case: SweepCase, checked: Sequence[tuple[tuple[Any, ..
         status, error = "verify_failed", problems[0]
     refuses_only = bool(checked) and 0 < len(problems) < len(checked) and \
         all(p.startswith(ORT_FAILED) for p in problems) and _compare(run, *checked[0]) is None
-    if status != "verify_failed" and progress.vacuous:  # the same cases: its match tells nothing either
-        status, error = "not_verified", "every value compared is within atol of 0: a model returning zeros would pass too"
+    if status != "verify_failed" and progress.unverified_outputs:  # the same cases: its match there tells nothing
+        names = ", ".join(repr(name) for name in progress.unverified_outputs)
+        status, error = "not_verified", (
+            f"output(s) {names}: every value compared is within atol of 0, a model returning zeros would pass too")
     progress.end("baseline", status, started)
     _set_baseline(progress, status, error, refuses_only)
 

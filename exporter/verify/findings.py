@@ -266,7 +266,7 @@ def vacuous(facts: VerifyFacts) -> list[Finding]:
         return [Finding(
             "vacuous",
             f"every value compared is within atol of 0 (largest |expected| {largest:.2g} in {len(small)} output(s)): "
-            f"{why}, so nothing was verified (compared at their own scale, they match: largest difference {seen:.2g})",
+            f"{why}, so no floating-point output was verified (compared at their own scale, they match: largest difference {seen:.2g})",
             fix=fix, outputs=tuple(small),
         )]
     names = ", ".join(repr(name) for name in small)

@@ -383,6 +383,21 @@ def test_a_module_function_and_a_class_attribute_switch_only_in_the_context_that
     assert namespace.f(1) == 2 and Owner().method() == "original"
 
 
+def test_a_context_copied_inside_a_patch_runs_the_original_once_the_patch_has_left():
+    import contextvars
+    import types as pytypes
+
+    namespace = pytypes.ModuleType("user_module")
+    namespace.f = lambda x: x + 1
+    with shared_patch(namespace, "f", lambda f: lambda x: f(x) * 10):
+        copied = contextvars.copy_context()  # an asyncio task, a job submitted from within the patch
+        with shared_patch(namespace, "f", lambda f: lambda x: f(x) * 100):  # another job keeps the switch installed
+            assert copied.run(namespace.f, 1) == 20
+            left = contextvars.copy_context()
+        assert left.run(namespace.f, 1) == 2  # the patch it chose has left: the original (was: None called)
+    assert copied.run(namespace.f, 1) == 2
+
+
 def _in_thread(function: Callable[[], Any]) -> Any:
     found: list[Any] = []
     thread = threading.Thread(target=lambda: found.append(function()))

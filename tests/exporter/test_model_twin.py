@@ -187,3 +187,14 @@ def test_anything_but_a_module_is_returned_as_it_is():
     assert twin_of(function) is function
     scripted = torch.jit.script(torch.nn.Linear(2, 2))
     assert twin_of(scripted) is scripted and not is_twin(scripted)
+
+
+def test_a_model_whose_twin_cannot_be_built_is_returned_as_it_is(monkeypatch):
+    from exporter import model_twin
+
+    def refuses(tensor, memo):
+        raise NotImplementedError("this tensor subclass cannot be cloned")
+
+    monkeypatch.setattr(model_twin, "_twin_tensor", refuses)
+    model = Block()
+    assert twin_of(model) is model and not is_twin(model)

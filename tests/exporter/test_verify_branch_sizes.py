@@ -86,6 +86,14 @@ def test_the_extra_sizes_stay_within_a_share_of_the_time_the_planned_cases_took(
     assert len(cheap) >= 3  # a cheap model gets every extra case
 
 
+def test_a_stride_size_far_past_a_small_example_runs_only_within_the_budget():
+    far_stride = [("stride above", 4104, 4096), ("stride below", 4, 4096)]  # a coarse stride past 8
+    near_stride = [("stride above", 12, 4), ("stride below", 4, 4)]
+    slow = 1.0  # 30 planned runs of 1 s: 9 s of budget, and a case of 4104 costs far more
+    assert "n=4104 stride above" not in _extra(_group(8, divisors=(4096,), stride=far_stride), seconds=slow)
+    assert _extra(_group(8, divisors=(4,), stride=near_stride), seconds=slow)["n=12 stride above"] == 12
+
+
 class OddFrames(torch.nn.Module):
     """Frames 16 samples each; eager doubles the output at an odd frame count, which the export
     never sees (no guard): only a size of the other frame parity shows it."""

@@ -267,6 +267,9 @@ def test_generated_masks_keep_the_examples_polarity_and_a_key_in_every_row():
     padding[0, -3:] = True  # True masks: the last 3 keys of row 0
     attention = ~padding  # 1 keeps
     assert mask_kept_value(padding) == 0 and mask_kept_value(attention) == 1
+    left_padded = torch.tensor([[0, 0, 1, 1, 1]])  # padding_side="left", every row padded
+    assert mask_kept_value(left_padded) == 1 and mask_kept_value(torch.tensor([[0, 0, 1], [1, 1, 1]])) == 1
+    assert mask_kept_value(torch.tensor([[False, False, False, True, True]])) == 0  # a key padding mask
     generator = torch.Generator().manual_seed(0)
     for seq in (1, 2, 3, 9):
         for example, kept in ((padding, False), (attention, True)):
