@@ -29,7 +29,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["RestorePass", "Snapshot", "equal_by_value", "is_plain", "snapshot"]
+__all__ = ["RestorePass", "Snapshot", "is_plain", "snapshot"]
 
 _MAX_DEPTH = 8  # deeper values are kept by identity
 _MAX_ITEMS = 10_000  # a container this large is kept by identity (and its length)
@@ -408,8 +408,3 @@ def _container(value: Any, memo: dict[int, Snapshot], depth: int, open_: set[int
     if type(value) is tuple and all(s.kind == "value" for s in snap.items):
         return Snapshot(value, "value")  # immutable, of plain values: compared by equality
     return snap
-
-
-def equal_by_value(snap: Snapshot, other: Any) -> bool:
-    """Whether ``other`` holds what ``snap`` held, with the same type (see :meth:`Snapshot.equal_to`)."""
-    return snap.equal_to(other, RestorePass())

@@ -207,7 +207,7 @@ def _time_model(points: Sequence[tuple[float, float]]) -> Callable[[float], floa
     mean_units = sum(u for u, _ in points) / len(points)
     mean_seconds = sum(t for _, t in points) / len(points)
     spread = sum((u - mean_units) ** 2 for u, _ in points)
-    if spread > 0:  # least squares: one slow run (a busy machine) moves it little
+    if spread > 0:  # least squares over every case compared
         slope = sum((u - mean_units) * (t - mean_seconds) for u, t in points) / spread
     else:  # every case at one size: as if its whole time grew with the size
         slope = mean_seconds / max(mean_units, 1.0)

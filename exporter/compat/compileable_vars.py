@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import itertools
 import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .shared_patch import dynamo_compiling, shared_patch
+from .shared_patch import dynamo_compiling, replaced_by, shared_patch
 
 __all__ = ["private_compileable_vars"]
 
@@ -74,10 +73,6 @@ def slot_for_dynamo() -> Iterator[None]:
         _traced_slot[0] = saved
 
 
-def _instead(method: Any, _original: Any) -> Any:
-    return method
-
-
 def compileable_var_classes() -> tuple[type, ...]:
     """The ``CompileableContextVar`` classes of the libraries imported so far."""
     found = []
@@ -98,5 +93,5 @@ def private_compileable_vars() -> Iterator[None]:
         stack.callback(_slot.reset, token)
         for cls in compileable_var_classes():
             for name, method in _METHODS.items():
-                stack.enter_context(shared_patch(cls, name, functools.partial(_instead, method)))
+                stack.enter_context(shared_patch(cls, name, replaced_by(method)))
         yield

@@ -5,7 +5,6 @@ torch exports it, and where it asked."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +23,6 @@ def _asker(frame: Any) -> tuple[str, int] | None:
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
-def _answering(answer: Any, _original: Any) -> Any:
-    return answer
-
-
 def _is_switch_frame(frame: Any) -> bool:
     """A frame of the per-context switch :func:`~exporter.compat.shared_patch.shared_patch` installs."""
     return frame.f_globals.get("__name__") == f"{__package__}.shared_patch"
@@ -42,7 +37,7 @@ def as_if_exporting() -> Iterator[list[tuple[str, int]]]:
     whatever happens."""
     import torch.compiler as compiler
 
-    from .shared_patch import shared_patch
+    from .shared_patch import answers_dynamo_compiling, replaced_by, shared_patch
 
     asked: list[tuple[str, int]] = []
 
@@ -56,10 +51,7 @@ def as_if_exporting() -> Iterator[list[tuple[str, int]]]:
         answer.__name__ = answer.__qualname__ = name
         return answer
 
-    def dynamo_only(_original: Any) -> Any:
-        return compiler.is_dynamo_compiling
-
     with contextlib.ExitStack() as stack:
         for name in _QUERIES:
-            stack.enter_context(shared_patch(compiler, name, functools.partial(_answering, query(name)), dynamo_only))
+            stack.enter_context(shared_patch(compiler, name, replaced_by(query(name)), answers_dynamo_compiling))
         yield asked

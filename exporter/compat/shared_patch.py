@@ -28,7 +28,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["choices_for_dynamo", "compile_flags_in_this_job", "dynamo_compiling", "shared_original", "shared_patch"]
+__all__ = [
+    "answers_dynamo_compiling", "choices_for_dynamo", "compile_flags_in_this_job", "dynamo_compiling", "replaced_by",
+    "shared_original", "shared_patch",
+]
 
 _lock = threading.Lock()
 _switches: dict[tuple[int, str], _Switch] = {}  # (id(owner), name) -> the switch installed there now
@@ -201,6 +204,23 @@ def _is_switch(value: Any) -> bool:
         isinstance(value, types.FunctionType) and "__shared_original__" in value.__dict__)
 
 
+def replaced_by(value: Any) -> Callable[[Any], Any]:
+    """A ``replacement`` for :func:`shared_patch` that ignores the original: ``value`` itself."""
+    return functools.partial(_constant, value)
+
+
+def _constant(value: Any, _original: Any) -> Any:
+    return value
+
+
+def answers_dynamo_compiling(_original: Any) -> Any:
+    """An ``elsewhere`` for torch's compile flags: ``torch.compiler.is_dynamo_compiling``
+    (False in eager code, True while TorchDynamo traces that thread's own code)."""
+    import torch.compiler
+
+    return torch.compiler.is_dynamo_compiling
+
+
 @contextmanager
 def compile_flags_in_this_job() -> Iterator[None]:
     """Within: ``torch.compiler.is_compiling()`` and ``is_exporting()`` answer torch's flags
@@ -215,9 +235,6 @@ def compile_flags_in_this_job() -> Iterator[None]:
     def keep(original: Any) -> Any:
         return original
 
-    def dynamo_only(_original: Any) -> Any:
-        return compiler.is_dynamo_compiling
-
-    with shared_patch(compiler, "is_compiling", keep, dynamo_only), \
-            shared_patch(compiler, "is_exporting", keep, dynamo_only):
+    with shared_patch(compiler, "is_compiling", keep, answers_dynamo_compiling), \
+            shared_patch(compiler, "is_exporting", keep, answers_dynamo_compiling):
         yield

@@ -74,7 +74,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if args.coverage:
         from pathlib import Path
 
-        Path(args.coverage).write_text(results.coverage_markdown(output_dir=args.output, path=args.coverage))
+        Path(args.coverage).write_text(results.coverage_markdown(
+            output_dir=args.output, path=args.coverage, workers=args.workers, run=_run_settings(args)))
         print(f"coverage: {args.coverage}")
     status = 130 if results.interrupted else 0
     if args.diff:
@@ -94,3 +95,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _run_settings(args: argparse.Namespace) -> list[str]:
+    """The run's own settings that are not their defaults, as arguments (the records do not keep them)."""
+    settings = []
+    for flag, value, default in (("--timeout", args.timeout, 900.0), ("--memory-gb", args.memory_gb, 6.0),
+                                 ("--threads", args.threads, 1)):
+        if value != default:
+            settings += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return settings

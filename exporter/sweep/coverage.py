@@ -48,12 +48,14 @@ def _covers_every_model(zoo: str, source: str, models: set[str]) -> bool:
 
 
 def regenerate_command(records: Sequence[UnitRecord], *, output_dir: str = "sweep-results",
-                       path: str = "docs/coverage.md", workers: int = 2) -> str:
+                       path: str = "docs/coverage.md", workers: int = 2, run: Sequence[str] = ()) -> str:
     """The ``onnx-workbench sweep`` command that gives these ``records`` again: their zoos
     (a user zoo by its file), their models when they are not every model of their zoos, their
-    specs and their export options and checks."""
+    specs and their export options and checks; ``run``: the run's own settings to repeat
+    (``("--timeout", "1200")``: the records do not keep them)."""
     if not records:
-        return f"onnx-workbench sweep --workers {workers} -o {shlex.quote(output_dir)} --coverage {shlex.quote(path)}"
+        return " ".join(shlex.quote(a) for a in (
+            "onnx-workbench", "sweep", "--workers", str(workers), *run, "-o", output_dir, "--coverage", path))
     from .plan import IMPORT_ROW
 
     arguments = ["onnx-workbench", "sweep"]
@@ -78,7 +80,7 @@ def regenerate_command(records: Sequence[UnitRecord], *, output_dir: str = "swee
     arguments += [flag for key, default, flag in (("optimize", True, "--no-optimize"), ("verify", True, "--no-verify"),
                                                  ("benchmark", False, "--benchmark"), ("baseline", True, "--no-baseline"))
                   if bool(options.get(key, default)) != default]
-    arguments += ["--workers", str(workers), "-o", output_dir, "--coverage", path]
+    arguments += ["--workers", str(workers), *run, "-o", output_dir, "--coverage", path]
     return " ".join(shlex.quote(argument) for argument in arguments)
 
 
@@ -89,14 +91,15 @@ def _patched(record: UnitRecord) -> str:
 
 def coverage_markdown(records: Sequence[UnitRecord], *, title: str = "Export coverage", scope: str | None = None,
                       command: str | None = None, output_dir: str = "sweep-results",
-                      path: str = "docs/coverage.md") -> str:
+                      path: str = "docs/coverage.md", workers: int = 2, run: Sequence[str] = ()) -> str:
     """Markdown for a sweep's ``records``: the counts, the comparison with ``torch.onnx.export``, one row
     per unit by zoo, the failure buckets, the package versions. ``scope`` says which models
     the run covers (a subset, say); ``command`` is how to regenerate the page, by default
-    :func:`regenerate_command` for these records, writing to ``output_dir`` and ``path``.
+    :func:`regenerate_command` for these records, writing to ``output_dir`` and ``path``, with
+    ``workers`` and the ``run`` settings given.
     Names and error texts are escaped (:func:`markdown_cell`): they read as text, never as markup."""
     if command is None:
-        command = regenerate_command(records, output_dir=output_dir, path=path)
+        command = regenerate_command(records, output_dir=output_dir, path=path, workers=workers, run=run)
     counts = status_counts(records)
     versus = Counter(r.versus for r in records if r.versus)
     versions = next((r.versions for r in records if r.versions), {})

@@ -98,7 +98,7 @@ class Finding:
     let torch decide and torch made the dim static: not swept), ``model_changes_itself`` (an
     eager run changed the module's own state; verify put it back), ``unified_dims`` (axes torch found equal carry one of
     the names asked for: which one), ``tolerance`` (elements
-    within the output-scaled tolerance only: which, and why they pass); ``rounding`` (outputs
+    within the channel-scaled tolerance only (:mod:`exporter.verify.channels`): which, and why they pass); ``rounding`` (outputs
     beyond the tolerance that are as close to the model run in float64 as eager float32 is:
     rounding the model amplifies, so they pass); ``vacuous`` (the outputs in
     ``outputs`` have every value within atol of 0: at an absolute tolerance a model returning

@@ -26,7 +26,7 @@ from .intermediates.fx_side import FxRunner
 from .intermediates.ort_side import OrtRunner
 from .program_run import program_inputs
 
-__all__ = ["Selection", "Tie", "picks_within_rounding", "selection_of", "tie_cause", "tie_of", "tied_cases", "tied_rows"]
+__all__ = ["Selection", "Tie", "picks_within_rounding", "selection_of", "tie_of", "tied_cases", "tied_rows"]
 
 _SELECTIONS = {
     "aten.topk.default": "torch.topk", "aten.sort.default": "torch.sort", "aten.sort.stable": "torch.sort",
@@ -253,20 +253,13 @@ def picks_within_rounding(value: Any, selection: Selection, ours: Any, theirs: A
     return int(differs.sum()), within
 
 
-def tie_cause(session: ExportArtifacts, divergence: Divergence | None, args: tuple[Any, ...],
-              kwargs: Mapping[str, Any]) -> str | None:
-    """The likely cause of ``divergence`` when it is indices picked among equal values, in
-    words; None when it is not (or cannot be told)."""
-    tie = tie_of(session, divergence, args, kwargs)
-    return tie.cause if tie is not None else None
-
-
 def tied_cases(session: ExportArtifacts, divergence: Divergence | None, failing: Sequence[str],
                inputs: Mapping[str, tuple[tuple[Any, ...], Mapping[str, Any], Sequence[Any] | None]],
                tolerances: Any = None, limit: int = 16) -> dict[str, Tie]:
     """The ties behind verify's failing cases, by case: ``divergence`` (the first failing case's)
-    and, when its tie is excused, each other case of ``failing`` located in turn (at most
-    ``limit``; the search stops at the first case that is not a tie). A case missing from the
+    and, when its tie is excused, each other case of ``failing`` located in turn (none when
+    there are more than ``limit`` of them; the search stops at the first case that is not a
+    tie). A case missing from the
     answer is not explained by a tie; an explanation that cannot be made is left out."""
     if divergence is None or divergence.stage != "onnx" or divergence.case not in inputs:
         return {}

@@ -50,11 +50,6 @@ class Tolerance:
             return self.atol
         return max(self.atol * peak, _SMALLEST_NORMAL)
 
-    def allowed_abs(self, magnitude: float, relative: bool = False) -> float:
-        """The largest absolute slack an element near zero gets in an output whose largest
-        finite ``|expected|`` is ``magnitude`` (in the channel of that value)."""
-        return self.atol_for(magnitude, relative) + self.output_scale * magnitude
-
     def __str__(self) -> str:
         scaled = f" + {self.output_scale:g}*channel|expected|" if self.output_scale else ""
         return f"rtol={self.rtol:g} atol={self.atol:g}{scaled}"

@@ -63,7 +63,8 @@ class EdgeValue:
 
     @property
     def masks_a_row(self) -> bool:
-        """Whether some row of the mask has no 1 / True at all."""
+        """Whether some row of the mask keeps no key at all (all 0 for an ``attention_mask``, all
+        True for a ``src_key_padding_mask``: see :func:`~exporter.cases.inputs.mask_kept_value`)."""
         return self.kind in _FULLY_MASKED
 
 

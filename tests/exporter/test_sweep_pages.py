@@ -112,10 +112,12 @@ def test_the_subcommand_writes_its_own_output_and_page_into_the_regenerate_comma
     out = tmp_path / "results"
     SweepResults((record("mlp"),)).save(out)  # already recorded: the command runs nothing
     page = tmp_path / "page.md"
-    args = _parsed(f"onnx-workbench sweep --zoo {SWEEP_MODELS} --model mlp -o {out} --coverage {page} --no-progress")
+    args = _parsed(f"onnx-workbench sweep --zoo {SWEEP_MODELS} --model mlp -o {out} --coverage {page} --no-progress"
+                   " --workers 1 --timeout 1200 --threads 2")
     assert run_sweep_command(args) == 0
-    command = page.read_text().split("```\n", 1)[1].split("\n```", 1)[0]
-    assert _parsed(command).output == str(out) and _parsed(command).coverage == str(page)
+    command = _parsed(page.read_text().split("```\n", 1)[1].split("\n```", 1)[0])
+    assert command.output == str(out) and command.coverage == str(page)
+    assert (command.workers, command.timeout, command.threads, command.memory_gb) == (1, 1200, 2, 6)
 
 
 # -- records.jsonl after a killed write ------------------------------------------------------------

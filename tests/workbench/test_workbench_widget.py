@@ -683,11 +683,16 @@ def test_stages_row_and_benchmark_tab_say_failed_then_not_verified_then_passed_a
     assert "the model timed is not verified" in text(status) and "earlier" not in text(status)
     assert stage_row(wb, "benchmark")[:2] == ["not", "verified"]
 
+    wb.run_analysis("compare", budget=0.02, min_runs=3)  # the variants of a model not verified: said so too
+    wb.wait()
+    assert "the model timed is not verified" in text(wb.benchmark_view.compare.value)
+
     wb.verify_view.button.click()  # verified on this spec, and passing: now, and only now, ok
     wb.wait()
     assert stage_row(wb, "verify")[0] == "pass"
     status = wb.benchmark_view.status.value
     assert text(status).split()[0] == "ok" and badge_tone(status) == "ok"
+    assert "the model timed" not in text(wb.benchmark_view.compare.value)
     assert stage_row(wb, "benchmark")[0] == "ok"
 
     wb.axis_control("x", 0).value = "AUTO"  # back to the spec that failed: its verify is found again

@@ -136,4 +136,5 @@ class BenchmarkView:
     def show_compare(self, result: Comparison, current: bool = True, verified: ExportVerdict | None = None) -> None:
         # The core's section starts with its own verdict line (which variant is fastest).
         stale = "" if current else verdict("earlier", _STALE.strip(" ()"), tone="muted")
-        self.compare.value = pane(stale, render(result))
+        caveat = "" if verified is None or verified.passed else timing_line("ok", "variants compared", verified)
+        self.compare.value = pane(stale, caveat, render(result))

@@ -45,7 +45,8 @@ class IntermediateRow:
     does not), ``mismatch`` (another shape or dtype), ``not compared`` (``reason`` says why:
     no FX counterpart, no FX origin...). ``onnx_value`` / ``fx_value`` name the pair compared
     (for a node with several paired outputs, the worst). ``atol_applied`` is the absolute slack
-    verify's rule allowed (``atol + scale * max|fx|``); ``nonfinite_*`` count NaN/Inf elements."""
+    verify's rule allowed (``atol`` plus ``scale`` times the element's channel scale, see
+    :mod:`exporter.verify.channels`); ``nonfinite_*`` count NaN/Inf elements."""
 
     onnx_node: str
     onnx_op: str
