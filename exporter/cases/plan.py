@@ -9,10 +9,19 @@ from typing import Any
 from .groups import DimGroup, complete_sizes, sizes_by_label
 from .stride_sizes import KIND_ABOVE, offset_prime
 
-__all__ = ["EXTRA_SECONDS", "EXTRA_SHARE", "FAR_FACTORS", "FAR_SECONDS", "CasePlan", "extra_cases", "ordered_cases", "plan_cases"]
+__all__ = [
+    "EXTRA_SECONDS", "EXTRA_SHARE", "FAR_FACTORS", "FAR_SECONDS", "TOGETHER_UNITS", "CasePlan", "extra_cases", "ordered_cases",
+    "plan_cases",
+]
 
 
 _KINDS = ("min", "1", "2", "odd", "near", "larger", "twice", "max", "past cap")
+TOGETHER_UNITS = 256.0
+"""A kind whose sizes, every dynamic group at once, make a case larger than this many examples
+(its elements over the example's) runs as one case per group instead: a video transformer's
+frames, height and width at their maxima at once (32 x 65 x 65 latents past 2 x 8 x 8) give
+attention over 32768 tokens, gigabytes that onnxruntime refuses (``bad_alloc``) and that can
+take the machine's memory, for no branch the groups one at a time cannot show."""
 # Kinds not bounded by ``max_size``: the example shows the model runs at that scale.
 _UNCAPPED = frozenset({"near", "twice"})
 
@@ -137,8 +146,15 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
     dynamic = [i for i, g in enumerate(groups) if not g.specialized and g.derived is None]
     for kind in _KINDS:
         if dynamic:
-            add(kind, tuple((g.label, c.get(kind, g.example) if i in dynamic else g.example)
-                            for i, (g, c) in enumerate(zip(groups, candidates))))
+            together = tuple((g.label, c.get(kind, g.example) if i in dynamic else g.example)
+                             for i, (g, c) in enumerate(zip(groups, candidates)))
+            changed = [i for i in dynamic if dict(together)[groups[i].label] != groups[i].example]
+            if len(changed) > 1 and _units(groups, dict(together)) > TOGETHER_UNITS:
+                for i in changed:  # too large at once: each group alone at that kind's size
+                    add(f"{groups[i].label} {kind}", tuple((h.label, dict(together)[h.label] if j == i else h.example)
+                                                           for j, h in enumerate(groups)))
+            else:
+                add(kind, together)
     if len(dynamic) > 1:
         for i in dynamic:
             if "larger" in candidates[i]:

@@ -94,6 +94,18 @@ def test_a_stride_size_far_past_a_small_example_runs_only_within_the_budget():
     assert _extra(_group(8, divisors=(4,), stride=near_stride), seconds=slow)["n=12 stride above"] == 12
 
 
+def test_a_kind_too_large_with_every_group_at_once_runs_one_group_at_a_time():
+    # A video transformer's latents: frames capped at 32, height and width at 65, from 2 x 8 x 8.
+    groups = tuple(DimGroup(label, (Axis("x", axis),), repr(label), example, (1, top), f"s{axis}", (0, None), (f"s{axis}",),
+                            symbols=(f"s{axis}",))
+                   for axis, (label, example, top) in enumerate((("frames", 2, 32), ("height", 8, 65), ("width", 8, 65))))
+    plans = {p.name: dict(p.sizes) for p in plan_cases(groups, 512, None)}
+    assert "max" not in plans  # 16 x 8 x 8 times the example's elements at once: 32768 tokens
+    assert plans["frames max"] == {"frames": 32, "height": 8, "width": 8}
+    assert plans["height max"] == {"frames": 2, "height": 65, "width": 8}
+    assert plans["larger"] == {"frames": 6, "height": 16, "width": 16}  # 12x at once: still together
+
+
 class OddFrames(torch.nn.Module):
     """Frames 16 samples each; eager doubles the output at an odd frame count, which the export
     never sees (no guard): only a size of the other frame parity shows it."""
