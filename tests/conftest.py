@@ -61,7 +61,12 @@ DIRECTORY_MARKERS = ("browser", "notebooks")  # tests/<name>/ tests are marked <
 
 
 def pytest_collection_modifyitems(items):
+    """Mark tests/<name>/ tests <name>; under pytest-xdist (``-n 2 --dist loadgroup``, the
+    README's command) each of those directories runs on one worker, one test at a time: one
+    JupyterLab and Chromium at once, one local Ray cluster at once (the notebooks' and
+    ``test_sweep.py``'s, marked ``xdist_group("notebooks")``)."""
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if len(parts) > 1 and parts[0] in DIRECTORY_MARKERS:
             item.add_marker(getattr(pytest.mark, parts[0]))
+            item.add_marker(pytest.mark.xdist_group(parts[0]))

@@ -112,9 +112,11 @@ class UnitRecord:
 
     def outcome(self) -> dict[str, Any]:
         """What a record says about the model, without timings nor where it ran: two runs of
-        the same unit on different engines or machines give the same outcome."""
+        the same unit on different engines or machines give the same outcome. The verdict's
+        sentence is left out too: it names the sizes compared, and how many of the extra sizes
+        run is decided by the time the others took (verify's budget), which a busy machine changes."""
         data = self.to_dict()
-        for name in ("seconds", "host", "pid", "started", "finished", "speedup"):
+        for name in ("seconds", "host", "pid", "started", "finished", "speedup", "verdict"):
             data.pop(name)
         return data
 

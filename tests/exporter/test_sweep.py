@@ -83,6 +83,7 @@ def test_records_are_appended_to_jsonl_as_units_finish(local_run):
 
 
 @pytest.mark.slow  # starts a local Ray cluster (10-35 s here) and runs the units again on it
+@pytest.mark.xdist_group("notebooks")  # a local Ray cluster: on the worker that runs notebook 09's, never beside it
 def test_local_and_ray_engines_give_the_same_table(local_run, ray_run):
     assert [r.outcome() for r in ray_run.records] == [r.outcome() for r in local_run.records]
     assert {r.pid for r in ray_run.records}.isdisjoint({r.pid for r in local_run.records})
