@@ -42,4 +42,5 @@ def test_readme_model_patch_example_fixes_mambas_capture_as_it_says():
     result = fixed.verify()
     assert result.status == "passed"
     [seq] = [group for group in result.groups if group.label == "seq"]
-    assert min(seq.sizes) == 1 and max(seq.sizes) == 96  # twice the example, and a far size 8x it
+    # 1 to twice the example, and past it: how far (up to 8x, 96) is verify's time budget's to say
+    assert min(seq.sizes) == 1 and 24 in seq.sizes and max(seq.sizes) > 24

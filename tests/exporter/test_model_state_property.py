@@ -76,7 +76,7 @@ def _delete_attribute(root, ctx, m, n):
 def _list_in_place(root, ctx, m, n):
     sizes = vars(ctx.inner).get("sizes")
     if isinstance(sizes, list):
-        (sizes.append, lambda v: sizes.__setitem__(0, v), lambda v: sizes.clear())[n % 3](n)
+        (sizes.append, lambda v: sizes.__setitem__(0, v) if sizes else sizes.append(v), lambda v: sizes.clear())[n % 3](n)
 
 
 def _dict_in_place(root, ctx, m, n):
