@@ -34,6 +34,8 @@ __all__ = ["RestorePass", "Snapshot", "is_plain", "snapshot"]
 _MAX_DEPTH = 8  # deeper values are kept by identity
 _MAX_ITEMS = 10_000  # a container this large is kept by identity (and its length)
 _MISSING = object()
+_SCALARS = frozenset({bool, int, float, complex, str, bytes})  # compared by equality (is_plain's)
+_EMPTY_MAPS = frozenset({dict, OrderedDict})  # snapshotted without the general walk when empty
 
 
 def is_plain(value: Any) -> bool:
@@ -350,6 +352,13 @@ class RestorePass:
 def snapshot(value: Any, memo: dict[int, Snapshot] | None = None, _depth: int = 0,
              _open: set[int] | None = None) -> Snapshot:
     """Remember what ``value`` holds. ``memo`` shares the snapshots of one object seen twice."""
+    if type(value) in _SCALARS or (type(value) is tuple and all(type(item) in _SCALARS for item in value)):
+        return Snapshot(value, "value")  # most of a module's __dict__ (training, names, kernel sizes): the fast path
+    if type(value) in _EMPTY_MAPS and not value and not getattr(value, "__dict__", None):  # a module's hook dicts
+        snap = Snapshot(value, "map")
+        snap.items = ()
+        snap.attrs = {} if hasattr(value, "__dict__") else None
+        return snap
     import torch
 
     memo = {} if memo is None else memo
