@@ -146,15 +146,15 @@ def plan_cases(groups: Sequence[DimGroup], max_size: int, sizes: Mapping[Any, Se
     dynamic = [i for i, g in enumerate(groups) if not g.specialized and g.derived is None]
     for kind in _KINDS:
         if dynamic:
-            together = tuple((g.label, c.get(kind, g.example) if i in dynamic else g.example)
-                             for i, (g, c) in enumerate(zip(groups, candidates)))
-            changed = [i for i in dynamic if dict(together)[groups[i].label] != groups[i].example]
-            if len(changed) > 1 and _units(groups, dict(together)) > TOGETHER_UNITS:
+            together = {g.label: c.get(kind, g.example) if i in dynamic else g.example
+                        for i, (g, c) in enumerate(zip(groups, candidates))}
+            changed = [i for i in dynamic if together[groups[i].label] != groups[i].example]
+            if len(changed) > 1 and _units(groups, together) > TOGETHER_UNITS:
                 for i in changed:  # too large at once: each group alone at that kind's size
-                    add(f"{groups[i].label} {kind}", tuple((h.label, dict(together)[h.label] if j == i else h.example)
+                    add(f"{groups[i].label} {kind}", tuple((h.label, together[h.label] if j == i else h.example)
                                                            for j, h in enumerate(groups)))
             else:
-                add(kind, together)
+                add(kind, tuple(together.items()))
     if len(dynamic) > 1:
         for i in dynamic:
             if "larger" in candidates[i]:

@@ -86,6 +86,18 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     return status
 
 
+def _run_settings(args: argparse.Namespace) -> list[str]:
+    """The run's own settings that are not the subcommand's defaults, as arguments (the records
+    do not keep them)."""
+    defaults = add_sweep_parser(argparse.ArgumentParser().add_subparsers())
+    settings = []
+    for flag, name in (("--timeout", "timeout"), ("--memory-gb", "memory_gb"), ("--threads", "threads")):
+        value = getattr(args, name)
+        if value != defaults.get_default(name):
+            settings += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m exporter.sweep.cli``: the subcommand on its own."""
     parser = argparse.ArgumentParser(prog="onnx-workbench")
@@ -95,13 +107,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _run_settings(args: argparse.Namespace) -> list[str]:
-    """The run's own settings that are not their defaults, as arguments (the records do not keep them)."""
-    settings = []
-    for flag, value, default in (("--timeout", args.timeout, 900.0), ("--memory-gb", args.memory_gb, 6.0),
-                                 ("--threads", args.threads, 1)):
-        if value != default:
-            settings += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    return settings
