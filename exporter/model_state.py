@@ -39,7 +39,7 @@ from .compat import trace_tensor_kind
 from .errors import first_line
 from .value_snapshot import RestorePass, Snapshot, is_plain, snapshot
 
-__all__ = ["StateChange", "StateReport", "preserved"]
+__all__ = ["StateChange", "StateKeeper", "StateReport", "preserved"]
 
 # nn.Module's containers walked entry by entry (parameters, buffers, submodules).
 _WALKED = ("_parameters", "_buffers", "_modules")
@@ -123,29 +123,68 @@ def preserved(model: Any, *, what: str = "", set_aside_trace_leftovers: bool = F
     code that computes them runs again, and put back after it (listed in ``report.set_aside``).
     Anything that is not an ``nn.Module`` is yielded an empty report."""
     report = StateReport(what)
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - no torch, no module to change
+    snapshots = _snapshot_tree(model)
+    if snapshots is None:
         yield report
         return
-    if not isinstance(model, torch.nn.Module):
-        yield report
-        return
-    states: dict[int, _TensorState] = {}  # shared: a tied weight is saved and checked once
-    memo: dict[int, Snapshot] = {}  # shared: a config every layer holds is snapshotted once
-    snapshots = [_ModuleSnapshot(path, module, states, memo)
-                 for path, module in model.named_modules(remove_duplicate=True)]
     if set_aside_trace_leftovers:
         for module_snapshot in snapshots:
             report._set_aside.extend(module_snapshot.set_aside_trace_leftovers())
     try:
         yield report
     finally:
-        checked: set[int] = set()
-        done = RestorePass()
-        with torch.no_grad():
-            for module_snapshot in snapshots:
-                report._found.extend(module_snapshot.restore(checked, done))
+        _restore_tree(snapshots, report)
+
+
+class StateKeeper:
+    """One module kept as it was across many runs of one job (verify's cases on its twin):
+    :meth:`run` is :func:`preserved`, but the snapshot is taken once and taken again only after
+    a run that changed something (a module with a hundred layers is snapshotted in milliseconds,
+    and most runs change nothing). Not for two threads at once."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._snapshots: list[_ModuleSnapshot] | None = None
+
+    @contextlib.contextmanager
+    def run(self, what: str = "") -> Iterator[StateReport]:
+        """Run the block, put the module back as it was snapshotted and fill the report."""
+        report = StateReport(what)
+        if self._snapshots is None:
+            self._snapshots = _snapshot_tree(self.model)
+        snapshots = self._snapshots
+        if snapshots is None:  # not a module
+            yield report
+            return
+        try:
+            yield report
+        finally:
+            _restore_tree(snapshots, report)
+            if report.changed:  # what was put back may be an equal object, not the one snapshotted
+                self._snapshots = None
+
+
+def _snapshot_tree(model: Any) -> list[_ModuleSnapshot] | None:
+    """A snapshot of every submodule of ``model``; None for anything that is not a module."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - no torch, no module to change
+        return None
+    if not isinstance(model, torch.nn.Module):
+        return None
+    states: dict[int, _TensorState] = {}  # shared: a tied weight is saved and checked once
+    memo: dict[int, Snapshot] = {}  # shared: a config every layer holds is snapshotted once
+    return [_ModuleSnapshot(path, module, states, memo) for path, module in model.named_modules(remove_duplicate=True)]
+
+
+def _restore_tree(snapshots: list[_ModuleSnapshot], report: StateReport) -> None:
+    import torch
+
+    checked: set[int] = set()
+    done = RestorePass()
+    with torch.no_grad():
+        for module_snapshot in snapshots:
+            report._found.extend(module_snapshot.restore(checked, done))
 
 
 # --- snapshots ----------------------------------------------------------------------------
@@ -355,12 +394,13 @@ class _ModuleSnapshot:
             if state is None or state.tensor is not tensor or id(tensor) in checked:
                 continue
             checked.add(id(tensor))
-            before = _describe(state.value) if state.value is not None else _describe(state.alias)
             outcome = state.restore()
             if outcome is not None:
                 restored, _, after = outcome
                 if after.startswith("requires_grad="):
                     before = f"requires_grad={state.requires_grad}"
+                else:
+                    before = _describe(state.value) if state.value is not None else _describe(state.alias)
                 found.append(StateChange(_join(self.path, name), kind, before, after, restored))
         return found
 
@@ -402,6 +442,8 @@ class _ModuleSnapshot:
                                      trace_leftover=_trace_kind(value)))
         for name, snap in self.attributes.items():
             current = now.get(name, _MISSING)
+            if snap.unchanged_at_a_glance(current):
+                continue
             if name in self.hidden:  # set aside for the run: back as it was, whatever the run did
                 now[name] = snap.obj
                 continue

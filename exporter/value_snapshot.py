@@ -129,6 +129,20 @@ class Snapshot:
             return self.size < 0 or _length(now) == self.size
         return done.unchanged(self)
 
+    def unchanged_at_a_glance(self, now: Any) -> bool:
+        """A quick yes for what most attributes are after most runs: the same immutable value,
+        the same object kept by identity, the same plain empty dict or set still empty (a
+        module's hook dicts, its set of non-persistent buffers). False means "compare with
+        :meth:`unchanged`", not "changed"."""
+        if now is not self.obj:
+            return False
+        if self.kind == "value" or (self.kind == "leaf" and self.size < 0):
+            return True
+        if self.kind == "set":
+            return type(now) is set and not now and not self.items
+        return (self.kind == "map" and type(now) in _EMPTY_MAPS and not now and not self.items
+                and not getattr(now, "__dict__", None))
+
     def _contents_unchanged(self, done: RestorePass) -> bool:
         return self._contents_match(self.obj, lambda snapshot, value: snapshot.unchanged(value, done))
 

@@ -14,15 +14,14 @@ from ..compat import formats, train_mode_dependent_modules, tree_flatten_with_pa
 from ..errors import Failure, Status, first_line
 from ..events import CancelToken, Cancelled, Observer, Reporter
 from ..frames import source_of_stack
-from ..model_state import StateReport, preserved
-from ..model_twin import twin_of
+from ..model_state import StateReport
 from ..node_metadata import fx_name_of
 from ..ort_values import feeds as ort_feeds
 from ..progress import Progress
 from .contract import ContractReport, check_contract
 from .case_runs import keep_case_runs
 from .divergence import Divergence, first_divergence
-from .eager import clone_tensors, expected_outputs
+from .eager import EagerRunner, clone_tensors, expected_outputs
 from .findings import VerifyFacts, excuse_ties, findings_of, training_finding, with_ties
 from .randomness import random_draws
 from .rounding import Float64Reference, rounding_rejudged
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
 
 def _run_case(
     session: ExportArtifacts,
+    runner: EagerRunner,
     ort_session: onnxruntime.InferenceSession,
     name: str,
     sizes: tuple[tuple[str, int], ...],
@@ -60,12 +60,10 @@ def _run_case(
     report = None
     try:
         eager_args, eager_kwargs = clone_tensors(args), clone_tensors(dict(kwargs))
-        # Never change the user's model: the run is on a twin (a cell calling the model meanwhile
-        # sees nothing); a forward that rebinds its own attributes (Swin at 1x1 sets
+        # Never change the user's model: the run is on the job's twin (a cell calling the model
+        # meanwhile sees nothing); a forward that rebinds its own attributes (Swin at 1x1 sets
         # window_size=1) or updates buffers is put back after every run, and reported.
-        twin = twin_of(session.model)
-        with preserved(twin, what=f"when called at {where}" if where else "when called") as report, \
-                torch.inference_mode():
+        with runner.running(f"when called at {where}" if where else "when called") as (twin, report):
             eager = twin(*eager_args, **eager_kwargs)
         expected = expected_outputs(tree_flatten_with_path(eager))
     except Exception as exc:  # noqa: BLE001
@@ -252,7 +250,8 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
 
     reporter.progress("verify", 0, total, "example inputs")
     reference = Float64Reference(session.model) if tolerances is None else None  # given ones are applied as given
-    result, expected = _run_case(session, ort_session, "example", example_sizes, session.inputs.args,
+    runner = EagerRunner(session.model)
+    result, expected = _run_case(session, runner, ort_session, "example", example_sizes, session.inputs.args,
                                  session.inputs.kwargs, output_names, tolerances, reference)
     cases.append(result)
     inputs["example"] = (session.inputs.args, dict(session.inputs.kwargs), expected)
@@ -283,7 +282,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         except Exception as exc:  # noqa: BLE001
             cases.append(CaseResult(plan.name, plan.sizes, Status.ERROR, error=f"inputs: {first_line(exc)}", changed=changed, outside_obtained=outside))
             continue
-        result, expected = _run_case(session, ort_session, plan.name, plan.sizes, args, kwargs, output_names, tolerances,
+        result, expected = _run_case(session, runner, ort_session, plan.name, plan.sizes, args, kwargs, output_names, tolerances,
                                      reference)
         cases.append(replace(result, changed=changed, outside_obtained=outside))
         inputs[plan.name] = (args, kwargs, expected)
@@ -298,7 +297,7 @@ def _verify_cases(session: ExportArtifacts, program: Any, model: Any, groups: Se
         except Exception as exc:  # noqa: BLE001
             cases.append(CaseResult(edge.name, example_sizes, Status.ERROR, error=f"inputs: {first_line(exc)}", edge=edge))
             continue
-        result, expected = _run_case(session, ort_session, edge.name, example_sizes, args, kwargs, output_names, tolerances,
+        result, expected = _run_case(session, runner, ort_session, edge.name, example_sizes, args, kwargs, output_names, tolerances,
                                      reference)
         nan = eager_returns_nan(edge, expected, inputs["example"][2]) if result.status == Status.FAIL else None
         if nan is not None:  # eager's own NaN: not counted against the export

@@ -6,14 +6,33 @@ outputs in the order the ONNX model returns them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import compat
-from ..model_state import preserved
+from ..model_state import StateKeeper, StateReport
 from ..model_twin import twin_of
 
-__all__ = ["clone_tensors", "expected_outputs", "map_tensors", "run_eager"]
+__all__ = ["EagerRunner", "clone_tensors", "expected_outputs", "map_tensors", "run_eager"]
+
+
+class EagerRunner:
+    """The eager side of one job's many runs (verify's cases): one twin of the module
+    (:func:`~exporter.model_twin.twin_of`), put back as it was after every run and what the run
+    changed reported (:class:`~exporter.model_state.StateKeeper`), in inference mode."""
+
+    def __init__(self, model: Any) -> None:
+        self.twin = twin_of(model)
+        self._keeper = StateKeeper(self.twin)
+
+    @contextlib.contextmanager
+    def running(self, what: str = "") -> Iterator[tuple[Any, StateReport]]:
+        """``(twin, report)`` for one run; the report is filled when the block ends."""
+        import torch
+
+        with self._keeper.run(what) as report, torch.inference_mode():
+            yield self.twin, report
 
 
 def run_eager(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, what: str = "",
@@ -22,11 +41,8 @@ def run_eager(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, wha
     says when it ran, for the report of a module that changes itself; ``call`` runs it
     another way: ``call(twin, *args, **kwargs)`` (``torch.func.functional_call`` of the twin
     with other weights), ``twin(*args, **kwargs)`` by default."""
-    import torch
-
     eager_args, eager_kwargs = clone_tensors(tuple(args)), clone_tensors(dict(kwargs))
-    twin = twin_of(model)
-    with preserved(twin, what=what), torch.inference_mode():
+    with EagerRunner(model).running(what) as (twin, _):
         result = call(twin, *eager_args, **eager_kwargs) if call is not None else twin(*eager_args, **eager_kwargs)
     return expected_outputs(compat.tree_flatten_with_path(result))
 

@@ -253,3 +253,47 @@ def test_a_buffer_holding_nan_that_the_run_leaves_alone_is_not_a_change():
     with preserved(model) as report:
         pass
     assert not report.changed
+
+
+def test_a_keeper_reports_each_runs_own_changes_and_restores_after_every_run():
+    from exporter.model_state import StateKeeper
+
+    model = ShrinksWindow()
+    keeper = StateKeeper(model)
+    reports = []
+    for width in (1, 8, 1, 8):
+        with keeper.run(what=f"when called at {width}") as report:
+            assert model.block.window_size == 4  # every run starts from the state snapshotted
+            model(torch.ones(1, width))
+        reports.append(report)
+    assert [[change.path for change in r.changes] for r in reports] == [
+        ["block.window_size", "block.shift"], [], ["block.window_size", "block.shift"], []]
+    assert model.block.window_size == 4 and model.block.shift == (2, 2)
+
+
+def test_a_keeper_reports_a_change_it_cannot_undo_once_not_again_on_every_later_run():
+    from exporter.model_state import StateKeeper
+
+    model = torch.nn.Linear(2, 2)
+    keeper = StateKeeper(model)
+    with keeper.run() as first, torch.no_grad():
+        model.weight.add_(1.0)  # in place into a parameter: only a full copy could undo it
+    with keeper.run() as second:
+        model(torch.ones(1, 2))
+    assert [(c.path, c.restored) for c in first.changes] == [("weight", False)]
+    assert not second.changed
+
+
+def test_hook_dicts_and_flag_sets_filled_by_a_run_are_emptied_again_by_a_keeper():
+    from exporter.model_state import StateKeeper
+
+    model = CountsCalls()
+    keeper = StateKeeper(model)
+    with keeper.run() as report:
+        model.register_forward_hook(lambda *_: None)
+        model._non_persistent_buffers_set.add("calls")
+    assert not model._forward_hooks and not model._non_persistent_buffers_set
+    assert {c.path for c in report.changes} == {"_forward_hooks", "_non_persistent_buffers_set"}
+    with keeper.run() as again:
+        model(torch.ones(1, 3))
+    assert [c.path for c in again.changes] == ["calls"] and model.calls.item() == 0
