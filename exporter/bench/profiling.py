@@ -45,10 +45,15 @@ class ProfileResult(AnalysisOutcome, Presentable):
     cancelled: bool = False
     seconds: float = 0.0  # how long profile() took, set-up included
 
-
     @property
     def total_us(self) -> float:
+        """Kernel time summed over every node and every profiled run."""
         return math.fsum(n.total_us for n in self.nodes)
+
+    @property
+    def us_per_run(self) -> float:
+        """Kernel time of one run: :attr:`total_us` over :attr:`runs`."""
+        return self.total_us / max(self.runs, 1)
 
     def to_frame(self, by: str = "node") -> Any:
         """``by``: ``node`` (one row per node), ``op_type`` (by the kernel onnxruntime ran) or ``module``."""

@@ -184,3 +184,17 @@ def test_verify_chart_labels_edge_value_cases_by_input_and_kind_one_row_per_case
     assert labels[0].startswith(result.cases[0].name) and figure.axes[0].get_yticks()[0] == len(labels) - 1  # on top
     # the figure keeps the pane's width (its fonts are not shrunk) and grows a row per case
     assert figure.get_figwidth() == bench_charts.PANE_WIDTH and figure.get_figheight() >= 0.32 * len(result.cases)
+
+
+def test_the_profile_headline_and_section_give_the_kernel_time_of_one_run_not_the_total_of_all_runs():
+    from exporter.bench.profiling import NodeTime
+    from exporter.display import render
+    from workbench.views.benchmark import profile_headline
+
+    nodes = (NodeTime("mm", "MatMul", "MatMul", "fc", "linear", 20, 100_000.0),
+             NodeTime("add", "Add", "Add", "fc", "add", 20, 45_000.0))
+    result = ProfileResult(20, nodes)
+    assert profile_headline(result).startswith("onnxruntime kernel time 7250 µs per run over 20 run(s)")
+    assert render(result).verdict.text.startswith("7250 µs of kernels per run")
+    by_op = result.to_frame("op_type")
+    assert by_op["us_per_run"].sum() == pytest.approx(result.us_per_run)  # the bars add up to the headline

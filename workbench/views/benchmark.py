@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from exporter.bench import BenchmarkResult, Comparison, ProfileResult, SweepResult
-from exporter.display import Pre, Table, render
+from exporter.display import Pre, Table, number, render
 from exporter.verdict import ExportVerdict, qualified_status
 from workbench.render.bench_charts import latency_histogram, latency_vs_size, profile_bars
 
@@ -24,7 +24,7 @@ __all__ = ["BenchmarkView", "profile_headline"]
 def profile_headline(result: ProfileResult) -> str:
     """``onnxruntime kernel time 412 µs per run over 3 runs; most in MatMul (61%)``."""
     frame = result.by_op_type()
-    head = f"onnxruntime kernel time {result.total_us:.3g} µs per run over {result.runs} run(s)"
+    head = f"onnxruntime kernel time {number(result.us_per_run)} µs per run over {result.runs} run(s)"
     if frame.empty:
         return head
     top = frame.iloc[0]

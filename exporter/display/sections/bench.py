@@ -175,8 +175,7 @@ def profile_section(result: ProfileResult, title: str = "Profile", top: int = 5)
     if result.error:
         return Section(title, badge, tuple(failure_blocks(result.failure, result.error)),
                        verdict=Verdict("profile could not run", "fail"))
-    per_run = result.total_us / max(result.runs, 1)
-    verdict = Verdict(f"{number(per_run)} µs of kernels per run over {result.runs} run(s)", "ok")
+    verdict = Verdict(f"{number(result.us_per_run)} µs of kernels per run over {result.runs} run(s)", "ok")
     body: list[Block] = []
     for by, label in (("op_type", "by op type"), ("module", "by module")):
         frame = result.to_frame(by).head(top)
