@@ -149,11 +149,15 @@ def wrong_at_sizes(facts: VerifyFacts) -> list[Finding]:
         return []
     baked = baked_constants_of(facts.session)
     findings = []
+    said: dict[tuple[str, str], str] = {}  # an error already given in full: the sizes it was given at
     for c in facts.bad:
         what = {"ort_error": "onnxruntime fails", "error": "could not build inputs"}.get(c.status, "wrong")
         axes = [axis for g in facts.groups if g.label in c.changed for axis in g.axes]
         cause = "; ".join(filter(None, (baked_case_cause(baked, axes, c.error), case_cause(c, facts.groups)))) or None
-        findings.append(Finding("wrong_at_size", f"{what} at size {c.sizes_text}: {c.describe()}", c.name, c.sizes, cause))
+        key = c.error_key
+        first = said.setdefault(key, c.sizes_text) if key is not None else c.sizes_text
+        detail = c.describe() if first == c.sizes_text else f"the same error as at {first}"
+        findings.append(Finding("wrong_at_size", f"{what} at size {c.sizes_text}: {detail}", c.name, c.sizes, cause))
     return findings
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,15 @@ class CaseResult:
     def max_rel(self) -> float | None:
         values = [o.max_rel for o in self.outputs if o.max_rel is not None]
         return max(values) if values else None
+
+    @property
+    def error_key(self) -> tuple[str, str] | None:
+        """The kind of a case's error and its text with every number masked: onnxruntime's same
+        Reshape error at height 63 and 65 has one key (a shape in it differs). None for a case
+        without an error (one that ran and compared, right or wrong)."""
+        if self.status not in ("ort_error", "eager_error", "error") or not self.error:
+            return None
+        return str(self.status), re.sub(r"\d+", "#", self.error)
 
     def describe(self) -> str:
         if self.status == "ort_error":

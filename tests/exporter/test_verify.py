@@ -144,6 +144,20 @@ def test_branch_specialized_at_the_example_size_is_flagged_at_other_sizes_with_t
     assert result.verdict.startswith("Verification FAILED: 4 of 5 compared case(s) wrong or failing")
 
 
+def test_the_same_onnxruntime_error_at_several_sizes_is_given_in_full_once_then_named(branch_three):
+    from exporter.display import Details, render
+
+    failing = [f for f in branch_three.findings if f.kind == "wrong_at_size"]
+    assert [dict(f.sizes)["x.shape[0]"] for f in failing] == [1, 2, 5, 7]  # still one finding per size
+    first, *later = failing
+    assert "onnxruntime fails at size x.shape[0]=1: onnxruntime error: " in first.message
+    assert all(f.message.endswith(": the same error as at x.shape[0]=1") for f in later)
+    (table,) = next(b for b in render(branch_three).body if isinstance(b, Details) and b.summary == "cases").body
+    details = [str(row[-1]) for row in table.rows]
+    assert details[1].startswith("onnxruntime error: ")
+    assert details[2:] == ["the same error as case 'x.shape[0]=1'"] * 3
+
+
 def test_specialized_dim_is_a_static_onnx_dim_not_a_numeric_name(branch_three_session, branch_three):
     dim = branch_three_session.model_proto.graph.input[0].type.tensor_type.shape.dim[0]
     assert (dim.dim_value, dim.dim_param) == (3, "")

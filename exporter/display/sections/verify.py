@@ -10,7 +10,7 @@ from ...errors import Status
 from ...presentation import presents
 from ...verify.contract import ContractReport
 from ...verify.divergence import Divergence
-from ...verify.results import Finding, VerifyResult
+from ...verify.results import CaseResult, Finding, VerifyResult
 from ..blocks import Badge, Block, Bullets, Details, Item, KeyValues, Note, Section, Table, Verdict
 from ..failures import failure_blocks
 from ..style import tone_of
@@ -86,9 +86,20 @@ def _cases_table(result: VerifyResult) -> Table:
     """One row per case; the detail of a failing case (the findings say it in text) in HTML only."""
     outside = any(c.outside_obtained for c in result.cases)
     columns = ("case", "sizes", "status", "max abs diff") + (("outside obtained range",) if outside else ()) + ("detail",)
+    said: dict[tuple[str, str], str] = {}
     rows = [(c.name, c.sizes_text, c.status, c.max_abs) + ((", ".join(c.outside_obtained),) if outside else ())
-            + ("" if c.ok else c.describe(),) for c in result.cases]
+            + (_detail(c, said),) for c in result.cases]
     return Table.from_rows(columns, rows, badges=("status",), not_in_text=("detail",))
+
+
+def _detail(case: CaseResult, said: dict[tuple[str, str], str]) -> str:
+    """A failing case's detail; an error given in full on an earlier row (the same onnxruntime
+    error at another size) is named by that row's case."""
+    if case.ok:
+        return ""
+    key = case.error_key
+    first = said.setdefault(key, case.name) if key is not None else case.name
+    return case.describe() if first == case.name else f"the same error as case {first!r}"
 
 
 @presents(Divergence)
