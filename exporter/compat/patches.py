@@ -6,6 +6,8 @@ import contextlib
 import threading
 from typing import Any, Iterator
 
+from .shared_patch import shared_patch
+
 __all__ = [
     "jit_isinstance_as_isinstance", "onnx_capture_patches", "program_has_rnn", "rnn_while_loop_active",
     "rnn_while_loop_decompositions", "scan",
@@ -122,20 +124,7 @@ def _rnn_noise_hidden() -> Iterator[None]:
             mutated()
 
 
-@contextlib.contextmanager
-def _apply_jit_isinstance() -> Iterator[None]:
-    import torch.jit
-
-    original = torch.jit.isinstance
-    torch.jit.isinstance = isinstance
-    try:
-        yield
-    finally:
-        torch.jit.isinstance = original
-
-
 _RNN_WHILE_LOOP = _SharedPatch(_apply_rnn_while_loop)
-_JIT_ISINSTANCE = _SharedPatch(_apply_jit_isinstance)
 
 
 def rnn_while_loop_decompositions() -> contextlib.AbstractContextManager[None]:
@@ -159,9 +148,14 @@ def rnn_while_loop_active() -> bool:
 
 
 def jit_isinstance_as_isinstance() -> contextlib.AbstractContextManager[None]:
-    """While the block runs, ``torch.jit.isinstance`` is ``isinstance``: TorchDynamo (strict
-    capture) cannot trace the former; torch.onnx.export's strict strategy does the same."""
-    return _JIT_ISINSTANCE()
+    """While the block runs, ``torch.jit.isinstance`` answers as ``isinstance`` for this job
+    (:func:`~exporter.compat.shared_patch.shared_patch`): TorchDynamo (strict capture) cannot
+    trace the former; torch.onnx.export's strict strategy replaces it for the whole process,
+    where the user's code in another thread would get ``isinstance``'s TypeError for
+    ``torch.jit.isinstance(x, List[int])``."""
+    import torch.jit
+
+    return shared_patch(torch.jit, "isinstance", lambda original: isinstance)
 
 
 @contextlib.contextmanager

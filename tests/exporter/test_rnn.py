@@ -6,6 +6,9 @@ the reason."""
 
 from __future__ import annotations
 
+import threading
+import typing
+
 import numpy as np
 import pytest
 import torch
@@ -133,10 +136,40 @@ def probing(strategy: type, seen: list[tuple[bool, bool]]) -> type:
 
     class Probe(strategy):
         def _capture(self, model, args, kwargs, dynamic_shapes):
-            seen.append((compat.rnn_while_loop_active(), torch.jit.isinstance is isinstance))
+            seen.append((compat.rnn_while_loop_active(), _jit_isinstance_answers_as_builtin()))
             return super()._capture(model, args, kwargs, dynamic_shapes)
 
     return Probe
+
+
+def _jit_isinstance_answers_as_builtin() -> bool:
+    """Whether ``torch.jit.isinstance`` answers as ``isinstance`` here: the builtin refuses a
+    subscripted generic that torch's own accepts."""
+    try:
+        torch.jit.isinstance([1], typing.List[int])
+    except TypeError:
+        return True
+    return False
+
+
+def test_the_jit_isinstance_patch_of_a_strict_capture_is_not_seen_by_another_thread():
+    answers: list[bool] = []
+
+    class Probe(StrictStrategy):
+        def _capture(self, model, args, kwargs, dynamic_shapes):
+            answers.append(_jit_isinstance_answers_as_builtin())
+            other = threading.Thread(target=lambda: answers.append(_jit_isinstance_answers_as_builtin()))
+            other.start()
+            other.join()
+            return super()._capture(model, args, kwargs, dynamic_shapes)
+
+    class UsesJitIsinstance(torch.nn.Module):
+        def forward(self, x):
+            return x + 1 if torch.jit.isinstance(x, torch.Tensor) else x
+
+    attempt = Probe()(UsesJitIsinstance(), (torch.randn(2, 3),), {}, {"x": {0: torch.export.Dim.DYNAMIC}})
+    assert attempt.success, attempt.error
+    assert answers == [True, False]  # the job's context, then the user's thread: torch's own
 
 
 class AddOne(torch.nn.Module):
