@@ -303,11 +303,15 @@ def test_07_optimizer_passes_finds_the_wrong_rewrite_rule_and_the_fix_verifies(t
 
 
 def test_08_record_then_export_exports_the_recorded_decode_step_and_onnx_generates_as_pytorch(tmp_path):
-    notebook = execute("08_record_then_export", tmp_path, ["""
+    notebook = execute("08_record_then_export", tmp_path, [WAIT_FOR_WIDGETS, """
 assert [g.name for g in rec.groups] == ["prefill", "decode"]
 assert decode.ok and decode.recorded.compared == 10, decode.summary()
 assert prefill.recorded.ok
 assert (onnx_tokens == eager_tokens).all()
+(shown,) = workbenches
+assert shown.session is decode_session and decode_session.succeeded, decode_session.failed_stage
+calls = shown.dims_view.recording.calls
+assert len(calls) == 3, calls  # generate() of 4 new tokens: a prefill, then 3 decode steps
 print("checks passed")
 """])
     assert "checks passed" in text_of(notebook.cells[-1])
