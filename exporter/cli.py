@@ -184,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--verify", action="store_true",
                         help="compare onnxruntime with PyTorch over a sweep of sizes after the export "
                         "(exit status 1 when the model is wrong); without it the model is not verified")
+    export.add_argument("--benchmark", action="store_true",
+                        help="time onnxruntime against eager PyTorch after the export (and after --verify)")
     export.add_argument("-o", "--output", required=True, type=parse_output,
                         help="the file to write: .onnx for the ONNX model, .pt2 for the ExportedProgram "
                         "(stops after capture)")
@@ -479,6 +481,9 @@ def run_export(options: argparse.Namespace, logger: logging.Logger) -> int:
     if options.verify:
         session.verify()  # its progress line says "verify passed in …" on stderr
     verdict = session.verdict  # this export's: its own verify, or none
+    if options.benchmark:
+        latency = session.benchmark()
+        print(f"benchmark: {latency.headline}" + ("" if verdict.passed else f" (of a model that is {verdict.word})"))
     print(verdict_line(verdict))
     if verdict.word == "failed":
         raise ExportError(f"onnxruntime and eager PyTorch disagree: {verdict.text}", stage="verify",
@@ -519,9 +524,12 @@ def main(argv: list[str] | None = None) -> int:
         options = parser.parse_args(argv)
     except SystemExit as exit_request:
         return exit_request.code if isinstance(exit_request.code, int) else 2
-    if options.command == "export" and options.verify and options.output.suffix == ".pt2":
-        print("onnx-workbench export: error: --verify compares an ONNX model: give -o a .onnx path", file=sys.stderr)
-        return 2
+    if options.command == "export" and options.output.suffix == ".pt2":
+        for flag, does in (("verify", "compares"), ("benchmark", "times")):
+            if getattr(options, flag):
+                print(f"onnx-workbench export: error: --{flag} {does} an ONNX model: give -o a .onnx path",
+                      file=sys.stderr)
+                return 2
     if options.command == "sweep":  # its own outputs (a directory of records) and progress
         from .sweep.cli import run_sweep_command
 

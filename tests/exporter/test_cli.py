@@ -514,3 +514,27 @@ def test_verify_with_an_exported_program_output_exits_2_before_exporting(tmp_pat
     factory.write_text(RIGHT_ONLY_AT_ONE)
     code, stdout, stderr = run_cli("export", f"{factory}:make", "--verify", "-o", str(tmp_path / "m.pt2"))
     assert code == 2 and "--verify compares an ONNX model" in stderr and "capture" not in stderr and not stdout
+
+
+def test_export_benchmark_prints_the_latency_headline_and_says_the_timed_model_was_not_verified(tmp_path):
+    factory = tmp_path / "right_at_one.py"
+    factory.write_text(RIGHT_ONLY_AT_ONE)
+    output = tmp_path / "model.onnx"
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "--benchmark", "-o", str(output))
+    assert code == 0, stderr
+    *_, timing, last = stdout.strip().splitlines()
+    assert re.match(r"benchmark: onnxruntime [\d.]+x (faster|slower) than eager PyTorch", timing), timing
+    assert timing.endswith("(of a model that is not verified)") and last.startswith("not verified:")
+
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "--verify", "--benchmark", "-o", str(output))
+    assert code == 0, stderr
+    *_, timing, last = stdout.strip().splitlines()
+    assert timing.startswith("benchmark: onnxruntime ") and "(of a model" not in timing
+    assert last.startswith("passed: Verification PASSED")
+
+
+def test_benchmark_with_an_exported_program_output_exits_2_before_exporting(tmp_path):
+    factory = tmp_path / "right_at_one.py"
+    factory.write_text(RIGHT_ONLY_AT_ONE)
+    code, stdout, stderr = run_cli("export", f"{factory}:make", "--benchmark", "-o", str(tmp_path / "m.pt2"))
+    assert code == 2 and "--benchmark times an ONNX model" in stderr and not stdout
