@@ -67,18 +67,30 @@ def _kwargs_hint(bound: BoundInputs | None) -> str:
     )
 
 
-def _hint_for(exc: BaseException, bound: BoundInputs | None = None) -> str:
+def _takes(model: Any, parameter: str) -> bool:
+    """Whether ``model``'s forward has a parameter named ``parameter``."""
+    import inspect
+
+    try:
+        return parameter in inspect.signature(model.forward).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def _hint_for(exc: BaseException, bound: BoundInputs | None = None, model: Any = None) -> str:
     if formats.is_tree_name_mismatch(exc):
         return _kwargs_hint(bound)
     unknown = formats.unknown_pytree_type(exc)
     if unknown is not None:
         cls, where = unknown
         if cls.endswith("DynamicCache") or ".cache_utils." in cls:
-            return (
-                f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: call "
-                "transformers.integrations.executorch.register_dynamic_cache_export_support() before exporting, "
-                "or export with use_cache=False"
-            )
+            register = ("call transformers.integrations.executorch.register_dynamic_cache_export_support() "
+                        "before exporting")
+            if where == "output" and _takes(model, "use_cache"):  # the call change that works, first
+                return (f"call the model with use_cache=False (add it to the call you export): its outputs then "
+                        f"hold no {cls.rpartition('.')[2]}; or {register}")
+            return f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: " \
+                   f"{register}, or export with use_cache=False"
         return (
             f"the model {'returns' if where == 'output' else 'takes'} a {cls}, which torch cannot flatten: register it "
             "(torch.export.register_dataclass, or torch.utils._pytree.register_pytree_node)"
@@ -205,8 +217,9 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: DimSpec | None = N
     details = ["- " + line for line in (problems[1:] if rejected and problems else violations)][:6]
     # Other strategies skipped because the spec was rejected add nothing to say.
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
-    show_tried = len(attempts) > 1 and not (rejected and all(a.skipped_reason for a in attempts if a is not first))
-    hint = (_solved_hint(fixes) if rejected else None) or _hint_for(cause, bound)
+    # Strategies skipped for the first one's reason (a rejected spec, a type no strategy flattens) add nothing.
+    show_tried = len(attempts) > 1 and not all(a.skipped_reason for a in attempts if a is not first)
+    hint = (_solved_hint(fixes) if rejected else None) or _hint_for(cause, bound, model)
     rnn = _rnn_reason(cause, model) or _interpolation_reason(cause, model, bound)
     error = CaptureError(
         (headline if ranges else f"could not capture the model ({first.strategy}): {headline}")

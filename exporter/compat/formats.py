@@ -143,6 +143,18 @@ def unknown_pytree_type(exc: BaseException | str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
+def unflattenable_text(exc: BaseException | str) -> str | None:
+    """:func:`unknown_pytree_type` in words: ``the model returns a EncoderDecoderCache
+    (transformers.cache_utils), which torch cannot flatten into tensors``; None for another error."""
+    found = unknown_pytree_type(exc)
+    if found is None:
+        return None
+    qualified, where = found
+    module, _, name = qualified.rpartition(".")
+    verb = "returns" if where == "output" else "takes"
+    return f"the model {verb} a {name}" + (f" ({module})" if module else "") + ", which torch cannot flatten into tensors"
+
+
 def derived_fix(rhs: str) -> tuple[str, int, int] | None:
     """The right side of a derived suggested fix, ``a + 1`` / ``2*a`` / ``2*a - 1``, as
     ``(root name, scale, offset)``; None unless it is ``scale * name + offset`` with

@@ -250,6 +250,13 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
                 break  # refused at the larger example for ranges only: its fixes keep the dims dynamic
             if attempt.success:
                 return _captured(attempt, attempts, patches, start)
+        unflattenable = formats.unflattenable_text(attempt.error) if attempt.error is not None else None
+        if unflattenable is not None:  # torch.export flattens inputs and outputs the same way in every strategy
+            reason = f"skipped: {unflattenable}, whatever the strategy"
+            for skipped in strategies[i + 1 :]:
+                attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
+                observer.on_attempt(attempts[-1])
+            break
         if refused and attempt.error is not None:  # (narrows the type for what follows)
             tried = {a.strategy for a in attempts}
             # A dim the default capture read into a Python int may stay symbolic under

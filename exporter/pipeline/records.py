@@ -56,6 +56,9 @@ class CaptureAttempt:
             # torch's first line is "Constraints violated (seq)! For more information, run with
             # TORCH_LOGS=...": the capture error says what is violated, in the user's terms.
             return f"{type(self.error).__name__}: the dim spec was rejected (the capture error says why)"
+        unflattenable = formats.unflattenable_text(self.error) if self.error is not None else None
+        if unflattenable is not None:  # torch's line asks for a GitHub comment
+            return f"{type(self.error).__name__}: {unflattenable}"
         return first_line(self.error) if self.error is not None else None
 
     @property
