@@ -18,7 +18,7 @@ from .axis import Axis
 from .compat import formats
 from .errors import CaptureError, Status, user_source_line
 from .frames import source_label
-from .guards import guards_from_events
+from .guards import axis_of_source, guards_from_events, input_sources
 from .hints import kv_cache_kwarg_hint
 from .shapes.fixes import build_fixes
 from .shapes.violations import plain_violation, rejected_ranges
@@ -114,6 +114,30 @@ def _hint_for(exc: BaseException, bound: BoundInputs | None = None, model: Any =
     return "check the line above; strategy='auto' tries every capture strategy in turn"
 
 
+def _data_dependent_dims(attempt: CaptureAttempt, spec: DimSpec, bound: BoundInputs) -> str:
+    """The dims a data-dependent guard's expression names, in the user's words: ``seq
+    (input_ids.shape[1], attention_mask.shape[1])`` for torch's ``4*u1 < s70``; its symbols are
+    mapped to input axes through the guards recorded before it. Empty for another failure."""
+    if attempt.error is None or not formats.is_data_dependent(attempt.error):
+        return ""
+    symbols = set(formats.data_dependent_symbols(attempt.error))
+    sources = input_sources(bound)
+    axes: dict[Axis, None] = {}
+    for event in attempt.guards:
+        for symbol, found in event.sources:
+            if symbol in symbols:
+                axes.update(dict.fromkeys(a for source in found if (a := axis_of_source(source, bound, sources)) is not None))
+    named: dict[str, list[str]] = {}
+    for axis in axes:
+        name = getattr(spec.policy(*axis), "name", None) or axis.label
+        named.setdefault(name, []).append(axis.label)
+    for entry in spec:  # the other axes of each name
+        name = getattr(entry.policy, "name", None)
+        if name in named and Axis(entry.path, entry.axis).label not in named[name]:
+            named[name].append(Axis(entry.path, entry.axis).label)
+    return ", ".join(name if labels == [name] else f"{name} ({', '.join(labels)})" for name, labels in named.items())
+
+
 def _solved(attempt: CaptureAttempt, spec: DimSpec, bound: BoundInputs) -> tuple[SuggestedFixes | None,
                                                                               tuple[RejectedRange, ...]]:
     """The suggested fixes of a rejected spec, solved from the guards (``exporter.shapes``),
@@ -195,8 +219,8 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: DimSpec | None = N
                   bound: BoundInputs | None = None, model: Any = None) -> CaptureError:
     """One error that names the first real failure and lists every attempt. With the
     session's ``spec`` and ``bound`` inputs, a rejected spec's hint is the exact new spec,
-    solved from the guards; with its ``model``, a pinned sequence names the ``nn.RNN`` that
-    pins it."""
+    solved from the guards, and a data-dependent guard names the dims it involves; with its
+    ``model``, a pinned sequence names the ``nn.RNN`` that pins it."""
     first, cause = next((a, a.error) for a in attempts if a.error is not None)
     rejected = formats.is_constraint_violation(cause)
     fixes, ranges = _solved(first, spec, bound) if rejected and spec is not None and bound is not None else (None, ())
@@ -215,6 +239,10 @@ def capture_error(attempts: tuple[CaptureAttempt, ...], spec: DimSpec | None = N
     else:
         headline = first.first_error_line or ""
     details = ["- " + line for line in (problems[1:] if rejected and problems else violations)][:6]
+    involved = _data_dependent_dims(first, spec, bound) if spec is not None and bound is not None else ""
+    if involved:  # torch's "4*u1 < s70" in the user's words; torch's text stays in library_text
+        headline = (f"{type(cause).__name__}: a size or branch depends on a value read from a tensor together with "
+                    f"{involved}, and torch cannot decide it for every size")
     # Other strategies skipped because the spec was rejected add nothing to say.
     tried = "; ".join(f"{a.strategy}: {a.first_error_line}" for a in attempts)
     # Strategies skipped for the first one's reason (a rejected spec, a type no strategy flattens) add nothing.

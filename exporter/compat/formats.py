@@ -59,6 +59,21 @@ def is_data_dependent(exc: BaseException) -> bool:
     return "data-dependent" in text or "GuardOnDataDependent" in text
 
 
+_DATA_DEPENDENT_EXPRESSION = re.compile(r"data-dependent expression (?P<expr>.+?) \((?:unhinted: (?P<unhinted>.+?)\))?")
+_BACKED_SYMBOL = re.compile(r"\bs\d+\b")
+
+
+def data_dependent_symbols(exc: BaseException | str) -> tuple[str, ...]:
+    """The input-size symbols (``s70``) of the expression a data-dependent guard could not
+    decide: ``Could not guard on data-dependent expression 4*u1 < 16 (unhinted: 4*u1 < s70)``
+    gives ``("s70",)``; the unbacked ``u1`` is a value read from a tensor, not an input's size."""
+    match = _DATA_DEPENDENT_EXPRESSION.search(str(exc))
+    if match is None:
+        return ()
+    expression = match["unhinted"] or match["expr"]
+    return tuple(dict.fromkeys(_BACKED_SYMBOL.findall(expression)))
+
+
 def suggested_fix_lines(exc: BaseException | str) -> tuple[str, ...]:
     """The lines under ``Suggested fixes:`` of a constraint violation (``b = Dim('b', min=3)``,
     ``dy = dx``), in order."""

@@ -270,6 +270,9 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
                 if rescue.success:
                     return _captured(rescue, attempts, patches, start, (_rescue_note(attempt, spec, inputs, model),))
             reason = "skipped: the dim spec was rejected, another strategy would only hide it"
+            if formats.is_data_dependent(attempt.error):  # TorchDynamo's data-dependent guard: the same error type
+                reason = ("skipped: a condition on a value read from a tensor stops every strategy; strategy='draft' "
+                          "would fix it at the example's value (slow, and right only for inputs taking the same branch)")
             for skipped in strategies[i + 1 :]:
                 if skipped.name not in tried:
                     attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))

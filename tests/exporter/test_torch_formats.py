@@ -92,6 +92,34 @@ def test_a_branch_on_tensor_values_is_data_dependent_by_type_and_names_the_user_
     assert frame == (__file__, line_of(SignBranch.forward, "x.sum()"), "forward", "if x.sum() > 0:")
 
 
+class CountAgainstLength(torch.nn.Module):
+    def forward(self, x):
+        count = (x[0] > 0).sum().item()
+        if 4 * count < x.shape[1]:
+            return x + 1
+        return x - 1
+
+
+class ReturnsObject(torch.nn.Module):
+    def forward(self, x):
+        return x, inspect.Parameter("p", inspect.Parameter.POSITIONAL_ONLY)
+
+
+def test_a_data_dependent_guard_on_a_dynamic_dim_gives_its_size_symbols_not_the_unbacked_value():
+    exc = raised(lambda: export(CountAgainstLength(), (torch.randn(2, 8),), dynamic_shapes={"x": {1: Dim.DYNAMIC}},
+                                strict=False))
+    (symbol,) = formats.data_dependent_symbols(exc)
+    assert symbol.startswith("s") and symbol in str(exc)
+    assert formats.data_dependent_symbols(raised(lambda: export(SignBranch(), (torch.randn(4, 3),), strict=False))) == ()
+
+
+def test_an_output_torch_cannot_flatten_is_named_by_its_class_in_words():
+    exc = raised(lambda: export(ReturnsObject(), (torch.randn(2, 3),), strict=False))
+    assert formats.unknown_pytree_type(exc) == ("inspect.Parameter", "output")
+    assert formats.unflattenable_text(exc) == "the model returns a Parameter (inspect), which torch cannot flatten into tensors"
+    assert formats.unflattenable_text(raised(lambda: export(SignBranch(), (torch.randn(4, 3),), strict=False))) is None
+
+
 def test_a_size_one_example_asked_dynamic_without_size_oblivious_capture_is_a_zero_one_specialization():
     exc = raised(lambda: export(Add(), (torch.randn(1, 3), torch.randn(1, 3)),
                                 dynamic_shapes={"x": {0: Dim.DYNAMIC}, "y": None}, strict=False))
