@@ -21,8 +21,18 @@ _FAILING = ("training_mode", "wrong_at_example", "wrong_at_size", "wrong_at_valu
 
 
 def _cut(text: str, limit: int = 140) -> str:
+    """The first line of ``text``, at most ``limit`` characters: a longer one ends at its last
+    clause (``; ``, ``, ``, `` (``) that fits, never inside a number or a name, then ``…``."""
     line = text.splitlines()[0] if text else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    if len(line) <= limit:
+        return line
+    head = line[: limit - 2]
+    end = max(head.rfind(separator) for separator in ("; ", ", ", " ("))
+    if end < limit // 2:  # no clause ends late enough: the last whole word
+        end = head.rfind(" ")
+    if end < limit // 2:  # one long word (a path)
+        end = len(head)
+    return line[:end].rstrip(" ,;:(") + " …"
 
 
 @dataclass(frozen=True)

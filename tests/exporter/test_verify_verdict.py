@@ -244,3 +244,14 @@ def test_outputs_of_a_usual_size_are_verified_as_before():
 
     result = Session(Usual(), (torch.randn(2, 5),), {}, ExportOptions(dynamic_shapes={"x": {0: "batch"}})).verify()
     assert result.status == "passed" and not [f for f in result.findings if f.kind == "vacuous"]
+
+
+def test_a_long_verdict_ends_at_a_clause_never_inside_a_number():
+    from exporter.verify.results import _cut
+
+    finding = ("wrong at the example size (batch=2, seq=16): output 'last_hidden_state': max abs diff 0.000363, "
+               "max rel diff 0.0539 (24 elements beyond rtol=0.0001 atol=1e-05 + 0.0001*channel|expected|)")
+    assert _cut(finding) == ("wrong at the example size (batch=2, seq=16): output 'last_hidden_state': "
+                             "max abs diff 0.000363, max rel diff 0.0539 …")
+    assert _cut("short") == "short"
+    assert len(_cut("/" + "x" * 300)) <= 140  # one long word is still cut to the limit
