@@ -260,6 +260,10 @@ class Workbench(widgets.VBox):
         translate or optimize failed, draws the FX side alone with a note."""
         if graph_renderer() is None:
             return
+        failed = self.requested_session.failed_stage
+        if failed is not None and failed.name in ("capture", "decompose"):  # the same export would fail again
+            self.graphs_view.show_nothing_to_draw(failed)
+            return
         self._start(self.requested_session, steps_until("decompose") + (Step("graphs", self.graphs_view.options()),),
                     "drawing the graphs")
 

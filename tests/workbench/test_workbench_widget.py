@@ -352,6 +352,19 @@ def test_graphs_tab_draws_the_side_by_side_view_or_says_it_is_not_available():
     assert "no.such.module" in view.message["text"] and wb.job_status.value.startswith("done")
 
 
+def test_draw_graphs_after_a_failed_capture_says_there_is_nothing_to_draw_and_why():
+    wb = workbench(Broken(), torch.randn(2, 3))
+    assert wb.session.failed_stage is not None and wb.session.failed_stage.name == "capture"
+    if not wb.graphs_view.available:
+        return
+    wb.graphs_view.button.click()
+    wb.wait()
+    shown = text(wb.graphs_view.view.value).strip()
+    assert shown.startswith("nothing to draw The export failed at capture, before there is a graph: ")
+    assert "this model cannot be traced" in shown and "The Stages tab says why" in shown
+    assert wb.graphs_view.graph is None or wb.graphs_view.graph.layout.display == "none"
+
+
 def test_axis_control_of_an_unknown_axis_names_the_axes_there_are():
     wb = workbench(Tiny(), torch.randn(4, 8), run=False)
     with pytest.raises(KeyError, match="the axes are x.0, x.1"):

@@ -66,6 +66,16 @@ class GraphsView:
         """Keywords for the renderer: the modules the widget has open stay open on a redraw."""
         return {"expand": tuple(self.graph.expanded)} if self.graph is not None else {}
 
+    def show_nothing_to_draw(self, failed: Any) -> None:
+        """Say why a click drew nothing: the export failed at ``failed`` (a stage result) before
+        there was a graph."""
+        first = (str(failed.error).splitlines() or [""])[0] if failed.error is not None else ""
+        self.view.value = pane(verdict("nothing to draw", f"The export failed at {failed.name}, before there is a "
+                                       f"graph: {first}. The Stages tab says why and what to change; "
+                                       "draw again once it exports.", tone="warn"))
+        if self.graph is not None:
+            self.graph.layout.display = "none"
+
     def show(self, result: Drawn | BaseException) -> None:
         """Prepared graphs (the widget draws them), a ``GraphView`` (static drawing), or an error."""
         if isinstance(result, BaseException):
