@@ -45,7 +45,7 @@ from exporter.worker import submit_work
 
 from ._live import Job, JobRunner, Step, WidgetObserver
 from .views.blocks import STYLE, esc, failure_html
-from .views.benchmark import BenchmarkView
+from .views.benchmark import BenchmarkView, swept_dims
 from .views.registry import ANALYSIS_VIEWS, AnalysisView, View
 from .views.dims import AxisRow, DimsView
 from .views.graphs import GraphsView, graph_renderer
@@ -559,6 +559,7 @@ class Workbench(widgets.VBox):
             self.stages_view.analysis(name, *stage_row(name, result, session.verdict))
         self._safely(self.dims_view.show, session, self._last_good)
         self._safely(self.guards_view.show, session, self.tabs.selected_index == self.views.index(self.guards_view))
+        self._safely(self.benchmark_view.show_dims, swept_dims(session))
         for view in self.analysis_tabs:
             if not any(n in kept or n in self._analyses for n in view.analyses):
                 self._safely(view.not_run)

@@ -722,3 +722,20 @@ def test_a_quick_verify_runs_again_after_a_change_of_spec_and_every_surface_foll
     wb.wait()
     assert wb.session.verdict.passed and stage_row(wb, "verify")[0] == "pass"
     assert wb.session.summary().startswith("Session: RightOnlyAtOne [passed]")
+
+
+def test_latency_vs_size_moves_the_dim_chosen_beside_its_button():
+    wb = workbench(Add(), torch.randn(4, 8), torch.randn(4, 8),
+                   x={0: Dim("batch"), 1: Dim("feature")}, y={0: Dim("batch"), 1: Dim("feature")})
+    view = wb.benchmark_view
+    assert view.sweep_dim.options == ("batch", "feature") and view.sweep_dim.value == "batch"
+    view.sweep_dim.value = "feature"
+    view.sweep_button.click()
+    wb.wait()
+    assert "latency vs feature" in text(view.sweep.value)
+
+
+def test_latency_vs_size_cannot_run_on_an_export_with_every_dim_static_and_says_why():
+    wb = workbench(Tiny(), torch.randn(4, 8))
+    assert wb.benchmark_view.sweep_dim.options == ()
+    assert wb.benchmark_view.sweep_button.disabled and "every input dim is static" in wb.benchmark_view.sweep_button.tooltip

@@ -18,7 +18,7 @@ from workbench.render.bench_charts import latency_histogram, latency_vs_size, pr
 
 from .blocks import failure_html, figure_html, folded, pane, verdict
 
-__all__ = ["BenchmarkView", "profile_headline"]
+__all__ = ["BenchmarkView", "profile_headline", "swept_dims"]
 
 
 def profile_headline(result: ProfileResult) -> str:
@@ -31,6 +31,20 @@ def profile_headline(result: ProfileResult) -> str:
     return f"{head}; most in {top['op_type']} ({top['share']:.0%})"
 
 _STALE = " (for an earlier dim spec)"
+
+
+def swept_dims(session: Any) -> tuple[str, ...]:
+    """The dims "Latency vs size" can move in ``session``'s export: its dynamic dim groups
+    (static ones, specialized ones and those sized from others left out); none before a capture."""
+    capture = next((r for r in session.stages if r.name == "capture"), None)
+    if capture is None or not capture.ok:
+        return ()
+    from exporter.cases import dim_groups  # imports torch: the export has, already
+
+    try:
+        return tuple(g.label for g in dim_groups(session) if not g.specialized and g.derived is None)
+    except Exception:  # noqa: BLE001 - no choice offered is better than a broken tab
+        return ()
 
 
 def _button(description: str, icon: str, css: str, **kwargs: Any) -> widgets.Button:
@@ -57,16 +71,22 @@ class BenchmarkView:
     analyses = ("benchmark", "benchmark_sweep", "profile", "compare")
     takes_verdict = True  # the Workbench gives show() the verdict of the export timed
 
-    def __init__(self, on_run: Callable[[str], None]) -> None:
+    def __init__(self, on_run: Callable[..., None]) -> None:
         self.button = _button("Run benchmark", "tachometer-alt", "wb-run-benchmark")
         self.sweep_button = _button("Latency vs size", "chart-line", "wb-run-sweep")
+        # Which dynamic dim "Latency vs size" moves (filled from the export shown: show_dims).
+        self.sweep_dim = widgets.Dropdown(options=[], description="of", layout=widgets.Layout(width="auto"),
+                                          style={"description_width": "initial"})
+        self.sweep_dim.add_class("wb-sweep-dim")
         self.profile_button = _button("Profile", "list", "wb-run-profile")
         self.compare_button = _button("Compare variants", "balance-scale", "wb-run-compare",
                                       tooltip="the unoptimized model, onnxruntime's optimization levels and "
                                               "thread counts, in the same interleaved rounds")
-        for button, name in ((self.button, "benchmark"), (self.sweep_button, "benchmark_sweep"),
-                             (self.profile_button, "profile"), (self.compare_button, "compare")):
+        for button, name in ((self.button, "benchmark"), (self.profile_button, "profile"),
+                             (self.compare_button, "compare")):
             button.on_click(lambda _, name=name: on_run(name))
+        self.sweep_button.on_click(lambda _: on_run("benchmark_sweep", **(
+            {"dim": self.sweep_dim.value} if self.sweep_dim.value else {})))
         self.status = widgets.HTML(verdict("not run"))
         self.status.add_class("wb-benchmark-status")
         self.summary = widgets.HTML()
@@ -74,10 +94,22 @@ class BenchmarkView:
         self.sweep = widgets.HTML()
         self.profile = widgets.HTML()
         self.compare = widgets.HTML()
-        buttons = widgets.HBox([self.button, self.sweep_button, self.profile_button, self.compare_button],
+        sweep = widgets.HBox([self.sweep_button, self.sweep_dim])
+        buttons = widgets.HBox([self.button, sweep, self.profile_button, self.compare_button],
                                layout=widgets.Layout(flex_flow="row wrap"))
         self.widget = widgets.VBox([self.status, buttons, self.summary, self.chart, self.sweep, self.compare,
                                     self.profile])
+
+    def show_dims(self, labels: tuple[str, ...]) -> None:
+        """The dynamic dims of the export shown, for "Latency vs size" to move (the one chosen
+        stays chosen while it exists); with none, the button says why it cannot run."""
+        chosen = self.sweep_dim.value
+        self.sweep_dim.options = labels
+        if labels:
+            self.sweep_dim.value = chosen if chosen in labels else labels[0]
+        self.sweep_dim.layout.display = None if len(labels) > 1 else "none"
+        self.sweep_button.disabled = not labels
+        self.sweep_button.tooltip = "" if labels else "every input dim is static: there is no size to move"
 
     def not_run(self) -> None:
         self.status.value = verdict("not run")
