@@ -26,7 +26,7 @@ from ..guards import (
 )
 from .common import spec_from
 from .fixes import is_size_one_broadcast, suggested_fixes_of
-from .reasons import DimBound, axes_text, axis_family, dim_bounds, guard_where, short_source
+from .reasons import DimBound, axes_text, axis_family, bounds_text, dim_bounds, guard_where, short_source
 from ..compat import formats, program_ranges
 from ..program_symbols import dim_names, symbol_of
 from .solve import axis_ranges
@@ -136,7 +136,7 @@ class DimOutcome:
         """The range in the user's terms: ``at least 2: q_length > 1, transformers/…/sdpa_attention.py:149;
         at most 512: position embeddings, transformers/models/bert/modeling_bert.py:95``; ""
         when nothing narrowed it (or it is not dynamic: ``reason`` says why)."""
-        return "; ".join(str(b) for b in self.bounds)
+        return bounds_text(self.bounds)
 
     @property
     def where(self) -> str | None:
@@ -535,7 +535,7 @@ def _dynamic_outcome(
             bounds = (DimBound(", ".join(words), "guards on several dims (torch's guards)" if cited
                                else "torch's own code", guard_where(cited[0]) if cited else None, tuple(cited)),)
         asked = f"from {range_text(rlo, rhi)} " if (rlo, rhi) != (0, None) else ""
-        said = [str(b) for b in bounds if b.text] + ties
+        said = [text for text in (bounds_text(bounds),) if text] + ties
         reason = f"narrowed {asked}to {range_text(lo, hi)}" + (f": {'; '.join(said)}" if said else "")
     return DimOutcome(
         path, axis, example, policy, DYNAMIC_RESULT, lo, hi,

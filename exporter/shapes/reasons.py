@@ -23,7 +23,7 @@ from ..frames import short_path, short_source, source_label
 from ..guards import GUARD, RUNTIME_ASSERT, Guard
 from .solve import solve_size
 
-__all__ = ["DimBound", "axes_text", "axis_family", "dim_bounds", "guard_where", "short_path", "short_source"]
+__all__ = ["DimBound", "axes_text", "axis_family", "bounds_text", "dim_bounds", "guard_where", "short_path", "short_source"]
 
 # What in a model asks for a bound, by the words of the line that added it (an upper bound
 # from a table sized by the config: position embeddings and the buffers sized like them).
@@ -75,6 +75,23 @@ class DimBound:
     def __str__(self) -> str:
         """``at most 512: position embeddings, transformers/models/bert/modeling_bert.py:95``."""
         return f"{self.text}: {self.what}" + (f", {self.where}" if self.where else "")
+
+
+def bounds_text(bounds: Iterable[DimBound]) -> str:
+    """Bounds in one line, each number once: ``at least 2: q_length == 1 (…/sdpa_attention.py:122),
+    q_length > 1 (…:149); at most 512: position embeddings, …/modeling_bert.py:95``; a bound
+    asked at one place reads as :meth:`DimBound.__str__`."""
+    by_text: dict[str, list[DimBound]] = {}
+    for bound in bounds:
+        if bound.text:
+            by_text.setdefault(bound.text, []).append(bound)
+    parts = []
+    for text, same in by_text.items():
+        if len(same) == 1:
+            parts.append(str(same[0]))
+        else:
+            parts.append(f"{text}: " + ", ".join(b.what + (f" ({b.where})" if b.where else "") for b in same))
+    return "; ".join(parts)
 
 
 def dim_bounds(guards: Iterable[Guard], example: int, low: int = 0, high: int | None = None) -> tuple[DimBound, ...]:

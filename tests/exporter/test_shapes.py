@@ -344,3 +344,14 @@ def test_dims_table_prints_the_ranges_as_the_tab_does():
     assert str(frame["min"].dtype) == "Int64" and str(frame["axis"].dtype) == "Int64"
     assert frame[["min", "max"]].values.tolist() == [[3, float("inf")], [3, 3]]
     assert "x.shape[0] > 2" in frame.loc[0, "why"] and "at least 3" in frame.loc[0, "why"]
+
+
+def test_bounds_with_the_same_number_asked_at_two_lines_are_said_once_with_both_lines():
+    from exporter.shapes.reasons import DimBound, bounds_text
+
+    bounds = (DimBound("at least 2", "q_length == 1", "sdpa_attention.py:122"),
+              DimBound("at least 2", "q_length > 1", "sdpa_attention.py:149"),
+              DimBound("at most 512", "position embeddings", "modeling_bert.py:95"))
+    assert bounds_text(bounds) == ("at least 2: q_length == 1 (sdpa_attention.py:122), q_length > 1 "
+                                   "(sdpa_attention.py:149); at most 512: position embeddings, modeling_bert.py:95")
+    assert bounds_text(bounds[2:]) == str(bounds[2])
