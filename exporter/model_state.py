@@ -142,8 +142,11 @@ class StateKeeper:
     a run that changed something (a module with a hundred layers is snapshotted in milliseconds,
     and most runs change nothing). Not for two threads at once."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, reuse: bool = True) -> None:
+        """``reuse=False``: snapshot before every run (a module the user's code also holds,
+        which it may change between runs: a snapshot kept would put their change back)."""
         self.model = model
+        self.reuse = reuse
         self._snapshots: list[_ModuleSnapshot] | None = None
 
     @contextlib.contextmanager
@@ -160,7 +163,7 @@ class StateKeeper:
             yield report
         finally:
             _restore_tree(snapshots, report)
-            if report.changed:  # what was put back may be an equal object, not the one snapshotted
+            if report.changed or not self.reuse:  # what was put back may be an equal object, not the one snapshotted
                 self._snapshots = None
 
 

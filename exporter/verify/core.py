@@ -47,7 +47,6 @@ def _run_case(
     tolerances: Mapping[str, Tolerance] | Tolerance | None,
     reference: Float64Reference | None = None,
 ) -> tuple[CaseResult, list[Any] | None]:
-
     start = time.perf_counter()
     feeds: dict[str, Any] | None = None
     feeds_error: BaseException | None = None

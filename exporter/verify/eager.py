@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import compat
 from ..model_state import StateKeeper, StateReport
-from ..model_twin import twin_of
+from ..model_twin import is_twin, twin_of
 
 __all__ = ["EagerRunner", "clone_tensors", "expected_outputs", "map_tensors", "run_eager"]
 
@@ -24,7 +24,7 @@ class EagerRunner:
 
     def __init__(self, model: Any) -> None:
         self.twin = twin_of(model)
-        self._keeper = StateKeeper(self.twin)
+        self._keeper = StateKeeper(self.twin, reuse=is_twin(self.twin))  # an untwinnable module is the user's
 
     @contextlib.contextmanager
     def running(self, what: str = "") -> Iterator[tuple[Any, StateReport]]:

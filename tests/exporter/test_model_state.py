@@ -297,3 +297,16 @@ def test_hook_dicts_and_flag_sets_filled_by_a_run_are_emptied_again_by_a_keeper(
     with keeper.run() as again:
         model(torch.ones(1, 3))
     assert [c.path for c in again.changes] == ["calls"] and model.calls.item() == 0
+
+
+def test_a_keeper_that_does_not_reuse_its_snapshot_keeps_a_change_made_between_runs():
+    from exporter.model_state import StateKeeper
+
+    model = ShrinksWindow()
+    keeper = StateKeeper(model, reuse=False)  # a module the user's code holds (one that cannot be twinned)
+    with keeper.run():
+        model(torch.ones(1, 8))
+    model.block.window_size = 6  # the user's own change, between two runs
+    with keeper.run() as report:
+        model(torch.ones(1, 8))
+    assert model.block.window_size == 6 and not report.changed
