@@ -281,3 +281,17 @@ def test_an_lstm_without_projection_is_not_taken_for_one(bias):
     session = Session(Projected(bias=bias).eval(), (torch.randn(2, 8, 16),), None,
                       ExportOptions(dynamic_shapes={"x": {0: "batch", 1: "seq"}}))
     assert session.run().status == "ok"
+
+
+def test_an_eager_lstm_in_another_thread_while_the_rnn_patch_is_on_gives_its_own_outputs():
+    lstm = torch.nn.LSTM(4, 8, batch_first=True, num_layers=2).eval()
+    x = torch.randn(2, 5, 4)
+    with torch.no_grad():
+        before = lstm(x)[0]
+        outputs: list[torch.Tensor] = []
+        with compat.rnn_while_loop_decompositions():
+            assert compat.rnn_while_loop_active()
+            user = threading.Thread(target=lambda: outputs.append(lstm(x)[0]))  # the user's next cell
+            user.start()
+            user.join()
+    assert torch.equal(outputs[0], before)
