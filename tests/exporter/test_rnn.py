@@ -286,12 +286,11 @@ def test_an_lstm_without_projection_is_not_taken_for_one(bias):
 def test_an_eager_lstm_in_another_thread_while_the_rnn_patch_is_on_gives_its_own_outputs():
     lstm = torch.nn.LSTM(4, 8, batch_first=True, num_layers=2).eval()
     x = torch.randn(2, 5, 4)
-    with torch.no_grad():
-        before = lstm(x)[0]
-        outputs: list[torch.Tensor] = []
-        with compat.rnn_while_loop_decompositions():
-            assert compat.rnn_while_loop_active()
-            user = threading.Thread(target=lambda: outputs.append(lstm(x)[0]))  # the user's next cell
-            user.start()
-            user.join()
+    before = lstm(x)[0].detach()  # grad mode is per thread: both runs in the default mode
+    outputs: list[torch.Tensor] = []
+    with compat.rnn_while_loop_decompositions():
+        assert compat.rnn_while_loop_active()
+        user = threading.Thread(target=lambda: outputs.append(lstm(x)[0].detach()))  # the user's next cell
+        user.start()
+        user.join()
     assert torch.equal(outputs[0], before)
