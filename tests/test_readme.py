@@ -42,5 +42,6 @@ def test_readme_model_patch_example_fixes_mambas_capture_as_it_says():
     result = fixed.verify()
     assert result.status == "passed"
     [seq] = [group for group in result.groups if group.label == "seq"]
-    # 1 to twice the example, and past it: how far (up to 8x, 96) is verify's time budget's to say
-    assert min(seq.sizes) == 1 and 24 in seq.sizes and max(seq.sizes) > 24
+    # 1 to twice the example; whether it goes past that (up to 8x, 96) is verify's time budget's to
+    # say, and a loaded machine leaves none
+    assert min(seq.sizes) == 1 and 24 in seq.sizes

@@ -53,7 +53,7 @@ class CaptureAttempt:
         if self.skipped_reason:
             return self.skipped_reason
         if self.error is not None and formats.is_data_dependent(self.error):  # "4*u1 < s70": torch's symbols
-            return f"{type(self.error).__name__}: could not decide a condition on a value read from a tensor"
+            return f"{type(self.error).__name__}: could not decide a data-dependent condition (on a value read from a tensor)"
         if self.error is not None and formats.is_constraint_violation(self.error):
             # torch's first line is "Constraints violated (seq)! For more information, run with
             # TORCH_LOGS=...": the capture error says what is violated, in the user's terms.

@@ -523,7 +523,8 @@ def test_export_benchmark_prints_the_latency_headline_and_says_the_timed_model_w
     code, stdout, stderr = run_cli("export", f"{factory}:make", "--benchmark", "-o", str(output))
     assert code == 0, stderr
     *_, timing, last = stdout.strip().splitlines()
-    assert re.match(r"benchmark: onnxruntime [\d.]+x (faster|slower) than eager PyTorch", timing), timing
+    # one figure, or a range when the rounds disagree (a busy machine)
+    assert re.match(r"benchmark: onnxruntime [\d.]+x( to [\d.]+x)? (faster|slower) than eager PyTorch", timing), timing
     assert timing.endswith("(of a model that is not verified)") and last.startswith("not verified:")
 
     code, stdout, stderr = run_cli("export", f"{factory}:make", "--verify", "--benchmark", "-o", str(output))
