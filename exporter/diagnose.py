@@ -18,7 +18,7 @@ from .axis import Axis
 from .compat import formats
 from .errors import CaptureError, Status, user_source_line
 from .frames import source_label
-from .guards import axis_of_source, guards_from_events, input_sources
+from .guards import guards_from_events, symbols_of_axes
 from .hints import kv_cache_kwarg_hint
 from .shapes.fixes import build_fixes
 from .shapes.violations import plain_violation, rejected_ranges
@@ -121,12 +121,7 @@ def _data_dependent_dims(attempt: CaptureAttempt, spec: DimSpec, bound: BoundInp
     if attempt.error is None or not formats.is_data_dependent(attempt.error):
         return ""
     symbols = set(formats.data_dependent_symbols(attempt.error))
-    sources = input_sources(bound)
-    axes: dict[Axis, None] = {}
-    for event in attempt.guards:
-        for symbol, found in event.sources:
-            if symbol in symbols:
-                axes.update(dict.fromkeys(a for source in found if (a := axis_of_source(source, bound, sources)) is not None))
+    axes = [Axis(*key) for key, symbol in symbols_of_axes(attempt.guards, bound).items() if symbol in symbols]
     named: dict[str, list[str]] = {}
     for axis in axes:
         name = getattr(spec.policy(*axis), "name", None) or axis.label

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .inputs import BoundInputs
 
 __all__ = [
+    "symbols_of_axes",
     "EQUALITY",
     "GUARD",
     "KINDS",
@@ -183,6 +184,21 @@ def axis_of_source(source: str, bound: BoundInputs, sources: dict[str, str] | No
     sources = input_sources(bound) if sources is None else sources
     path = sources.get(split[0])
     return Axis(path, split[1]) if path is not None else None
+
+
+def symbols_of_axes(events: Iterable[Any], bound: BoundInputs) -> dict[tuple[str, int], str]:
+    """The torch symbol of every input axis recorded guard ``events`` name through their
+    sources (``{("x", 1): "s70"}``), in the inputs' order."""
+    sources = input_sources(bound)
+    found: dict[tuple[str, int], str] = {}
+    for event in events:
+        for symbol, named in event.sources:
+            for source in named:
+                axis = axis_of_source(source, bound, sources)
+                if axis is not None:
+                    found.setdefault((axis.path, axis.index), str(symbol))
+    order = list(bound.paths)
+    return dict(sorted(found.items(), key=lambda item: (order.index(item[0][0]), item[0][1])))
 
 
 def axes_in_text(text: str, bound: BoundInputs, sources: dict[str, str] | None = None) -> list[Axis]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -252,10 +253,7 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
                 return _captured(attempt, attempts, patches, start)
         unflattenable = formats.unflattenable_text(attempt.error) if attempt.error is not None else None
         if unflattenable is not None:  # torch.export flattens inputs and outputs the same way in every strategy
-            reason = f"skipped: {unflattenable}, whatever the strategy"
-            for skipped in strategies[i + 1 :]:
-                attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
-                observer.on_attempt(attempts[-1])
+            _skip(strategies[i + 1 :], f"skipped: {unflattenable}, whatever the strategy", attempts, observer)
             break
         if refused and attempt.error is not None:  # (narrows the type for what follows)
             tried = {a.strategy for a in attempts}
@@ -273,13 +271,18 @@ def capture(model: Any, inputs: BoundInputs, spec: DimSpec, *, strategy: str = "
             if formats.is_data_dependent(attempt.error):  # TorchDynamo's data-dependent guard: the same error type
                 reason = ("skipped: a condition on a value read from a tensor stops every strategy; strategy='draft' "
                           "would fix it at the example's value (slow, and right only for inputs taking the same branch)")
-            for skipped in strategies[i + 1 :]:
-                if skipped.name not in tried:
-                    attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
-                    observer.on_attempt(attempts[-1])
+            _skip([s for s in strategies[i + 1 :] if s.name not in tried], reason, attempts, observer)
             break
     return StageResult("capture", Status.FAILED, time.perf_counter() - start, error=_first_failure(attempts),
                        attempts=tuple(attempts))
+
+
+def _skip(strategies: Sequence[type[CaptureStrategy]], reason: str, attempts: list[CaptureAttempt],
+          observer: Any) -> None:
+    """Record each of ``strategies`` as skipped for ``reason`` (and tell the observer)."""
+    for skipped in strategies:
+        attempts.append(CaptureAttempt(skipped.name, 0.0, skipped_reason=reason))
+        observer.on_attempt(attempts[-1])
 
 
 def _captured(attempt: CaptureAttempt, attempts: list[CaptureAttempt], patches: tuple[str, ...], start: float,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..frames import source_label
-from ..guards import guards_from_events
+from ..guards import guards_from_events, symbols_of_axes
 from .records import CaptureAttempt
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def capture_at_grown_example(strategy: Any, model: Any, inputs: BoundInputs, spe
     if attempt.success:
         symbols, ranges = symbol_of(attempt.program, inputs), compat.program_ranges(attempt.program)
     else:  # refused: the guards' sources name the input axes, the spec their ranges
-        symbols = _symbols_of_guards(attempt, inputs)
+        symbols = symbols_of_axes(attempt.guards, inputs)
         ranges = _spec_ranges(spec, symbols)
     examples = example_sizes(symbols, inputs)
     pinned = _movable(pinned_sizes(attempt, set(examples)), examples, ranges)
@@ -186,22 +186,6 @@ def _narrowed_there(grown: CaptureAttempt, attempt: CaptureAttempt, pinned_words
         f"set aside: {pinned_words}, and torch traces only the path the model takes there; "
         f"at {where} torch asks only for the ranges below"))
     return GrownCapture(grown, set_aside, "")
-
-
-def _symbols_of_guards(attempt: CaptureAttempt, inputs: BoundInputs) -> dict[tuple[str, int], str]:
-    """The symbol of every input axis a refused capture's guards name (through their sources)."""
-    from ..guards import axis_of_source, input_sources
-
-    sources = input_sources(inputs)
-    found: dict[tuple[str, int], str] = {}
-    for event in attempt.guards:
-        for symbol, named in event.sources:
-            for source in named:
-                axis = axis_of_source(source, inputs, sources)
-                if axis is not None:
-                    found.setdefault((axis.path, axis.index), str(symbol))
-    order = list(inputs.paths)
-    return dict(sorted(found.items(), key=lambda item: (order.index(item[0][0]), item[0][1])))
 
 
 def _spec_ranges(spec: DimSpec, symbols: dict[tuple[str, int], str]) -> dict[str, tuple[int, int | None]]:
